@@ -1,0 +1,167 @@
+"""Loss aggregation, the PPO policy loss (registry) and the clipped value loss, as verl's `core_algos.py` (v0.7).
+
+All functions reduce over the last two dims `(bs, response_length)` and keep leading dims (K batched
+agents); clip ranges may be floats or `(K, 1, 1)` tensors. Metrics come back as tensors under verl's
+names (no `.item()`: the caller reduces them once per step, so a GPU step needs no host sync).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+from playground.algos.masked import TOKEN_DIMS, masked_mean, masked_sum, masked_var
+
+LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+
+
+def agg_loss(
+    loss_mat: Tensor, loss_mask: Tensor, loss_agg_mode: str, loss_scale_factor: float | None = None
+) -> Tensor:
+    """Aggregate a per-token loss into one number per agent, as verl's `agg_loss` on one micro-batch.
+
+    - `token-mean`: Σ over valid tokens / number of valid tokens.
+    - `seq-mean-token-sum`: per-sequence token sums, averaged over sequences with ≥ 1 valid token.
+    - `seq-mean-token-mean`: per-sequence token means, averaged over sequences with ≥ 1 valid token.
+    - `seq-mean-token-sum-norm`: Σ of per-sequence token sums / `loss_scale_factor` (default: the padded
+      response width); no division by the number of sequences (Dr.GRPO's normaliser).
+
+    Args:
+        loss_mat: `(bs, T)` per-token loss. loss_mask: `(bs, T)`.
+        loss_agg_mode: one of `LOSS_AGG_MODES`.
+
+    Returns:
+        `()` (or `(K,)` for batched agents).
+    """
+    if loss_agg_mode == "token-mean":
+        return masked_sum(loss_mat, loss_mask) / loss_mask.sum(dim=TOKEN_DIMS)
+    seq_tokens = loss_mask.sum(dim=-1)  # (bs,)
+    seq_losses = masked_sum(loss_mat, loss_mask, dim=-1)  # token-sum per sequence
+    if loss_agg_mode == "seq-mean-token-sum-norm":
+        scale = loss_mask.shape[-1] if loss_scale_factor is None else loss_scale_factor
+        return seq_losses.sum(dim=-1) / scale
+    if loss_agg_mode == "seq-mean-token-mean":
+        seq_losses = seq_losses / (seq_tokens + 1e-8)
+    elif loss_agg_mode != "seq-mean-token-sum":
+        raise ValueError(f"loss_agg_mode={loss_agg_mode!r} is unknown; known: {list(LOSS_AGG_MODES)}")
+    seq_mask = (seq_tokens > 0).to(loss_mat.dtype)  # fully masked sequences do not count
+    return masked_sum(seq_losses, seq_mask, dim=-1) / seq_mask.sum(dim=-1)
+
+
+PolicyLossFn = Callable[..., tuple[Tensor, dict[str, Tensor]]]
+POLICY_LOSSES: dict[str, PolicyLossFn] = {}
+
+
+def register_policy_loss(name: str) -> Callable[[PolicyLossFn], PolicyLossFn]:
+    def decorator(fn: PolicyLossFn) -> PolicyLossFn:
+        if name in POLICY_LOSSES and POLICY_LOSSES[name] is not fn:
+            raise ValueError(f"policy loss {name!r} is already registered to {POLICY_LOSSES[name]}")
+        POLICY_LOSSES[name] = fn
+        return fn
+
+    return decorator
+
+
+def get_policy_loss_fn(name: str) -> PolicyLossFn:
+    if name not in POLICY_LOSSES:
+        raise ValueError(f"actor_rollout_ref.actor.policy_loss.loss_mode={name!r} is unknown; "
+                         f"known: {sorted(POLICY_LOSSES)}")
+    return POLICY_LOSSES[name]
+
+
+@register_policy_loss("vanilla")
+def compute_policy_loss_vanilla(
+    old_log_prob: Tensor,
+    log_prob: Tensor,
+    advantages: Tensor,
+    response_mask: Tensor,
+    loss_agg_mode: str = "token-mean",
+    *,
+    clip_ratio: float | Tensor = 0.2,
+    clip_ratio_low: float | Tensor | None = None,
+    clip_ratio_high: float | Tensor | None = None,
+    clip_ratio_c: float | Tensor = 3.0,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """PPO's clipped surrogate (Schulman et al. 2017) with dual-clip (Ye et al. 2020, arXiv 1912.09729).
+
+    Per token, with `r = exp(clamp(logp − logp_old, ±20))`:
+    `L1 = −A·r`, `L2 = −A·clip(r, 1 − ε_low, 1 + ε_high)`, `L = max(L1, L2)`, and for A < 0 the loss
+    is capped at `−A·c` (c = `clip_ratio_c` > 1), so a huge ratio on a bad action cannot blow up.
+
+    Metrics (verl's exact definitions, means over valid tokens):
+    `actor/pg_clipfrac` = fraction where the clipped term binds (L2 > L1), not "clip(r) ≠ r";
+    `actor/pg_clipfrac_lower` = fraction with A < 0 where the dual clip binds;
+    `actor/ppo_kl` = mean(logp_old − logp) (a k1 estimate; can be negative).
+
+    Args:
+        old_log_prob, log_prob, advantages, response_mask: `(bs, T)`.
+        clip_ratio: ε; `clip_ratio_low`/`clip_ratio_high` fall back to it when None.
+
+    Returns:
+        pg_loss `()` and the metrics.
+    """
+    if isinstance(clip_ratio_c, float) and not clip_ratio_c > 1.0:
+        raise ValueError(f"clip_ratio_c must be > 1 for dual-clip PPO, got {clip_ratio_c}")
+    clip_low = clip_ratio if clip_ratio_low is None else clip_ratio_low
+    clip_high = clip_ratio if clip_ratio_high is None else clip_ratio_high
+
+    negative_approx_kl = torch.clamp(log_prob - old_log_prob, min=-20.0, max=20.0)
+    ratio = torch.exp(negative_approx_kl)
+    ppo_kl = masked_mean(-negative_approx_kl, response_mask)
+
+    pg_losses1 = -advantages * ratio
+    pg_losses2 = -advantages * torch.clamp(ratio, 1 - clip_low, 1 + clip_high)
+    clip_pg_losses1 = torch.maximum(pg_losses1, pg_losses2)
+    pg_clipfrac = masked_mean((pg_losses2 > pg_losses1).to(ratio.dtype), response_mask)
+
+    pg_losses3 = -advantages * clip_ratio_c
+    clip_pg_losses2 = torch.minimum(pg_losses3, clip_pg_losses1)
+    negative = advantages < 0
+    pg_clipfrac_lower = masked_mean(((clip_pg_losses1 > pg_losses3) & negative).to(ratio.dtype), response_mask)
+
+    pg_losses = torch.where(negative, clip_pg_losses2, clip_pg_losses1)
+    pg_loss = agg_loss(pg_losses, response_mask, loss_agg_mode)
+    metrics = {
+        "actor/pg_clipfrac": pg_clipfrac.detach(),
+        "actor/ppo_kl": ppo_kl.detach(),
+        "actor/pg_clipfrac_lower": pg_clipfrac_lower.detach(),
+    }
+    return pg_loss, metrics
+
+
+def compute_value_loss(
+    vpreds: Tensor,
+    returns: Tensor,
+    values: Tensor,
+    response_mask: Tensor,
+    cliprange_value: float | Tensor,
+    loss_agg_mode: str = "token-mean",
+) -> tuple[Tensor, Tensor]:
+    """PPO's clipped value loss, as verl's `compute_value_loss`.
+
+    `v_clip = clamp(v_pred, V_old ± ε_v)` (absolute range); loss `0.5·agg(max((v_pred − R)², (v_clip − R)²))`;
+    `vf_clipfrac` = fraction of valid tokens where the clipped error is the larger one (the clip binds).
+
+    Args:
+        vpreds: `(bs, T)` values from the critic being updated. returns: `(bs, T)` targets R.
+        values: `(bs, T)` values from the critic before the update. cliprange_value: ε_v.
+
+    Returns:
+        vf_loss `()` and vf_clipfrac `()`.
+    """
+    vpredclipped = torch.clamp(vpreds, values - cliprange_value, values + cliprange_value)
+    vf_losses1 = (vpreds - returns) ** 2
+    vf_losses2 = (vpredclipped - returns) ** 2
+    vf_loss = 0.5 * agg_loss(torch.maximum(vf_losses1, vf_losses2), response_mask, loss_agg_mode)
+    vf_clipfrac = masked_mean((vf_losses2 > vf_losses1).to(vpreds.dtype), response_mask)
+    return vf_loss, vf_clipfrac
+
+
+def explained_variance(returns: Tensor, values: Tensor, response_mask: Tensor) -> Tensor:
+    """verl's `critic/vf_explained_var`: `1 − Var(R − V) / (Var(R) + 1e-5)` over valid tokens, unbiased.
+
+    1 is a perfect critic, 0 no better than a constant, below 0 worse than a constant (unbounded below).
+    """
+    return 1.0 - masked_var(returns - values, response_mask) / (masked_var(returns, response_mask) + 1e-5)

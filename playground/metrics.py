@@ -1,0 +1,231 @@
+"""Every metric name the playground writes, its aliases in other verl versions, and verl's reduction.
+
+One module owns the names: the trainer writes them, the diagnosis engine and the explorer read them,
+and the glossary (`glossary.yaml`, loaded by `glossary()`) explains each one in English and Chinese.
+Names follow the metrics guide; where verl 0.7 names a metric differently (`actor/entropy`), the
+verl name is an alias that readers map back to the guide's name.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+STEP = "training/global_step"
+STAT_SUFFIXES = ("mean", "max", "min")
+
+# The guide's metric groups (§1-10), in the order the explorer shows them.
+GROUPS: dict[str, str] = {
+    "actor": "Actor (policy)",
+    "critic": "Critic (value)",
+    "reward": "Rewards and advantages",
+    "length": "Sequence lengths",
+    "episode": "Episodes",
+    "timing": "Timing",
+    "perf": "System performance",
+    "training": "Training control",
+    "world_model": "World model",
+    "val": "Validation",
+}
+
+
+def _stats(prefix: str, extra: Iterable[str] = ()) -> list[str]:
+    return [f"{prefix}/{s}" for s in (*STAT_SUFFIXES, *extra)]
+
+
+TIMING_PHASES = ("gen", "reward", "old_log_prob", "ref", "values", "adv", "update_critic", "update_actor",
+                 "step", "testing")
+# verl divides gen by response tokens and these by all (prompt + response) tokens; the rest get none.
+PER_TOKEN_PHASES = ("gen", "ref", "values", "adv", "update_critic", "update_actor")
+
+METRIC_GROUPS: dict[str, list[str]] = {
+    "actor": [
+        "actor/pg_loss", "actor/pg_clipfrac", "actor/ppo_kl", "actor/pg_clipfrac_lower",
+        "actor/entropy_loss", "actor/kl_loss", "actor/kl_coef", "actor/grad_norm", "actor/lr",
+    ],
+    "critic": [
+        "critic/vf_loss", "critic/vf_clipfrac", "critic/vpred_mean", "critic/vf_explained_var",
+        "critic/grad_norm", "critic/lr",
+    ],
+    "reward": [
+        *_stats("critic/score", ["std"]), *_stats("critic/rewards", ["std"]),
+        *_stats("critic/advantages"), *_stats("critic/returns"), *_stats("critic/values"),
+        "actor/reward_kl_penalty", "actor/reward_kl_penalty_coeff",
+    ],
+    "length": [*_stats("response_length", ["clip_ratio"]), *_stats("prompt_length", ["clip_ratio"])],
+    "episode": [*_stats("episode/reward"), *_stats("episode/length"), "episode/success_rate"],
+    "timing": [*(f"timing_s/{p}" for p in TIMING_PHASES), *(f"timing_per_token_ms/{p}" for p in PER_TOKEN_PHASES)],
+    "perf": [
+        "perf/total_num_tokens", "perf/time_per_step", "perf/throughput", "perf/mfu/actor", "perf/mfu/critic",
+        "perf/max_memory_allocated_gb", "perf/max_memory_reserved_gb", "perf/cpu_memory_used_gb",
+    ],
+    "training": [STEP, "training/epoch"],
+    "world_model": ["world_model/loss", "world_model/grad_norm"],
+    "val": ["val/score", "val/accuracy", "val/pass@k"],
+}
+
+# Keys with a per-task or per-k suffix are declared by their family name above and matched here.
+FAMILY_PATTERNS: dict[str, re.Pattern[str]] = {
+    "episode/success_rate": re.compile(r"^episode/success_rate_[A-Za-z0-9_]+$"),
+    "val/pass@k": re.compile(r"^val/pass@\d+$"),
+}
+
+ALL_METRICS: tuple[str, ...] = tuple(k for keys in METRIC_GROUPS.values() for k in keys)
+GROUP_OF: dict[str, str] = {k: g for g, keys in METRIC_GROUPS.items() for k in keys}
+
+# Names other verl versions (and the guide's own examples) use for the same quantity.
+ALIASES: dict[str, str] = {
+    "actor/entropy": "actor/entropy_loss",  # verl >= 0.4 (the value was always the entropy, not a loss)
+    "critic/kl": "actor/reward_kl_penalty",  # verl <= 0.3
+    "critic/kl_coeff": "actor/reward_kl_penalty_coeff",  # verl <= 0.3
+    "critic/kl_coef": "actor/reward_kl_penalty_coeff",
+    "mfu/actor": "perf/mfu/actor",  # verl 0.2
+    "mfu/critic": "perf/mfu/critic",
+    "actor/mfu": "perf/mfu/actor",  # engine path before the rename
+    "critic/mfu": "perf/mfu/critic",
+    "actor/perf/max_memory_allocated_gb": "perf/max_memory_allocated_gb",  # engine path prefixes
+    "actor/perf/max_memory_reserved_gb": "perf/max_memory_reserved_gb",
+    "actor/perf/cpu_memory_used_gb": "perf/cpu_memory_used_gb",
+    "critic/vf_explained_variance": "critic/vf_explained_var",
+    "step": STEP,
+}
+# Regex aliases: (pattern, replacement template). Applied after the exact table.
+ALIAS_PATTERNS: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"^timing/(.+)$"), r"timing_s/\1"),  # the guide's §11.4 examples write timing/gen
+    (re.compile(r"^val/test_score/.+$"), "val/score"),  # verl <= 0.3: val/test_score/<data_source>
+    (re.compile(r"^val-core/[^/]+/(?:reward|score)/mean@\d+$"), "val/score"),
+    (re.compile(r"^val-core/[^/]+/acc/mean@\d+$"), "val/accuracy"),
+    (re.compile(r"^val-(?:core|aux)/[^/]+/acc/best@(\d+)/mean$"), r"val/pass@\1"),
+]
+# The guide's example 1 writes `actor/lr(1e-6):0.010`: the value is in units of the bracketed scale.
+_SCALED_KEY = re.compile(r"^(?P<name>[^()]+)\((?P<scale>[0-9.eE+-]+)\)$")
+
+
+def canonical_name(key: str) -> str:
+    """Map a metric key from any verl version (or the guide's examples) to the guide's name."""
+    key = key.strip()
+    if key in ALIASES:
+        return ALIASES[key]
+    for pattern, repl in ALIAS_PATTERNS:
+        if pattern.match(key):
+            return pattern.sub(repl, key)
+    return key
+
+
+def canonical_item(key: str, value: float) -> tuple[str, float]:
+    """`canonical_name` for a key and its value, undoing a `name(scale)` unit in the key."""
+    scaled = _SCALED_KEY.match(key.strip())
+    if scaled:
+        try:
+            return canonical_name(scaled["name"]), value * float(scaled["scale"])
+        except ValueError:
+            pass
+    return canonical_name(key), value
+
+
+def canonicalize(record: Mapping[str, float]) -> dict[str, float]:
+    """Canonical names for one step's metrics; a canonical key already present wins over an alias."""
+    out: dict[str, float] = {}
+    for key, value in record.items():
+        name, value = canonical_item(key, value)
+        if name not in out or name == key:
+            out[name] = value
+    return out
+
+
+def family_of(key: str) -> str:
+    """The declared metric a key belongs to (`episode/success_rate_cartpole` → `episode/success_rate`)."""
+    if key in GROUP_OF:
+        return key
+    for family, pattern in FAMILY_PATTERNS.items():
+        if pattern.match(key):
+            return family
+    return key
+
+
+def is_known(key: str) -> bool:
+    return family_of(key) in GROUP_OF
+
+
+def group_of(key: str) -> str | None:
+    return GROUP_OF.get(family_of(key))
+
+
+def reduce_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
+    """verl's `reduce_metrics`: keys containing "max" take the max, "min" the min, all others the mean.
+
+    Values may be scalars or lists (one entry per micro-batch or optimizer step).
+    """
+    out = {}
+    for key, values in metrics.items():
+        arr = np.asarray(values, dtype=np.float64).ravel()
+        if arr.size == 0:
+            continue
+        if "max" in key:
+            out[key] = float(np.max(arr))
+        elif "min" in key:
+            out[key] = float(np.min(arr))
+        else:
+            out[key] = float(np.mean(arr))
+    return out
+
+
+def to_json_value(value: float) -> float | str:
+    """JSON has no NaN or Inf; write them as the strings "NaN", "Infinity", "-Infinity"."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    return value
+
+
+def from_json_value(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)  # float() reads "NaN", "Infinity", "-Infinity", "nan", "inf"
+        except ValueError:
+            return None
+    return None
+
+
+GLOSSARY_PATH = Path(__file__).with_name("glossary.yaml")
+
+
+@functools.lru_cache(maxsize=1)
+def glossary() -> dict[str, dict[str, Any]]:
+    """The glossary: one entry per declared metric (see `glossary.yaml` for the schema)."""
+    import yaml
+
+    with open(GLOSSARY_PATH, encoding="utf-8") as f:
+        return yaml.safe_load(f)["metrics"]
+
+
+def glossary_entry(key: str) -> dict[str, Any] | None:
+    return glossary().get(family_of(canonical_name(key)))
+
+
+def band_status(key: str, value: float) -> str | None:
+    """The guide's status of one value: "ok", "warn" or "bad"; None when the guide gives no range.
+
+    A non-finite value is always "bad".
+    """
+    entry = glossary_entry(key)
+    if entry is None or not entry.get("bands"):
+        return None
+    if not math.isfinite(value):
+        return "bad"
+    v = abs(value) if entry.get("band_on_abs") else value
+    for band in entry["bands"]:
+        lo = -math.inf if band.get("lo") is None else band["lo"]
+        hi = math.inf if band.get("hi") is None else band["hi"]
+        if lo <= v <= hi:
+            return band["status"]
+    return None

@@ -1,0 +1,206 @@
+"""The run directory contract: `run.json`, `metrics.jsonl`, `samples.jsonl`, `findings.json`.
+
+A run writes into its Hydra output dir. The trainer is the only writer; the diagnosis engine and the explorer
+read these files (never the trainer), so everything here reads tolerantly: a half-written last line is not
+there yet, a corrupt line is reported and skipped, a missing `run.json` is None.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from playground.metrics import STEP, canonicalize, from_json_value, to_json_value
+
+RUN_INFO = "run.json"
+METRICS = "metrics.jsonl"
+SAMPLES = "samples.jsonl"
+FINDINGS = "findings.json"
+STATUSES = ("running", "finished", "diverged", "oom", "failed", "interrupted")
+
+
+@dataclass
+class LogRead:
+    """Metrics read from any source: one dict per step, canonical names, sorted by step."""
+
+    records: list[dict[str, float]]
+    problems: list[str] = field(default_factory=list)  # lines or files that could not be read, in words
+    source: str = ""
+    kind: str = "jsonl"  # jsonl | verl_console | tensorboard
+
+    @property
+    def steps(self) -> list[int]:
+        return [int(r[STEP]) for r in self.records]
+
+
+def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
+    """Replace `path` in one rename, so a reader sees the old or the new file, never half of one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(_jsonable(data), f, indent=1, allow_nan=False)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, float):
+        return to_json_value(value)
+    return value
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+class RunRecorder:
+    """Writes one run's files as it goes: metrics flushed per step, `run.json` replaced atomically."""
+
+    def __init__(self, run_dir: str | Path, info: Mapping[str, Any]):
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.info: dict[str, Any] = {
+            "status": "running", "last_step": 0, "start_time": time.time(), "end_time": None, "error": None,
+            **info,
+        }
+        self._metrics = open(self.run_dir / METRICS, "a", encoding="utf-8")
+        self._samples = None
+        self.update()
+
+    def update(self, **fields: Any) -> None:
+        self.info.update(fields)
+        write_json_atomic(self.run_dir / RUN_INFO, self.info)
+
+    def log(self, record: Mapping[str, float]) -> None:
+        """Append one step's metrics as one JSON line and flush it (NaN/Inf written as strings)."""
+        line = json.dumps({k: to_json_value(float(v)) for k, v in record.items()}, allow_nan=False)
+        self._metrics.write(line + "\n")
+        self._metrics.flush()
+        step = int(record.get(STEP, self.info["last_step"]))
+        if step != self.info["last_step"]:
+            self.update(last_step=step)
+
+    def log_samples(self, samples: Iterable[Mapping[str, Any]]) -> None:
+        if self._samples is None:
+            self._samples = open(self.run_dir / SAMPLES, "a", encoding="utf-8")
+        for sample in samples:
+            self._samples.write(json.dumps(_jsonable(sample), ensure_ascii=False, allow_nan=False) + "\n")
+        self._samples.flush()
+
+    def finish(self, status: str, error: str | None = None, **fields: Any) -> None:
+        if status not in STATUSES:
+            raise ValueError(f"run status must be one of {STATUSES}, got {status!r}")
+        self.close()
+        self.update(status=status, error=error, end_time=time.time(), **fields)
+
+    def close(self) -> None:
+        for f in (self._metrics, self._samples):
+            if f is not None and not f.closed:
+                f.close()
+
+
+def iter_jsonl(path: Path, problems: list[str]) -> Iterator[dict[str, Any]]:
+    """Yield the JSON objects of a JSON-lines file.
+
+    A last line without its newline is still being written: it is skipped silently. Any other line that is
+    not a JSON object is skipped and described in `problems`.
+    """
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        problems.append(f"{path}: cannot read ({e.strerror or e})")
+        return
+    lines = data.split(b"\n")
+    if lines and lines[-1] != b"":
+        lines = lines[:-1]  # half-written last line: not there yet
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            problems.append(f"{path.name} line {number}: not valid JSON, skipped")
+            continue
+        if not isinstance(obj, dict):
+            problems.append(f"{path.name} line {number}: not a JSON object, skipped")
+            continue
+        yield obj
+
+
+def read_metrics_jsonl(path: str | Path) -> LogRead:
+    """Read a `metrics.jsonl` (ours, or verl's file logger's `{"step": s, "data": {...}}` lines)."""
+    path = Path(path)
+    problems: list[str] = []
+    by_step: dict[int, dict[str, float]] = {}
+    for number, obj in enumerate(iter_jsonl(path, problems), start=1):
+        if "data" in obj and isinstance(obj["data"], dict):  # verl's `file` logger
+            obj = {**obj["data"], STEP: obj.get("step", obj["data"].get(STEP))}
+        record = {}
+        for key, value in obj.items():
+            number_value = from_json_value(value)
+            if number_value is not None:
+                record[key] = number_value
+        record = canonicalize(record)
+        step = record.get(STEP)
+        if step is None or not math.isfinite(step):
+            problems.append(f"{path.name} record {number}: no {STEP}, skipped")
+            continue
+        by_step.setdefault(int(step), {}).update(record)
+    records = [by_step[s] for s in sorted(by_step)]
+    return LogRead(records=records, problems=problems, source=str(path), kind="jsonl")
+
+
+def read_samples(path: str | Path) -> tuple[list[dict[str, Any]], list[str]]:
+    problems: list[str] = []
+    return list(iter_jsonl(Path(path), problems)), problems
+
+
+def read_run_info(run_dir: str | Path) -> dict[str, Any] | None:
+    return read_json(Path(run_dir) / RUN_INFO)
+
+
+def write_findings(run_dir: str | Path, findings: Mapping[str, Any]) -> None:
+    write_json_atomic(Path(run_dir) / FINDINGS, findings)
+
+
+def read_findings(run_dir: str | Path) -> dict[str, Any] | None:
+    return read_json(Path(run_dir) / FINDINGS)
+
+
+def is_run_dir(path: Path) -> bool:
+    return (path / METRICS).is_file() or (path / RUN_INFO).is_file()
+
+
+def find_runs(roots: Iterable[str | Path], max_depth: int = 6) -> list[Path]:
+    """Every run dir under the roots (a dir holding `run.json` or `metrics.jsonl`), sorted by path."""
+    found: set[Path] = set()
+    for root in roots:
+        root = Path(root)
+        if not root.is_dir():
+            continue
+        base_depth = len(root.parts)
+        for dirpath, dirnames, _ in os.walk(root):
+            path = Path(dirpath)
+            if is_run_dir(path):
+                found.add(path)
+                dirnames[:] = []  # a run dir holds no runs
+            elif len(path.parts) - base_depth >= max_depth:
+                dirnames[:] = []
+            else:
+                dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+    return sorted(found)
