@@ -99,9 +99,9 @@ ALIASES: dict[str, str] = {
 ALIAS_PATTERNS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"^timing/(.+)$"), r"timing_s/\1"),  # the guide's §11.4 examples write timing/gen
     (re.compile(r"^val/test_score/.+$"), "val/score"),  # verl <= 0.3: val/test_score/<data_source>
-    (re.compile(r"^val-core/[^/]+/(?:reward|score)/mean@\d+$"), "val/score"),
-    (re.compile(r"^val-core/[^/]+/acc/mean@\d+$"), "val/accuracy"),
-    (re.compile(r"^val-(?:core|aux)/[^/]+/acc/best@(\d+)/mean$"), r"val/pass@\1"),
+    (re.compile(r"^val-core/.+/(?:reward|score)/mean@\d+$"), "val/score"),
+    (re.compile(r"^val-core/.+/acc/mean@\d+$"), "val/accuracy"),
+    (re.compile(r"^val-(?:core|aux)/.+/acc/best@(\d+)/mean$"), r"val/pass@\1"),
 ]
 # The guide's example 1 writes `actor/lr(1e-6):0.010`: the value is in units of the bracketed scale.
 _SCALED_KEY = re.compile(r"^(?P<name>[^()]+)\((?P<scale>[0-9.eE+-]+)\)$")
@@ -206,6 +206,15 @@ def glossary() -> dict[str, dict[str, Any]]:
 
     with open(GLOSSARY_PATH, encoding="utf-8") as f:
         return yaml.safe_load(f)["metrics"]
+
+
+@functools.lru_cache(maxsize=1)
+def glossary_notes() -> list[dict[str, str]]:
+    """The glossary's general notes (en/zh pairs) shown above the entries."""
+    import yaml
+
+    with open(GLOSSARY_PATH, encoding="utf-8") as f:
+        return yaml.safe_load(f).get("notes", [])
 
 
 def glossary_entry(key: str) -> dict[str, Any] | None:
