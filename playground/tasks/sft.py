@@ -1,0 +1,169 @@
+"""The SFT "base model" for token-task RL: a tiny GPT trained on demonstrations until it solves part of val.
+
+Like verl's SFT trainer (`verl/trainer/fsdp_sft_trainer.py`): cross-entropy on the response tokens only.
+Unlike it, training stops as soon as greedy validation accuracy first reaches a target, so RL starts
+from a partial solver, and the weights are cached on disk keyed by every setting that shaped them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from playground.models.tiny_gpt import GPTConfig, TinyGPT, compute_log_prob, generate, position_ids_from_mask
+from playground.tasks.token_data import Example, TokenTask
+
+# Bump when a change here or in the model alters the weights a config produces: old cache entries then miss.
+SFT_CODE_VERSION = 1
+
+
+@dataclass
+class SFTConfig:
+    lr: float = 3e-4  # 1e-3 jumps from 0 to 0.99 within 15 steps on reverse-5: no partial base to catch
+    weight_decay: float = 0.01  # AdamW, verl's default
+    batch_size: int = 64
+    grad_clip: float = 1.0  # max grad norm, as verl's actor
+    eval_every: int = 5  # greedy val accuracy every this many steps; rises ~0.2 per 5 steps near the target
+    target_acc_lo: float = 0.3  # stop at the first eval at or above this...
+    target_acc_hi: float = 0.7  # ...and fail if that eval overshot past this: RL needs room to improve
+    max_steps: int = 3000  # fail if the target is not reached by then
+    seed: int = 0  # model init and batch order
+
+
+@dataclass
+class BaseModel:
+    model: TinyGPT
+    val_accuracy: float  # greedy exact-match accuracy on task.val when training stopped
+    steps: int  # optimizer steps taken
+    seconds: float  # training wall time (of the original run, when loaded from cache)
+    path: Path  # the cached weights file
+    cached: bool  # True when loaded from disk
+    history: list[tuple[int, float]] = dataclasses.field(default_factory=list)  # (step, val accuracy) per eval
+
+
+def cache_root(cache_dir: Path | str | None = None) -> Path:
+    """`cache_dir`, else env `PLAYGROUND_CACHE`, else `~/.cache/ppo-playground`."""
+    if cache_dir is not None:
+        return Path(cache_dir)
+    return Path(os.environ.get("PLAYGROUND_CACHE", Path.home() / ".cache" / "ppo-playground"))
+
+
+def cache_key(task: TokenTask, model_cfg: GPTConfig, sft_cfg: SFTConfig) -> str:
+    """Hash of everything that determines the base model's weights."""
+    blob = json.dumps({"task": task.config, "model": dataclasses.asdict(model_cfg),
+                       "sft": dataclasses.asdict(sft_cfg), "version": SFT_CODE_VERSION}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+@torch.no_grad()
+def greedy_accuracy(model: TinyGPT, task: TokenTask, examples: list[Example], batch_size: int = 512) -> float:
+    """Exact-match accuracy of greedy responses (verl's val_kwargs: temperature 0, n 1)."""
+    was_training = model.training
+    model.eval()
+    correct = 0.0
+    for start in range(0, len(examples), batch_size):
+        chunk = examples[start:start + batch_size]
+        prompt_ids, prompt_mask = task.collate_prompts(chunk)
+        out = generate(model, prompt_ids, prompt_mask, max_new_tokens=task.max_answer_tokens,
+                       eos_id=task.tokenizer.eos_id, pad_id=task.tokenizer.pad_id, do_sample=False)
+        for text, ex in zip(task.decode_responses(out.responses), chunk, strict=True):
+            correct += task.score(text, ex)["acc"]
+    model.train(was_training)
+    return correct / len(examples)
+
+
+def sft_loss(model: TinyGPT, task: TokenTask, examples: list[Example]) -> torch.Tensor:
+    """Token-mean cross-entropy on answer + EOS given the left-padded prompt (the RL batch layout)."""
+    prompt_ids, prompt_mask = task.collate_prompts(examples)  # (bs, P)
+    target_ids, target_mask = task.collate_targets(examples)  # (bs, A)
+    input_ids = torch.cat([prompt_ids, target_ids], dim=1)  # (bs, P + A), as build_sequences lays out a rollout
+    attention_mask = torch.cat([prompt_mask, target_mask], dim=1)
+    log_probs, _ = compute_log_prob(model, input_ids, attention_mask, position_ids_from_mask(attention_mask),
+                                    target_ids)
+    return -(log_probs * target_mask).sum() / target_mask.sum()
+
+
+def train_sft(task: TokenTask, model_cfg: GPTConfig, sft_cfg: SFTConfig) -> tuple[TinyGPT, dict[str, Any]]:
+    """Trains from scratch until the first eval with accuracy >= target_acc_lo. Deterministic on CPU."""
+    if model_cfg.vocab_size != task.tokenizer.vocab_size:
+        raise ValueError(f"model vocab_size {model_cfg.vocab_size} != tokenizer vocab_size {task.tokenizer.vocab_size}")
+    if model_cfg.block_size < task.max_prompt_tokens + task.max_answer_tokens:
+        raise ValueError(f"model block_size {model_cfg.block_size} < prompt + answer tokens "
+                         f"{task.max_prompt_tokens + task.max_answer_tokens}")
+    t0 = time.perf_counter()
+    with torch.random.fork_rng(devices=[]):  # seed the init without disturbing the caller's global RNG
+        torch.manual_seed(sft_cfg.seed)
+        model = TinyGPT(model_cfg)
+    generator = torch.Generator().manual_seed(sft_cfg.seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=sft_cfg.lr, weight_decay=sft_cfg.weight_decay)
+    history: list[tuple[int, float]] = []
+    model.train()
+    for step in range(1, sft_cfg.max_steps + 1):
+        loss = sft_loss(model, task, task.sample(sft_cfg.batch_size, generator))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), sft_cfg.grad_clip)
+        optimizer.step()
+        if step % sft_cfg.eval_every:
+            continue
+        acc = greedy_accuracy(model, task, task.val)
+        history.append((step, acc))
+        if acc < sft_cfg.target_acc_lo:
+            continue
+        if acc > sft_cfg.target_acc_hi:
+            raise RuntimeError(f"SFT overshot the target window: val accuracy {acc:.3f} at step {step} is above "
+                               f"sft.target_acc_hi={sft_cfg.target_acc_hi} (previous evals {history[-3:-1]}); "
+                               "lower sft.lr or sft.eval_every")
+        model.eval()
+        return model, {"val_accuracy": acc, "steps": step, "seconds": time.perf_counter() - t0, "history": history}
+    best = max(history, key=lambda h: h[1], default=(0, 0.0))
+    raise RuntimeError(f"SFT never reached val accuracy {sft_cfg.target_acc_lo} within sft.max_steps="
+                       f"{sft_cfg.max_steps} (best {best[1]:.3f} at step {best[0]}); raise max_steps or lr, "
+                       "or make the task easier")
+
+
+def build_base_model(
+    task: TokenTask, model_cfg: GPTConfig, sft_cfg: SFTConfig, cache_dir: Path | str | None = None
+) -> BaseModel:
+    """Loads the base model from `<cache>/sft/<key>.pt`, or trains and caches it.
+
+    The file is written to a temporary name and renamed into place, so parallel sweep jobs that
+    miss together both train and both write whole, identical files; a reader never sees half a file.
+    """
+    path = cache_root(cache_dir) / "sft" / f"{cache_key(task, model_cfg, sft_cfg)}.pt"
+    if path.exists():
+        blob = torch.load(path, map_location="cpu", weights_only=True)
+        model = TinyGPT(model_cfg)
+        model.load_state_dict(blob["state_dict"])
+        model.eval()
+        info = blob["info"]
+        return BaseModel(model, info["val_accuracy"], info["steps"], info["seconds"], path, cached=True,
+                         history=[tuple(h) for h in info["history"]])
+    model, info = train_sft(task, model_cfg, sft_cfg)
+    meta = {"task": task.config, "model": dataclasses.asdict(model_cfg), "sft": dataclasses.asdict(sft_cfg),
+            "version": SFT_CODE_VERSION}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _atomic_write(path, lambda f: torch.save({"state_dict": model.state_dict(), "info": {**info, **meta}}, f))
+    _atomic_write(path.with_suffix(".json"), lambda f: f.write(json.dumps({**info, **meta}, indent=1).encode()))
+    return BaseModel(model, info["val_accuracy"], info["steps"], info["seconds"], path, cached=False,
+                     history=info["history"])
+
+
+def _atomic_write(path: Path, write) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
