@@ -77,7 +77,6 @@ def compute_gae_advantage_return(
     Returns:
         advantages `(bs, T)` (whitened when `norm_adv`) and returns = raw GAE + values `(bs, T)`.
     """
-    gamma, lam = _per_row(gamma), _per_row(lam)
     num_steps = token_level_rewards.shape[-1]
     advantages = torch.empty_like(token_level_rewards)
     if next_values is not None:
@@ -89,6 +88,7 @@ def compute_gae_advantage_return(
             lastgaelam = torch.addcmul(deltas[..., t], discounts[..., t], lastgaelam)
             advantages[..., t] = lastgaelam
     else:
+        gamma, lam = _per_row(gamma), _per_row(lam)
         mask = response_mask.to(values.dtype)
         nextvalues = torch.zeros_like(values[..., 0])
         lastgaelam = torch.zeros_like(values[..., 0])

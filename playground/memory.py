@@ -1,0 +1,91 @@
+"""Memory metrics and the memory cap (`trainer.memory_limit_gb`).
+
+On CUDA the cap is a real allocator limit (`set_per_process_memory_fraction`), so an allocation past it
+raises CUDA's out-of-memory error. On CPU there is no allocator limit to set inside one process, so a guard
+measures the process's resident memory at the points where memory grows (after generation, after each
+micro-batch) and stops the run once its growth passes the cap, before the machine is exhausted.
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+
+import psutil
+import torch
+
+GIB = 1024**3
+
+
+class OutOfMemory(RuntimeError):
+    """The run used more memory than `trainer.memory_limit_gb` allows."""
+
+
+def _rss() -> int:
+    return psutil.Process().memory_info().rss
+
+
+def _peak_rss() -> int:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024  # Linux reports KiB
+
+
+def is_oom_error(error: BaseException) -> bool:
+    return isinstance(error, (OutOfMemory, torch.cuda.OutOfMemoryError, MemoryError)) or (
+        isinstance(error, RuntimeError) and "out of memory" in str(error).lower())
+
+
+class MemoryGuard:
+    """Reports memory per step and enforces the cap.
+
+    Args:
+        limits_gb: the cap of each agent (None = no cap). Agents of a batch share one process and have
+            identical shapes, so each one's share is the measured growth divided by the number of agents.
+        device: the training device.
+    """
+
+    def __init__(self, limits_gb: list[float | None], device: torch.device):
+        self.device = device
+        self.limits = limits_gb
+        self.num_agents = len(limits_gb)
+        self.baseline = _rss()
+        self.peak_growth = 0
+        self.cuda = device.type == "cuda"
+        capped = [x for x in limits_gb if x is not None]
+        if self.cuda:
+            torch.cuda.reset_peak_memory_stats(device)
+            if capped:
+                total = torch.cuda.get_device_properties(device).total_memory
+                fraction = min(1.0, min(capped) * len(limits_gb) / (total / GIB))
+                torch.cuda.set_per_process_memory_fraction(fraction, device)
+
+    def over_limit(self) -> list[bool]:
+        """Which agents' share of the memory growth is past their cap (CPU guard)."""
+        share = self.peak_growth / max(1, self.num_agents) / GIB
+        return [limit is not None and share > limit for limit in self.limits]
+
+    def check(self, where: str) -> None:
+        """Measure, and raise `OutOfMemory` when every agent is past its cap (CPU only)."""
+        if self.cuda or all(limit is None for limit in self.limits):
+            return
+        self.peak_growth = max(self.peak_growth, _rss() - self.baseline)
+        if all(self.over_limit()):  # a solo run stops at once; in a batch, the trainer stops agents one by one
+            share = self.peak_growth / self.num_agents / GIB
+            raise OutOfMemory(f"memory grew by {share:.3f} GiB per agent during {where}, past "
+                              f"trainer.memory_limit_gb={min(x for x in self.limits if x is not None)}")
+
+    def metrics(self) -> dict[str, float]:
+        """verl's memory keys: CUDA allocator peaks on GPU, process memory on CPU (GiB)."""
+        rss = _rss()
+        self.peak_growth = max(self.peak_growth, rss - self.baseline)
+        if self.cuda:
+            return {
+                "perf/max_memory_allocated_gb": torch.cuda.max_memory_allocated(self.device) / GIB,
+                "perf/max_memory_reserved_gb": torch.cuda.max_memory_reserved(self.device) / GIB,
+                "perf/cpu_memory_used_gb": rss / GIB,
+            }
+        return {
+            "perf/max_memory_allocated_gb": (self.baseline + self.peak_growth) / GIB,
+            "perf/max_memory_reserved_gb": _peak_rss() / GIB,
+            "perf/cpu_memory_used_gb": rss / GIB,
+        }

@@ -1,0 +1,296 @@
+"""Gym tasks as the trainer sees them: rollouts of K agents × N envs turned into a verl-shaped batch.
+
+One environment step is one "token": the batch has one row per transition (`(K, N·T, 1)`, env-major so
+that a reshape gives each env's time series back for GAE). Rollouts run only the actor, with the
+sampling noise of the whole rollout drawn up front; values and old log-probs are recomputed for the whole
+batch in one pass afterwards (the weights do not change during a rollout, so this is the same thing).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+import numpy as np
+import torch
+from omegaconf import DictConfig
+from torch import Tensor
+
+from playground.config import AgentHParams
+from playground.envs.gym_vector import GymnasiumEnv
+from playground.models.mlp import GymActor, GymCritic, WorldModel
+from playground.perf import device_name, peak_flops
+from playground.update import Batch
+
+EVAL_SEED_OFFSET = 1_000_003  # evaluation episodes start from states training never saw
+
+
+def make_env(cfg: DictConfig, num_agents: int, num_envs: int, seeds: list[int], device: torch.device):
+    """The env backend `env.backend` names: torch-native ports where they exist (`auto`), else gymnasium."""
+    backend, env_id = cfg.env.backend, cfg.task.env_id
+    try:
+        from playground.envs.torch_classic import TORCH_ENVS, make_torch_env
+    except ImportError:  # pragma: no cover - the torch ports are part of the package
+        TORCH_ENVS = {}
+    if backend == "torch" or (backend == "auto" and env_id in TORCH_ENVS):
+        if env_id not in TORCH_ENVS:
+            raise ValueError(f"env.backend=torch has no port of {env_id!r}; known: {sorted(TORCH_ENVS)}")
+        return make_torch_env(env_id, num_agents, num_envs, seeds, device=device)
+    return GymnasiumEnv(env_id, num_agents, num_envs, seeds, device=device)
+
+
+def _noise(gens: list[torch.Generator], shape: tuple[int, ...], device, gumbel: bool) -> Tensor:
+    """Per-agent randomness for a whole rollout, each agent from its own generator: `(K, *shape)`."""
+    draws = []
+    for g in gens:
+        if gumbel:
+            u = torch.rand(shape, generator=g).clamp_(1e-10, 1 - 1e-7)
+            draws.append(-torch.log(-torch.log(u)))
+        else:
+            draws.append(torch.randn(shape, generator=g))
+    return torch.stack(draws).to(device)
+
+
+class EpisodeWindow:
+    """The last N completed episodes of one agent: raw return, trained-on return, length, success."""
+
+    def __init__(self, size: int):
+        self.score, self.rewards, self.length, self.success = (deque(maxlen=size) for _ in range(4))
+        self.completed = 0
+
+    def add(self, score: float, rewards: float, length: int, success: bool) -> None:
+        self.score.append(score)
+        self.rewards.append(rewards)
+        self.length.append(length)
+        self.success.append(success)
+        self.completed += 1
+
+
+class GymTask:
+    """The gym family: envs, MLP actor/critic, optional world model, episodes and evaluation."""
+
+    family = "gym"
+
+    def __init__(self, cfgs: list[DictConfig], hp: AgentHParams, device: torch.device):
+        cfg = cfgs[0]
+        self.cfg, self.hp, self.device = cfg, hp, device
+        self.num_agents = len(cfgs)
+        self.seeds = [int(c.trainer.seed) for c in cfgs]
+        self.num_envs, self.rollout_length = cfg.env.num_envs, cfg.env.rollout_length
+        self.env = make_env(cfg, self.num_agents, self.num_envs, self.seeds, device)
+        self.name = cfg.task.name
+        self.score_target = float(cfg.task.score_target)
+        self.success_return = float(cfg.task.get("success_return", cfg.task.score_target))
+        init_gens = [torch.Generator().manual_seed(s) for s in self.seeds]
+        self.noise_gens = [torch.Generator().manual_seed(s + 1) for s in self.seeds]
+        hidden = list(cfg.actor_rollout_ref.model.hidden_sizes)
+        self.actor = GymActor(self.env.obs_dim, hidden, init_gens, num_actions=self.env.num_actions,
+                              action_dim=self.env.action_dim, temperature=cfg.actor_rollout_ref.rollout.temperature,
+                              init_log_std=cfg.actor_rollout_ref.model.get("init_log_std", 0.0), device=device)
+        self.critic = GymCritic(self.env.obs_dim, list(cfg.critic.model.hidden_sizes), init_gens, device=device)
+        self.ref_flat = self.actor.net.flat.detach().clone()  # the frozen reference policy: the initial one
+        self.world_model = None
+        if cfg.world_model.enable:
+            size = self.env.num_actions if self.env.discrete else self.env.action_dim
+            self.world_model = WorldModel(self.env.obs_dim, size, list(cfg.world_model.hidden_sizes), init_gens,
+                                          self.env.discrete, device=device)
+        self.windows = [EpisodeWindow(cfg.env.episode_window) for _ in range(self.num_agents)]
+        self.obs = self.env.reset()
+        shape = (self.num_agents, self.num_envs)
+        self.ep_score = np.zeros(shape)
+        self.ep_rewards = np.zeros(shape)
+        self.ep_length = np.zeros(shape, dtype=np.int64)
+        self.env_steps = 0
+        self.peak_flops = peak_flops(device_name(device), cfg.trainer.get("peak_flops"))
+        if not self.env.discrete:
+            self.action_low = self.env.action_low.to(device)
+            self.action_high = self.env.action_high.to(device)
+
+    # ---- run.json facts -------------------------------------------------------------------------------
+    def describe(self) -> dict:
+        return {"action_space": "discrete" if self.env.discrete else "continuous",
+                "max_entropy": self.actor.max_entropy(), "env_id": self.cfg.task.env_id,
+                "env_backend": type(self.env).__name__}
+
+    @property
+    def rows_per_step(self) -> int:
+        """Transitions per agent per step: the batch (`env.num_envs` × `env.rollout_length`)."""
+        return self.num_envs * self.rollout_length
+
+    rows_per_unit = 1  # ppo_mini_batch_size counts transitions
+
+    def token_counts(self, batch: Batch) -> dict[str, list[int]]:
+        """One env step is one token: the response and all tokens are the transitions of the step."""
+        return {"response": [self.rows_per_step] * self.num_agents, "total": [self.rows_per_step] * self.num_agents}
+
+    def actor_flops(self) -> float:
+        """verl's 6·N·T: forward + backward FLOPs of one agent's actor update (N = weights, T = rows × epochs)."""
+        return 6.0 * self.actor.net.num_params * self.rows_per_step * self.cfg.actor_rollout_ref.actor.ppo_epochs
+
+    def critic_flops(self) -> float:
+        return 6.0 * self.critic.net.num_params * self.rows_per_step * self.cfg.critic.ppo_epochs
+
+    def compute_scores(self, batch: Batch) -> None:
+        """Rewards come from the env during `gen`; there is no separate reward model."""
+
+    def batch_metrics(self, batch: Batch) -> dict[str, Tensor]:
+        return {}
+
+    def record_step(self, batch: Batch) -> None:
+        self.record_episodes(batch)
+
+    def agent_metrics(self, agent: int) -> dict[str, float]:
+        return self.episode_metrics(agent)
+
+    def validate_metrics(self) -> dict[str, Tensor]:
+        return {"val/score": self.validate()}
+
+    # ---- gen ----------------------------------------------------------------------------------------
+    @torch.inference_mode()
+    def generate(self) -> Batch:
+        """Roll out T steps of N envs per agent; returns the batch in env-major rows `(K, N·T, ...)`."""
+        k, n, t_len = self.num_agents, self.num_envs, self.rollout_length
+        discrete = self.env.discrete
+        size = self.env.num_actions if discrete else self.env.action_dim
+        noise = _noise(self.noise_gens, (t_len, n, size), self.device, gumbel=discrete)
+        obs_l, act_l, rew_l, term_l, trunc_l, final_l, valid_l = [], [], [], [], [], [], []
+        obs = self.obs
+        for t in range(t_len):
+            action = self.actor.act(obs, noise[:, t])
+            env_action = action if discrete else torch.clamp(action, self.action_low, self.action_high)
+            step = self.env.step(env_action)
+            obs_l.append(obs)
+            act_l.append(action)
+            rew_l.append(step.reward)
+            term_l.append(step.terminated)
+            trunc_l.append(step.truncated)
+            final_l.append(step.final_obs)
+            valid_l.append(getattr(step, "valid", None))
+            obs = step.obs
+        self.obs = obs
+        self.env_steps += k * n * t_len
+
+        def rows(items: list[Tensor]) -> Tensor:  # time-major list of (K, N, ...) -> (K, N·T, ...)
+            x = torch.stack(items, dim=2)  # (K, N, T, ...)
+            return x.reshape(k, n * t_len, *x.shape[3:])
+
+        valid = rows(valid_l) if valid_l[0] is not None else torch.ones(k, n * t_len, dtype=torch.bool,
+                                                                           device=self.device)
+        reward = rows(rew_l).float()
+        scale, noise_std = self.hp.vector("reward.scale"), self.hp.vector("reward.noise_std")
+        trained_reward = reward * scale.view(-1, 1)
+        if bool((noise_std > 0).any()):
+            trained_reward = trained_reward + noise_std.view(-1, 1) * self._reward_noise(reward.shape)
+        return {
+            "obs": rows(obs_l), "actions": rows(act_l), "final_obs": rows(final_l),
+            "terminated": rows(term_l), "truncated": rows(trunc_l),
+            "response_mask": valid.unsqueeze(-1).float(),
+            "scores": reward.unsqueeze(-1),  # the task's raw reward
+            "token_level_scores": (trained_reward * valid).unsqueeze(-1),  # the reward the agent trains on
+        }
+
+    def _reward_noise(self, shape: tuple[int, ...]) -> Tensor:
+        """Heavy-tailed (Student-t, 1 dof = Cauchy) or normal noise, per agent from its own generator."""
+        kind = self.cfg.reward.noise_type
+        draws = []
+        for g in self.noise_gens:
+            if kind == "cauchy":
+                u = torch.rand(shape[1:], generator=g).clamp_(1e-6, 1 - 1e-6)
+                draws.append(torch.tan(math.pi * (u - 0.5)))
+            else:
+                draws.append(torch.randn(shape[1:], generator=g))
+        return torch.stack(draws).to(self.device)
+
+    # ---- old_log_prob / ref / values ----------------------------------------------------------------
+    def log_prob_and_entropy(self, batch: Batch) -> tuple[Tensor, Tensor]:
+        return self.actor.log_prob_and_entropy(batch)
+
+    def ref_log_prob(self, batch: Batch) -> Tensor:
+        return self.actor.log_prob_and_entropy(batch, flat=self.ref_flat)[0]
+
+    def compute_values(self, batch: Batch) -> None:
+        """V(s_t), and V(s_{t+1}) for bootstrapping: the final observation's value, 0 after a termination."""
+        batch["values"] = self.critic.values(batch)
+        next_values = self.critic.values({"obs": batch["final_obs"]})
+        batch["next_values"] = next_values * (~batch["terminated"]).unsqueeze(-1)
+
+    # ---- adv ----------------------------------------------------------------------------------------
+    def compute_advantage(self, batch: Batch, estimator, **kwargs) -> tuple[Tensor, Tensor]:
+        """GAE over each env's time series: rows reshaped to `(K, N, T)`, episodes cut by `dones`."""
+        k, n, t_len = self.num_agents, self.num_envs, self.rollout_length
+
+        def series(x: Tensor) -> Tensor:
+            return x.reshape(k, n, t_len)
+
+        dones = series(batch["terminated"] | batch["truncated"])
+        adv, ret = estimator(token_level_rewards=series(batch["token_level_rewards"]),
+                             values=series(batch["values"]), response_mask=series(batch["response_mask"]),
+                             next_values=series(batch["next_values"]), dones=dones, **kwargs)
+        return adv.reshape(k, n * t_len, 1), ret.reshape(k, n * t_len, 1)
+
+    # ---- world model --------------------------------------------------------------------------------
+    def world_model_loss(self, batch: Batch) -> Tensor:
+        return self.world_model.loss(batch["obs"], batch["actions"], batch["final_obs"],
+                                     batch["scores"].squeeze(-1), batch["response_mask"].squeeze(-1))
+
+    # ---- metrics ------------------------------------------------------------------------------------
+    def record_episodes(self, batch: Batch) -> None:
+        """Fold this rollout into each agent's window of completed episodes (host side, once per step)."""
+        k, n, t_len = self.num_agents, self.num_envs, self.rollout_length
+        to_np = lambda x: x.reshape(k, n, t_len).detach().cpu().numpy()  # noqa: E731
+        score, rewards = to_np(batch["scores"]), to_np(batch["token_level_rewards"])
+        valid, done = to_np(batch["response_mask"]) > 0, to_np(batch["terminated"] | batch["truncated"])
+        terminated = to_np(batch["terminated"])
+        for t in range(t_len):
+            v = valid[:, :, t]
+            self.ep_score += np.where(v, score[:, :, t], 0.0)
+            self.ep_rewards += np.where(v, rewards[:, :, t], 0.0)
+            self.ep_length += v
+            ended = done[:, :, t] & v
+            for agent, env in zip(*np.nonzero(ended)):
+                ret = float(self.ep_score[agent, env])
+                success = ret >= self.success_return if self.cfg.task.success == "return" \
+                    else bool(terminated[agent, env, t])
+                self.windows[agent].add(ret, float(self.ep_rewards[agent, env]), int(self.ep_length[agent, env]),
+                                        success)
+            self.ep_score[ended] = 0.0
+            self.ep_rewards[ended] = 0.0
+            self.ep_length[ended] = 0
+
+    def episode_metrics(self, agent: int) -> dict[str, float]:
+        """`critic/score/*`, `critic/rewards/*`, `episode/*` over the window; absent before any episode ends."""
+        w = self.windows[agent]
+        if not w.score:
+            return {}
+        out = {}
+        for prefix, values in (("critic/score", w.score), ("critic/rewards", w.rewards),
+                               ("episode/reward", w.score), ("episode/length", w.length)):
+            arr = np.asarray(values, dtype=np.float64)
+            out.update({f"{prefix}/mean": arr.mean(), f"{prefix}/max": arr.max(), f"{prefix}/min": arr.min()})
+            if prefix.startswith("critic"):
+                out[f"{prefix}/std"] = arr.std(ddof=1) if len(arr) > 1 else 0.0
+        out[f"episode/success_rate_{self.name}"] = float(np.mean(w.success))
+        return out
+
+    # ---- testing ------------------------------------------------------------------------------------
+    @torch.inference_mode()
+    def validate(self) -> Tensor:
+        """Mean return of `env.eval_episodes` fresh episodes per agent with greedy actions: `val/score` `(K,)`."""
+        episodes = self.cfg.env.eval_episodes
+        env = make_env(self.cfg, self.num_agents, episodes, [s + EVAL_SEED_OFFSET for s in self.seeds], self.device)
+        obs = env.reset()
+        returns = torch.zeros(self.num_agents, episodes, device=self.device)
+        running = torch.ones(self.num_agents, episodes, dtype=torch.bool, device=self.device)
+        for _ in range(env.max_episode_steps + 1):
+            action = self.actor.act(obs, None)
+            if not self.env.discrete:
+                action = torch.clamp(action, self.action_low, self.action_high)
+            step = env.step(action)
+            returns += step.reward * running
+            running &= ~(step.terminated | step.truncated)
+            obs = step.obs
+            if not bool(running.any()):
+                break
+        if hasattr(env, "close"):
+            env.close()
+        return returns.mean(dim=1)

@@ -1,0 +1,120 @@
+"""The Hydra entry point: `python -m playground.train task=cartpole scenario=lr_too_high [key=value ...]`.
+
+Composes the config, checks it before any compute (one clear line and exit code 2 on a bad value), trains
+into Hydra's output dir, and records how the run ended in `run.json` whatever happens. `-m` sweeps work with
+any Hydra launcher (basic, joblib, submitit, and `hydra/launcher=batched` for many agents in one process).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import hydra
+import torch
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from playground.config import ConfigError, resolve_device, validate
+
+CONF_DIR = os.environ.get("PLAYGROUND_CONF_DIR", str(Path(__file__).resolve().parents[1] / "conf"))
+EXIT_BAD_CONFIG = 2
+
+
+def known_options(group: str) -> list[str]:
+    return sorted(p.stem for p in (Path(CONF_DIR) / group).glob("*.yaml"))
+
+
+def check_group_overrides(argv: Sequence[str]) -> None:
+    """Unknown `task=` / `scenario=` values fail with one line (Hydra's own message spans many)."""
+    for arg in argv:
+        for group in ("task", "scenario"):
+            if arg.startswith(f"{group}="):
+                for value in arg.split("=", 1)[1].split(","):
+                    if value and value not in known_options(group):
+                        raise ConfigError(f"{group}={value!r} is unknown: allowed one of {known_options(group)}")
+
+
+def check_scenario_applies(cfg: DictConfig) -> None:
+    applicable = list(cfg.task.get("scenarios", []))
+    if cfg.scenario not in applicable:
+        raise ConfigError(f"scenario={cfg.scenario!r} does not apply to task={cfg.task.name!r}: allowed {applicable}")
+
+
+def prepare(cfg: DictConfig) -> torch.device:
+    """Validate, pick the device and pin the torch threads; raises ConfigError before any compute."""
+    check_scenario_applies(cfg)
+    validate(cfg)
+    device = resolve_device(cfg.trainer.device)
+    if device.type == "cpu":
+        torch.set_num_threads(int(cfg.trainer.num_threads))
+    return device
+
+
+def rerun_command(overrides: Sequence[str]) -> str:
+    return " ".join(["python -m playground.train", *(shlex.quote(o) for o in overrides)])
+
+
+def run(cfg: DictConfig, run_dir: str | Path, overrides: Sequence[str] = ()) -> str:
+    """Train one config into `run_dir`; returns the run's status."""
+    from playground.trainer import Trainer
+
+    device = prepare(cfg)
+    extra = {"overrides": list(overrides), "command": rerun_command(overrides), "device": str(device)}
+    trainer = Trainer([cfg], [run_dir], device, extra_infos=[extra])
+    status = trainer.fit()[0]
+    write_findings(run_dir)
+    return status
+
+
+def compose(overrides: Sequence[str] = ()) -> DictConfig:
+    """The config `python -m playground.train <overrides>` would run, composed in-process (tests, benchmarks)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    check_group_overrides(overrides)
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = hydra_compose(config_name="config", overrides=list(overrides))
+    OmegaConf.resolve(cfg)
+    return cfg
+
+
+def write_findings(run_dir: str | Path) -> None:
+    """Diagnose the finished run into `findings.json` (the explorer lists runs without re-diagnosing)."""
+    try:
+        from playground.diagnose.engine import diagnose_path
+    except ImportError:
+        return
+    diagnose_path(run_dir)
+
+
+@hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")
+def hydra_main(cfg: DictConfig) -> float | None:
+    hc = HydraConfig.get()
+    try:
+        status = run(cfg, hc.runtime.output_dir, list(hc.overrides.task))
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(EXIT_BAD_CONFIG)
+    except KeyboardInterrupt:
+        print("interrupted: run.json says so; metrics so far are kept", file=sys.stderr)
+        sys.exit(130)
+    return 0.0 if status == "finished" else None
+
+
+def main() -> None:
+    try:
+        check_group_overrides(sys.argv[1:])
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(EXIT_BAD_CONFIG)
+    hydra_main()
+
+
+if __name__ == "__main__":
+    main()

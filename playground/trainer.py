@@ -1,0 +1,334 @@
+"""One PPO training loop for both task families, and for K agents trained as one batch.
+
+A training step follows verl's `RayPPOTrainer.fit` (v0.7), each phase timed as `timing_s/<phase>`:
+`gen` (rollout) → `reward` → `old_log_prob` (+ `actor/entropy_loss`) → `ref` → `values` → `adv` (in-reward
+KL, advantage estimator) → `update_critic` → `update_actor` (from step `critic_warmup` on) → `testing`.
+Steps count from 1; with `val_before_train` a validation-only record is logged at step 0. Every agent gets
+its own records, statuses and stop conditions: an agent that diverges or stops leaves the others untouched.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from playground.algos.advantages import get_adv_estimator_fn
+from playground.algos.kl import get_kl_controller, kl_penalty
+from playground.algos.losses import agg_loss, explained_variance
+from playground.algos.masked import masked_mean
+from playground.config import AgentHParams
+from playground.memory import MemoryGuard, is_oom_error
+from playground.metrics import STEP, reduce_metrics
+from playground.optim import AgentAdamW, lr_factor, warmup_steps
+from playground.sinks import RunLogger
+from playground.update import UpdateShape, update_actor, update_critic
+
+# Metrics whose non-finite value means the numbers have broken down (training_crash).
+CRASH_KEYS = ("actor/pg_loss", "critic/vf_loss", "actor/grad_norm", "critic/grad_norm", "actor/kl_loss",
+              "critic/values/mean", "critic/advantages/mean")
+
+
+def make_task(cfgs: Sequence[DictConfig], hp: AgentHParams, device: torch.device):
+    if cfgs[0].task.family == "gym":
+        from playground.tasks.gym_task import GymTask
+
+        return GymTask(list(cfgs), hp, device)
+    from playground.tasks.token_task import TokenTask
+
+    return TokenTask(list(cfgs), hp, device)
+
+
+def _masked_stats(prefix: str, x: torch.Tensor, mask: torch.Tensor) -> dict[str, torch.Tensor]:
+    """`prefix/{mean,max,min}` over valid tokens, per agent."""
+    valid = mask.bool()
+    return {f"{prefix}/mean": masked_mean(x, mask),
+            f"{prefix}/max": torch.where(valid, x, -torch.inf).amax(dim=(-2, -1)),
+            f"{prefix}/min": torch.where(valid, x, torch.inf).amin(dim=(-2, -1))}
+
+
+class Trainer:
+    """Trains K agents (K = 1 for an ordinary run) that share a task, network and batch shapes.
+
+    Args:
+        cfgs: one resolved config per agent; they may differ only in `config.PER_AGENT_KEYS`.
+        run_dirs: one output dir per agent (Hydra's job dirs).
+        extra_infos: per agent, more facts for `run.json` (overrides, the rerun command, the device).
+    """
+
+    def __init__(self, cfgs: Sequence[DictConfig], run_dirs: Sequence[str | Path], device: torch.device,
+                 extra_infos: Sequence[dict] | None = None):
+        self.cfgs, self.cfg = list(cfgs), cfgs[0]
+        self.K = len(cfgs)
+        self.device = device
+        self.hp = hp = AgentHParams(cfgs, device)
+        self.task = make_task(cfgs, hp, device)
+        actor_cfg, critic_cfg, algo = self.cfg.actor_rollout_ref.actor, self.cfg.critic, self.cfg.algorithm
+        self.use_critic = critic_cfg.enable if critic_cfg.enable is not None else algo.adv_estimator == "gae"
+        self.use_kl_loss = bool(actor_cfg.use_kl_loss)
+        self.use_kl_in_reward = bool(algo.use_kl_in_reward)
+        self.total_steps = [int(c.trainer.total_training_steps) for c in cfgs]
+        self.max_steps = max(self.total_steps)
+        agent_dim = self.task.family == "gym"
+        self.actor_opt = self._optimizer(self.task.actor.params, "actor_rollout_ref.actor.optim", agent_dim)
+        self.critic_opt = self._optimizer(self.task.critic.params, "critic.optim", agent_dim) if self.use_critic \
+            else None
+        self.world_opt = None
+        if getattr(self.task, "world_model", None) is not None:
+            self.world_opt = AgentAdamW(self.task.world_model.params, hp.vector("world_model.lr"))
+        self.kl_ctrl = get_kl_controller(algo.kl_ctrl.type, hp.vector("algorithm.kl_ctrl.kl_coef"),
+                                         hp.vector("algorithm.kl_ctrl.target_kl"),
+                                         hp.vector("algorithm.kl_ctrl.horizon"))
+        rows = self.task.rows_per_step
+        self.actor_shape = self._update_shape(actor_cfg, rows)
+        self.critic_shape = self._update_shape(critic_cfg, rows)
+        self.shuffle_gens = [torch.Generator().manual_seed(int(c.trainer.seed) + 2) for c in cfgs]
+        self.estimator = get_adv_estimator_fn(algo.adv_estimator)
+        self.memory = MemoryGuard([c.trainer.memory_limit_gb for c in cfgs], device)
+        self.active = torch.ones(self.K, dtype=torch.bool, device=device)
+        extra_infos = extra_infos or [{}] * self.K
+        self.loggers = [RunLogger(c, d, self.task.describe(), agent=k if self.K > 1 else None, extra=e)
+                        for k, (c, d, e) in enumerate(zip(cfgs, run_dirs, extra_infos))]
+        self.nonfinite_streak = [0] * self.K
+        self.watchers = [self._watcher(c) for c in cfgs]
+
+    # ---- construction helpers ------------------------------------------------------------------------
+    def _optimizer(self, params, prefix: str, agent_dim: bool) -> AgentAdamW:
+        opt = OmegaConf.select(self.cfg, prefix)
+        return AgentAdamW(params, self.hp.vector(f"{prefix}.lr"), betas=tuple(opt.betas), eps=opt.eps,
+                          weight_decay=float(opt.weight_decay), agent_dim=agent_dim)
+
+    def _update_shape(self, role_cfg: DictConfig, rows: int) -> UpdateShape:
+        per_unit = self.task.rows_per_unit  # token tasks: sequences per prompt (rollout.n); gym: 1
+        mini = role_cfg.ppo_mini_batch_size * per_unit
+        micro = role_cfg.ppo_micro_batch_size_per_gpu
+        return UpdateShape(ppo_epochs=role_cfg.ppo_epochs, mini_batch_rows=mini,
+                           micro_batch_rows=mini if micro is None else micro * per_unit,
+                           shuffle=bool(role_cfg.get("shuffle", False)), loss_agg_mode=role_cfg.loss_agg_mode)
+
+    def _watcher(self, cfg: DictConfig):
+        if cfg.trainer.stop_on_finding is None:
+            return None
+        from playground.diagnose.engine import FindingWatcher
+
+        return FindingWatcher(cfg.trainer.stop_on_finding, cfg)
+
+    def _set_lr(self, opt: AgentAdamW, prefix: str, update: int) -> None:
+        factors = []
+        for cfg, total in zip(self.cfgs, self.total_steps):
+            o = OmegaConf.select(cfg, prefix)
+            warm = warmup_steps(o.lr_warmup_steps, o.lr_warmup_steps_ratio, total)
+            factors.append(lr_factor(update, total, warm, o.lr_scheduler_type, o.min_lr_ratio, o.num_cycles))
+        opt.lr = opt.base_lr * torch.tensor(factors, device=opt.base_lr.device)
+
+    @contextmanager
+    def _timed(self, timing: dict[str, float], name: str):
+        start = time.perf_counter()
+        yield
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        timing[name] = timing.get(name, 0.0) + time.perf_counter() - start
+
+    # ---- the loop -------------------------------------------------------------------------------------
+    def fit(self) -> list[str]:
+        """Train until every agent stops; returns each agent's final status."""
+        statuses: list[str | None] = [None] * self.K
+        try:
+            if self.cfg.trainer.val_before_train and self.cfg.trainer.test_freq > 0:
+                timing: dict[str, float] = {}
+                val = self._validate(timing)
+                for k in range(self.K):
+                    self.loggers[k].log({STEP: 0, **{key: float(v[k]) for key, v in val.items()}})
+            for step in range(1, self.max_steps + 1):
+                records = self.train_step(step)
+                for k, record in enumerate(records):
+                    if statuses[k] is None:
+                        statuses[k] = self._after_step(k, step, record)
+                if all(s is not None for s in statuses):
+                    break
+        except KeyboardInterrupt:
+            self._finish_all(statuses, "interrupted", "interrupted by the user (Ctrl-C)")
+            raise
+        except Exception as error:  # noqa: BLE001 - every failure becomes a status with its message
+            if is_oom_error(error):
+                self._finish_all(statuses, "oom", f"out of memory: {error}")
+            else:
+                self._finish_all(statuses, "failed", f"{type(error).__name__}: {error}")
+                raise
+        self._finish_all(statuses, "finished", None)
+        return [s or "finished" for s in statuses]
+
+    def _finish_all(self, statuses: list[str | None], status: str, error: str | None) -> None:
+        for k in range(self.K):
+            if statuses[k] is None:
+                statuses[k] = status
+                self.loggers[k].finish(status, error)
+
+    def _after_step(self, k: int, step: int, record: dict[str, float]) -> str | None:
+        """Log agent k's step and decide whether it stops: its new status, or None to go on."""
+        self.loggers[k].log(record)
+        crashed = any(key in record and record[key] != record[key] or abs(record.get(key, 0.0)) == float("inf")
+                      for key in CRASH_KEYS)
+        self.nonfinite_streak[k] = self.nonfinite_streak[k] + 1 if crashed else 0
+        status, error, reason = None, None, None
+        if self.nonfinite_streak[k] >= self.cfg.trainer.diverge_patience:
+            status, error = "diverged", f"losses stayed non-finite for {self.nonfinite_streak[k]} steps"
+        elif self.memory.over_limit()[k]:
+            status, error = "oom", "out of memory: this agent's share passed trainer.memory_limit_gb"
+        elif self.watchers[k] is not None and self.watchers[k].update(record):
+            status, reason = "finished", f"stop_on_finding: {self.watchers[k].finding_id} found"
+        elif step >= self.total_steps[k]:
+            status, reason = "finished", "total_training_steps reached"
+        if status is not None:
+            self.active[k] = False
+            self.loggers[k].finish(status, error, stop_reason=reason)
+        return status
+
+    def train_step(self, step: int) -> list[dict[str, float]]:
+        """One PPO step for every agent; returns each agent's metrics record."""
+        task, hp, timing = self.task, self.hp, {}
+        metrics: dict[str, list] = {}
+        with self._timed(timing, "step"):
+            with self._timed(timing, "gen"):
+                batch = task.generate()
+            self.memory.check("gen")
+            with self._timed(timing, "reward"):
+                task.compute_scores(batch)
+            mask = batch["response_mask"]
+            with self._timed(timing, "old_log_prob"), torch.no_grad():
+                old_log_probs, entropy = task.log_prob_and_entropy(batch)
+                batch["old_log_probs"] = old_log_probs
+                metrics["actor/entropy_loss"] = [agg_loss(entropy, mask, self.actor_shape.loss_agg_mode)]
+            if self.use_kl_loss or self.use_kl_in_reward:
+                with self._timed(timing, "ref"), torch.no_grad():
+                    batch["ref_log_prob"] = task.ref_log_prob(batch)
+            if self.use_critic:
+                with self._timed(timing, "values"), torch.no_grad():
+                    task.compute_values(batch)
+            with self._timed(timing, "adv"):
+                metrics.update(self._compute_advantage(batch))
+            if self.use_critic:
+                with self._timed(timing, "update_critic"):
+                    self._set_lr(self.critic_opt, "critic.optim", int(self.critic_opt.step_count.max()))
+                    metrics["critic/lr"] = [self.critic_opt.lr]
+                    metrics.update(update_critic(
+                        task.critic, self.critic_opt, batch, self.critic_shape,
+                        cliprange_value=hp.view3("critic.cliprange_value"),
+                        grad_clip=hp.vector("critic.grad_clip", none_as=float("inf")),
+                        generators=self.shuffle_gens, active=self.active, memory_guard=self.memory))
+            if self.cfg.trainer.critic_warmup <= step:
+                with self._timed(timing, "update_actor"):
+                    metrics.update(self._update_actor(batch))
+            if self.world_opt is not None:
+                metrics.update(self._update_world_model(batch))
+        for name, (flops_fn, seconds) in {"actor": (task.actor_flops, timing.get("update_actor")),
+                                          "critic": (task.critic_flops, timing.get("update_critic"))}.items():
+            if seconds:
+                metrics[f"perf/mfu/{name}"] = [torch.full((self.K,), flops_fn() / seconds / task.peak_flops)]
+        records = self._records(step, batch, metrics, timing)
+        if self._is_test_step(step):
+            val = self._validate(timing)
+            for k, record in enumerate(records):
+                record.update({key: float(v[k]) for key, v in val.items()})
+                record["timing_s/testing"] = timing["testing"]
+        return records
+
+    def _compute_advantage(self, batch) -> dict[str, list]:
+        out: dict[str, list] = {}
+        mask = batch["response_mask"]
+        if self.use_kl_in_reward:
+            # verl's apply_kl_penalty: per-token KL to the reference, β from the controller before its update.
+            kld = kl_penalty(batch["old_log_probs"], batch["ref_log_prob"], self.cfg.algorithm.kl_penalty) * mask
+            beta = self.kl_ctrl.value.to(self.device)
+            batch["token_level_rewards"] = batch["token_level_scores"] - beta.view(-1, 1, 1) * kld
+            seq_kl = masked_mean(kld, mask, dim=-1)  # per-sequence token mean, then mean over sequences
+            current_kl = seq_kl.mean(dim=-1)
+            out["actor/reward_kl_penalty"] = [current_kl]
+            out["actor/reward_kl_penalty_coeff"] = [beta.expand(self.K)]
+            self.kl_ctrl.update(current_kl, n_steps=mask.shape[1])
+        else:
+            batch["token_level_rewards"] = batch["token_level_scores"]
+        algo = self.cfg.algorithm
+        adv, ret = self.task.compute_advantage(
+            batch, self.estimator, gamma=self.hp.view3("algorithm.gamma"), lam=self.hp.view3("algorithm.lam"),
+            norm_adv=bool(algo.norm_adv), norm_adv_by_std_in_grpo=bool(algo.norm_adv_by_std_in_grpo))
+        batch["advantages"], batch["returns"] = adv, ret
+        return out
+
+    def _update_actor(self, batch) -> dict[str, list]:
+        hp, prefix = self.hp, "actor_rollout_ref.actor"
+        self._set_lr(self.actor_opt, f"{prefix}.optim", int(self.actor_opt.step_count.max()))
+        lr = self.actor_opt.lr
+        metrics = update_actor(
+            self.task, self.actor_opt, batch, self.actor_shape,
+            loss_mode=self.cfg.actor_rollout_ref.actor.policy_loss.loss_mode,
+            clip_ratio=hp.view3(f"{prefix}.clip_ratio"),
+            clip_ratio_low=hp.view3(f"{prefix}.clip_ratio_low", fallback=f"{prefix}.clip_ratio"),
+            clip_ratio_high=hp.view3(f"{prefix}.clip_ratio_high", fallback=f"{prefix}.clip_ratio"),
+            clip_ratio_c=hp.view3(f"{prefix}.clip_ratio_c"), entropy_coeff=hp.view3(f"{prefix}.entropy_coeff"),
+            use_kl_loss=self.use_kl_loss, kl_loss_coef=hp.view3(f"{prefix}.kl_loss_coef"),
+            kl_loss_type=self.cfg.actor_rollout_ref.actor.kl_loss_type,
+            grad_clip=hp.vector(f"{prefix}.grad_clip", none_as=float("inf")), generators=self.shuffle_gens,
+            active=self.active, memory_guard=self.memory)
+        metrics = dict(metrics)
+        metrics["actor/lr"] = [lr]
+        if not self.use_kl_loss:
+            metrics["actor/kl_loss"] = [torch.zeros(self.K, device=self.device)]  # verl logs 0.0 when off
+        return metrics
+
+    def _update_world_model(self, batch) -> dict[str, list]:
+        self.world_opt.zero_grad()
+        loss = self.task.world_model_loss(batch)
+        loss.sum().backward()
+        grad_norm = self.world_opt.step(None, self.active)
+        return {"world_model/loss": [loss.detach()], "world_model/grad_norm": [grad_norm]}
+
+    def _is_test_step(self, step: int) -> bool:
+        freq = self.cfg.trainer.test_freq
+        return freq > 0 and (step % freq == 0 or step in self.total_steps)
+
+    def _validate(self, timing: dict[str, float]) -> dict[str, torch.Tensor]:
+        with self._timed(timing, "testing"):
+            return self.task.validate_metrics()
+
+    # ---- records ---------------------------------------------------------------------------------------
+    def _records(self, step: int, batch, metrics: dict[str, list], timing: dict[str, float]) -> list[dict]:
+        """Reduce everything to one flat record per agent, with one host transfer for the tensors."""
+        task, mask = self.task, batch["response_mask"]
+        data = {**_masked_stats("critic/advantages", batch["advantages"], mask),
+                **_masked_stats("critic/returns", batch["returns"], mask)}
+        if self.use_critic:
+            data.update(_masked_stats("critic/values", batch["values"], mask))
+            data["critic/vf_explained_var"] = explained_variance(batch["returns"], batch["values"], mask)
+        data.update(task.batch_metrics(batch))
+        names, rows = [], []
+        for key, values in metrics.items():
+            names.append(key)
+            rows.append(torch.stack([torch.as_tensor(v, device=self.device).float().reshape(self.K)
+                                     for v in values]))
+        table = [r.cpu() for r in rows]
+        data_cpu = {k: v.float().reshape(self.K).cpu() for k, v in data.items()}
+        task.record_step(batch)
+        memory = self.memory.metrics()
+        tokens = task.token_counts(batch)
+        records = []
+        for k in range(self.K):
+            record = {STEP: float(step)}
+            record.update(reduce_metrics({name: t[:, k].tolist() for name, t in zip(names, table)}))
+            record.update({key: float(v[k]) for key, v in data_cpu.items()})
+            record.update(task.agent_metrics(k))
+            record.update({f"timing_s/{name}": seconds for name, seconds in timing.items()})
+            for phase in ("gen", "ref", "values", "adv", "update_critic", "update_actor"):
+                if phase in timing:
+                    divisor = tokens["response"] if phase == "gen" else tokens["total"]
+                    record[f"timing_per_token_ms/{phase}"] = 1000 * timing[phase] / max(1, divisor[k])
+            record["perf/total_num_tokens"] = float(tokens["total"][k])
+            record["perf/time_per_step"] = timing["step"]
+            record["perf/throughput"] = tokens["total"][k] / timing["step"]  # one device per run
+            record.update(memory)
+            records.append(record)
+        return records

@@ -1,0 +1,161 @@
+"""The PPO update shared by every task family: verl's `dp_actor.update_policy` and `dp_critic.update_critic`.
+
+A batch is a dict of tensors shaped `(K, rows, ...)`: K agents (1 for a solo run), `rows` sequences (token
+tasks) or transitions (gym tasks, one "token" each). For each of `ppo_epochs`, the rows are cut into
+mini-batches (one optimizer step each) and micro-batches (gradient accumulation, weighted by their share of
+the mini-batch), exactly as verl does. Metrics are collected as `(K,)` tensors, one per micro-batch or
+per optimizer step, and reduced once per training step.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from playground.algos.kl import kl_penalty
+from playground.algos.losses import agg_loss, compute_value_loss, get_policy_loss_fn
+from playground.algos.masked import masked_mean
+from playground.optim import AgentAdamW
+
+Batch = dict[str, Tensor]
+
+
+@dataclass
+class UpdateShape:
+    """How one update walks over the batch (shared by all agents of a batch)."""
+
+    ppo_epochs: int
+    mini_batch_rows: int
+    micro_batch_rows: int
+    shuffle: bool
+    loss_agg_mode: str
+
+
+def iter_minibatches(rows: int, shape: UpdateShape, generators: Sequence[torch.Generator],
+                     device: torch.device) -> Iterator[list[Tensor | slice]]:
+    """Yield, per optimizer step, the row selections of its micro-batches: `(K, b)` indices or slices.
+
+    With `shuffle`, each agent permutes its rows with its own generator, so an agent's updates do not
+    depend on which other agents share the batch.
+    """
+    for _ in range(shape.ppo_epochs):
+        if shape.shuffle:
+            perm = torch.stack([torch.randperm(rows, generator=g) for g in generators]).to(device)
+        for start in range(0, rows, shape.mini_batch_rows):
+            micro = []
+            for m in range(start, start + shape.mini_batch_rows, shape.micro_batch_rows):
+                micro.append(perm[:, m:m + shape.micro_batch_rows] if shape.shuffle
+                             else slice(m, m + shape.micro_batch_rows))
+            yield micro
+
+
+def select(batch: Batch, rows: Tensor | slice, keys: Sequence[str]) -> Batch:
+    """The given rows of every listed field, keeping the agent dim."""
+    if isinstance(rows, slice):
+        return {k: batch[k][:, rows] for k in keys if k in batch}
+    agents = torch.arange(rows.shape[0], device=rows.device).unsqueeze(1)
+    return {k: batch[k][agents, rows] for k in keys if k in batch}
+
+
+class Metrics(defaultdict):
+    """Metric name → list of `(K,)` tensors, as verl's `append_to_dict`."""
+
+    def __init__(self):
+        super().__init__(list)
+
+    def add(self, values: dict[str, Tensor]) -> None:
+        for key, value in values.items():
+            self[key].append(value.detach())
+
+
+def update_actor(actor, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape, *, loss_mode: str,
+                 clip_ratio: Tensor, clip_ratio_low: Tensor, clip_ratio_high: Tensor, clip_ratio_c: Tensor,
+                 entropy_coeff: Tensor, use_kl_loss: bool, kl_loss_coef: Tensor, kl_loss_type: str,
+                 grad_clip: Tensor, generators: Sequence[torch.Generator], active: Tensor,
+                 memory_guard=None) -> Metrics:
+    """verl's `update_policy`: clipped surrogate − entropy bonus + KL loss, per mini-batch one step.
+
+    `entropy_coeff`, `kl_loss_coef` and the clip ratios are `(K, 1, 1)`; `grad_clip` is `(K,)` (inf = off).
+    With one mini-batch and one epoch the old log-probs are replaced by the current ones (verl's
+    on-policy shortcut), so `ppo_kl` and `pg_clipfrac` are exactly 0.
+
+    Returns:
+        lists of `(K,)` tensors: pg metrics, `actor/entropy_loss` when the update computes entropy,
+        `actor/kl_loss`, `actor/kl_coef`, one `actor/pg_loss` and `actor/grad_norm` per optimizer step.
+    """
+    policy_loss_fn = get_policy_loss_fn(loss_mode)
+    rows = batch["response_mask"].shape[1]
+    on_policy = shape.ppo_epochs == 1 and shape.mini_batch_rows == rows
+    compute_entropy = bool((entropy_coeff != 0).any())
+    metrics = Metrics()
+    keys = [k for k in batch if k not in ("token_level_scores", "token_level_rewards", "scores")]
+    for micro_batches in iter_minibatches(rows, shape, generators, batch["response_mask"].device):
+        optimizer.zero_grad()
+        pg_loss_step = kl_loss_step = 0.0
+        for rows_sel in micro_batches:
+            mb = select(batch, rows_sel, keys)
+            mask = mb["response_mask"]
+            log_prob, entropy = actor.log_prob_and_entropy(mb)
+            old_log_prob = log_prob.detach() if on_policy else mb["old_log_probs"]
+            pg_loss, pg_metrics = policy_loss_fn(
+                old_log_prob, log_prob, mb["advantages"], mask, shape.loss_agg_mode, clip_ratio=clip_ratio,
+                clip_ratio_low=clip_ratio_low, clip_ratio_high=clip_ratio_high, clip_ratio_c=clip_ratio_c)
+            loss = pg_loss
+            if compute_entropy:
+                entropy_agg = agg_loss(entropy, mask, shape.loss_agg_mode)
+                loss = loss - entropy_coeff.view(-1) * entropy_agg
+                metrics.add({"actor/entropy_loss": entropy_agg})
+            weight = mask.shape[1] / shape.mini_batch_rows
+            if use_kl_loss:
+                kld = kl_penalty(log_prob, mb["ref_log_prob"], kl_loss_type)
+                kl_loss = agg_loss(kld, mask, shape.loss_agg_mode)
+                loss = loss + kl_loss_coef.view(-1) * kl_loss
+                kl_loss_step = kl_loss_step + kl_loss.detach() * weight
+                metrics.add({"actor/kl_coef": kl_loss_coef.view(-1)})
+            # Summing over agents keeps their gradients apart: d(Σ_k L_k)/dθ_j = dL_j/dθ_j.
+            (loss * weight).sum().backward()
+            pg_loss_step = pg_loss_step + pg_loss.detach() * weight
+            metrics.add(pg_metrics)
+            if memory_guard is not None:
+                memory_guard.check("update_actor")
+        grad_norm = optimizer.step(grad_clip, active)
+        metrics.add({"actor/pg_loss": pg_loss_step, "actor/grad_norm": grad_norm})
+        if use_kl_loss:
+            metrics.add({"actor/kl_loss": kl_loss_step})
+    return metrics
+
+
+def update_critic(critic, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape, *, cliprange_value: Tensor,
+                  grad_clip: Tensor, generators: Sequence[torch.Generator], active: Tensor,
+                  memory_guard=None) -> Metrics:
+    """verl's `update_critic`: clipped value loss against the returns, per mini-batch one step.
+
+    Returns:
+        lists of `(K,)` tensors: `critic/vf_clipfrac`, `critic/vpred_mean` per micro-batch; `critic/vf_loss`
+        and `critic/grad_norm` per optimizer step.
+    """
+    rows = batch["response_mask"].shape[1]
+    metrics = Metrics()
+    keys = [k for k in batch if k not in ("token_level_scores", "token_level_rewards", "scores")]
+    for micro_batches in iter_minibatches(rows, shape, generators, batch["response_mask"].device):
+        optimizer.zero_grad()
+        vf_loss_step = 0.0
+        for rows_sel in micro_batches:
+            mb = select(batch, rows_sel, keys)
+            mask = mb["response_mask"]
+            vpreds = critic.values(mb)
+            vf_loss, vf_clipfrac = compute_value_loss(vpreds, mb["returns"], mb["values"], mask, cliprange_value,
+                                                      shape.loss_agg_mode)
+            weight = mask.shape[1] / shape.mini_batch_rows
+            (vf_loss * weight).sum().backward()
+            vf_loss_step = vf_loss_step + vf_loss.detach() * weight
+            metrics.add({"critic/vf_clipfrac": vf_clipfrac, "critic/vpred_mean": masked_mean(vpreds, mask)})
+            if memory_guard is not None:
+                memory_guard.check("update_critic")
+        grad_norm = optimizer.step(grad_clip, active)
+        metrics.add({"critic/vf_loss": vf_loss_step, "critic/grad_norm": grad_norm})
+    return metrics
