@@ -51,13 +51,14 @@ class AgentAdamW:
 
     def grad_norm(self) -> Tensor:
         """The global L2 norm of each agent's gradient, `(K,)` (missing grads count as zero)."""
-        total = torch.zeros(self.num_agents, device=self.step_count.device)
-        for p in self.params:
-            if p.grad is None:
-                continue
-            g2 = p.grad.float().square()
-            total = total + (g2.reshape(self.num_agents, -1).sum(-1) if self.agent_dim else g2.sum().reshape(1))
-        return total.sqrt()
+        grads = [p.grad for p in self.params if p.grad is not None]
+        if not grads:
+            return torch.zeros(self.num_agents, device=self.step_count.device)
+        if self.agent_dim:
+            norms = [torch.linalg.vector_norm(g.reshape(self.num_agents, -1), dim=-1) for g in grads]
+        else:
+            norms = [n.reshape(1) for n in torch._foreach_norm(grads)]
+        return norms[0] if len(norms) == 1 else torch.linalg.vector_norm(torch.stack(norms), dim=0)
 
     @torch.no_grad()
     def step(self, grad_clip: Tensor | None = None, active: Tensor | None = None) -> Tensor:
@@ -74,10 +75,12 @@ class AgentAdamW:
         moves = torch.isfinite(norm)
         if active is not None:
             moves = moves & active
-        coef = torch.ones_like(norm)
-        if grad_clip is not None:
-            coef = torch.clamp(grad_clip / (norm + 1e-6), max=1.0)
-        coef = torch.where(moves, coef, 0.0)  # keeps NaN out of the arithmetic of stopped agents
+        coef = None if grad_clip is None else torch.clamp(grad_clip / (norm + 1e-6), max=1.0)
+        # On the CPU one cheap look tells whether every agent moves; then no masking is needed. On a GPU that
+        # look would be a host sync per mini-batch, so the masked path always runs there.
+        masked = self.step_count.device.type != "cpu" or not bool(moves.all())
+        if masked:
+            coef = torch.where(moves, 1.0 if coef is None else coef, 0.0)  # NaN stays out of stopped agents
         self.step_count += moves.to(self.step_count.dtype)
         steps = self.step_count.clamp(min=1)
         step_size = self.lr / (1 - self.beta1**steps)
@@ -86,8 +89,18 @@ class AgentAdamW:
         for p, m, v in zip(self.params, self.exp_avg, self.exp_avg_sq):
             if p.grad is None:
                 continue
+            grad = torch.nan_to_num(p.grad) if masked else p.grad
+            if coef is not None:
+                grad = grad * self._per_agent(coef, p)
+            if not masked:
+                m.mul_(self.beta1).add_(grad, alpha=1 - self.beta1)
+                v.mul_(self.beta2).addcmul_(grad, grad, value=1 - self.beta2)
+                denom = (v.sqrt() / self._per_agent(bias2_sqrt, p)).add_(self.eps)
+                if self.weight_decay:
+                    p.mul_(self._per_agent(decay, p))
+                p.sub_(self._per_agent(step_size, p) * m / denom)
+                continue
             keep = self._per_agent(moves, p)
-            grad = torch.nan_to_num(p.grad) * self._per_agent(coef, p)
             new_m = m * self.beta1 + grad * (1 - self.beta1)
             new_v = v * self.beta2 + grad.square() * (1 - self.beta2)
             denom = new_v.sqrt() / self._per_agent(bias2_sqrt, p) + self.eps

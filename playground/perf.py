@@ -6,15 +6,14 @@ dense BF16 peak. A tiny model on a CPU sits far below the guide's 20 % (the cata
 
 from __future__ import annotations
 
-import math
-
 import torch
 
-# Promised dense BF16 FLOP/s, matched by substring of the device name (longest key first), as verl.
-PEAK_FLOPS = {
-    "CPU": 448e9, "GB200": 2.5e15, "B200": 2.25e15, "MI300X": 1336e12, "H100": 989e12, "H800": 989e12,
-    "H200": 989e12, "A100": 312e12, "A800": 312e12, "L40S": 362.05e12, "L40": 181.05e12, "A40": 149.7e12,
-    "L20": 119.5e12, "H20": 148e12, "910B": 354e12, "Ascend910": 354e12, "RTX 3070 Ti": 21.75e12,
+# verl's promised dense BF16 peaks (FLOP/s), matched by substring of the device name
+PEAK_FLOPS: dict[str, float] = {
+    "CPU": 448e9, "GB200": 2.5e15, "B200": 2.25e15, "MI300X": 1336e12,
+    "H100": 989e12, "H800": 989e12, "H200": 989e12, "A100": 312e12, "A800": 312e12,
+    "L40S": 362.05e12, "L40": 181.05e12, "A40": 149.7e12, "L20": 119.5e12, "H20": 148e12,
+    "910B": 354e12, "Ascend910": 354e12, "RTX 3070 Ti": 21.75e12,
 }
 
 
@@ -22,11 +21,15 @@ def device_name(device: torch.device) -> str:
     return torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
 
 
-def peak_flops(name: str, override: float | None = None) -> float:
-    """The peak of a device by name; unknown devices give inf (so MFU is 0, as verl)."""
-    if override:
+def peak_flops(device_name: str, override: float | None = None) -> float:
+    """Peak FLOP/s for MFU: `override` if given, else the first table key found in the name.
+
+    Keys are tried in reverse sorted order, as verl does, so "H200" wins over "H20" and "L40S"
+    over "L40". Matching ignores case. Unknown devices give inf, so MFU reads 0.
+    """
+    if override is not None:
         return float(override)
-    for key in sorted(PEAK_FLOPS, key=len, reverse=True):
-        if key in name:
-            return PEAK_FLOPS[key]
-    return math.inf
+    for key, value in sorted(PEAK_FLOPS.items(), reverse=True):
+        if key.upper() in device_name.upper():
+            return value
+    return float("inf")

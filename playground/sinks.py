@@ -21,6 +21,14 @@ from playground.metrics import STEP
 from playground.runs import RunRecorder
 
 
+def write_config(run_dir: Path, cfg: DictConfig) -> None:
+    """The run's resolved config in `.hydra/config.yaml`, as Hydra writes it (runs started in-process too)."""
+    path = run_dir / ".hydra" / "config.yaml"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(cfg, path, resolve=True)
+
+
 def format_console_line(record: Mapping[str, Any], step: int) -> str:
     """verl's console line: `step:N - key:value - ...`, numbers only, values as `pprint.pformat` (v0.5+)."""
     parts = [f"step:{step}"]
@@ -119,9 +127,12 @@ class RunLogger:
             "task": cfg.task.name, "family": cfg.task.family, "scenario": cfg.scenario,
             "seed": int(cfg.trainer.seed), "device": str(cfg.trainer.device),
             "total_steps": int(cfg.trainer.total_training_steps), "score_target": float(cfg.task.score_target),
-            "mystery": bool(cfg.trainer.get("mystery", False)), "agent": agent, **facts, **(extra or {}),
+            "mystery": bool(cfg.trainer.get("mystery", False)), "agent": agent,
+            "grad_clip_actor": cfg.actor_rollout_ref.actor.grad_clip, "memory_limit_gb": cfg.trainer.memory_limit_gb,
+            **facts, **(extra or {}),
         }
         self.recorder = RunRecorder(self.run_dir, info)
+        write_config(self.run_dir, cfg)
         loggers = cfg.trainer.logger
         loggers = [loggers] if isinstance(loggers, str) else list(loggers)
         self.sinks: list[Any] = []

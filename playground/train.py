@@ -86,11 +86,9 @@ def compose(overrides: Sequence[str] = ()) -> DictConfig:
 
 def write_findings(run_dir: str | Path) -> None:
     """Diagnose the finished run into `findings.json` (the explorer lists runs without re-diagnosing)."""
-    try:
-        from playground.diagnose.engine import diagnose_path
-    except ImportError:
-        return
-    diagnose_path(run_dir)
+    from playground.diagnose.engine import diagnose_run_dir
+
+    diagnose_run_dir(Path(run_dir))
 
 
 @hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")

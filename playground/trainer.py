@@ -94,7 +94,7 @@ class Trainer:
         self.loggers = [RunLogger(c, d, self.task.describe(), agent=k if self.K > 1 else None, extra=e)
                         for k, (c, d, e) in enumerate(zip(cfgs, run_dirs, extra_infos))]
         self.nonfinite_streak = [0] * self.K
-        self.watchers = [self._watcher(c) for c in cfgs]
+        self.watchers = [self._watcher(c, self.task.describe()) for c in cfgs]
 
     # ---- construction helpers ------------------------------------------------------------------------
     def _optimizer(self, params, prefix: str, agent_dim: bool) -> AgentAdamW:
@@ -110,12 +110,13 @@ class Trainer:
                            micro_batch_rows=mini if micro is None else micro * per_unit,
                            shuffle=bool(role_cfg.get("shuffle", False)), loss_agg_mode=role_cfg.loss_agg_mode)
 
-    def _watcher(self, cfg: DictConfig):
+    def _watcher(self, cfg: DictConfig, facts: dict):
         if cfg.trainer.stop_on_finding is None:
             return None
         from playground.diagnose.engine import FindingWatcher
 
-        return FindingWatcher(cfg.trainer.stop_on_finding, cfg)
+        info = {"family": cfg.task.family, "score_target": float(cfg.task.score_target), **facts}
+        return FindingWatcher(cfg.trainer.stop_on_finding, cfg, info=info)
 
     def _set_lr(self, opt: AgentAdamW, prefix: str, update: int) -> None:
         factors = []
@@ -219,7 +220,8 @@ class Trainer:
                         task.critic, self.critic_opt, batch, self.critic_shape,
                         cliprange_value=hp.view3("critic.cliprange_value"),
                         grad_clip=hp.vector("critic.grad_clip", none_as=float("inf")),
-                        generators=self.shuffle_gens, active=self.active, memory_guard=self.memory))
+                        generators=self.shuffle_gens, active=self.active,
+                        model_input_keys=task.model_input_keys, memory_guard=self.memory))
             if self.cfg.trainer.critic_warmup <= step:
                 with self._timed(timing, "update_actor"):
                     metrics.update(self._update_actor(batch))
@@ -230,6 +232,8 @@ class Trainer:
             if seconds:
                 metrics[f"perf/mfu/{name}"] = [torch.full((self.K,), flops_fn() / seconds / task.peak_flops)]
         records = self._records(step, batch, metrics, timing)
+        for k, samples in enumerate(task.step_samples()):
+            self.loggers[k].log_samples(samples)
         if self._is_test_step(step):
             val = self._validate(timing)
             for k, record in enumerate(records):

@@ -79,6 +79,8 @@ def update_actor(actor, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape,
                  memory_guard=None) -> Metrics:
     """verl's `update_policy`: clipped surrogate − entropy bonus + KL loss, per mini-batch one step.
 
+    `actor` has `log_prob_and_entropy(mini_batch)` and `model_input_keys` (the batch fields its forward reads).
+
     `entropy_coeff`, `kl_loss_coef` and the clip ratios are `(K, 1, 1)`; `grad_clip` is `(K,)` (inf = off).
     With one mini-batch and one epoch the old log-probs are replaced by the current ones (verl's
     on-policy shortcut), so `ppo_kl` and `pg_clipfrac` are exactly 0.
@@ -92,7 +94,7 @@ def update_actor(actor, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape,
     on_policy = shape.ppo_epochs == 1 and shape.mini_batch_rows == rows
     compute_entropy = bool((entropy_coeff != 0).any())
     metrics = Metrics()
-    keys = [k for k in batch if k not in ("token_level_scores", "token_level_rewards", "scores")]
+    keys = [*actor.model_input_keys, "response_mask", "old_log_probs", "advantages", "ref_log_prob"]
     for micro_batches in iter_minibatches(rows, shape, generators, batch["response_mask"].device):
         optimizer.zero_grad()
         pg_loss_step = kl_loss_step = 0.0
@@ -130,7 +132,7 @@ def update_actor(actor, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape,
 
 
 def update_critic(critic, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape, *, cliprange_value: Tensor,
-                  grad_clip: Tensor, generators: Sequence[torch.Generator], active: Tensor,
+                  grad_clip: Tensor, generators: Sequence[torch.Generator], active: Tensor, model_input_keys=(),
                   memory_guard=None) -> Metrics:
     """verl's `update_critic`: clipped value loss against the returns, per mini-batch one step.
 
@@ -140,7 +142,7 @@ def update_critic(critic, optimizer: AgentAdamW, batch: Batch, shape: UpdateShap
     """
     rows = batch["response_mask"].shape[1]
     metrics = Metrics()
-    keys = [k for k in batch if k not in ("token_level_scores", "token_level_rewards", "scores")]
+    keys = [*model_input_keys, "response_mask", "returns", "values"]
     for micro_batches in iter_minibatches(rows, shape, generators, batch["response_mask"].device):
         optimizer.zero_grad()
         vf_loss_step = 0.0

@@ -47,6 +47,12 @@ class AgentMLP:
                 flat[k, w:w + fan_in * fan_out] = weight.t().reshape(-1)  # stored (in, out) for x @ W
         flat[:, offset:] = extra_init
         self.flat = flat.to(device).requires_grad_(True)
+        self._layer_views = self._views(self.flat)  # made once: the optimizer updates `flat` in place
+
+    def _views(self, flat: Tensor) -> list[tuple[Tensor, Tensor]]:
+        k = flat.shape[0]
+        return [(flat[:, w:w + fan_in * fan_out].view(k, fan_in, fan_out), flat[:, b:b + fan_out].unsqueeze(1))
+                for w, fan_in, fan_out, b in self.layers]
 
     @property
     def num_params(self) -> int:
@@ -54,13 +60,11 @@ class AgentMLP:
 
     def forward(self, x: Tensor, flat: Tensor | None = None) -> Tensor:
         """`(K, B, in)` → `(K, B, out)`; `flat` substitutes other weights (a frozen reference copy)."""
-        flat = self.flat if flat is None else flat
-        k = flat.shape[0]
-        for i, (w, fan_in, fan_out, b) in enumerate(self.layers):
-            weight = flat[:, w:w + fan_in * fan_out].view(k, fan_in, fan_out)
-            bias = flat[:, b:b + fan_out].unsqueeze(1)
+        views = self._layer_views if flat is None else self._views(flat)
+        last = len(views) - 1
+        for i, (weight, bias) in enumerate(views):
             x = torch.baddbmm(bias, x, weight)  # (K, B, out)
-            if i < len(self.layers) - 1:
+            if i < last:
                 x = torch.tanh(x)
         return x
 

@@ -386,26 +386,3 @@ def count_flops(config: GPTConfig, seq_lens: Sequence[int]) -> float:
     tokens = sum(seq_lens)
     attention = 6 * sum(s * s for s in seq_lens) * head_dim * config.n_head * config.n_layer
     return float(6 * count_matmul_params(config) * tokens + attention)
-
-
-# verl's promised dense BF16 peaks (FLOP/s), matched by substring of the device name
-PEAK_FLOPS: dict[str, float] = {
-    "CPU": 448e9, "GB200": 2.5e15, "B200": 2.25e15, "MI300X": 1336e12,
-    "H100": 989e12, "H800": 989e12, "H200": 989e12, "A100": 312e12, "A800": 312e12,
-    "L40S": 362.05e12, "L40": 181.05e12, "A40": 149.7e12, "L20": 119.5e12, "H20": 148e12,
-    "910B": 354e12, "Ascend910": 354e12, "RTX 3070 Ti": 21.75e12,
-}
-
-
-def peak_flops(device_name: str, override: float | None = None) -> float:
-    """Peak FLOP/s for MFU: `override` if given, else the first table key found in the name.
-
-    Keys are tried in reverse sorted order, as verl does, so "H200" wins over "H20" and "L40S"
-    over "L40". Matching ignores case. Unknown devices give inf, so MFU reads 0.
-    """
-    if override is not None:
-        return float(override)
-    for key, value in sorted(PEAK_FLOPS.items(), reverse=True):
-        if key.upper() in device_name.upper():
-            return value
-    return float("inf")

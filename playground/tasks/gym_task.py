@@ -117,6 +117,7 @@ class GymTask:
         """Transitions per agent per step: the batch (`env.num_envs` × `env.rollout_length`)."""
         return self.num_envs * self.rollout_length
 
+    model_input_keys = ("obs", "actions")  # what the actor and critic read from a mini-batch
     rows_per_unit = 1  # ppo_mini_batch_size counts transitions
 
     def token_counts(self, batch: Batch) -> dict[str, list[int]]:
@@ -136,6 +137,10 @@ class GymTask:
     def batch_metrics(self, batch: Batch) -> dict[str, Tensor]:
         return {}
 
+    def step_samples(self) -> list[list[dict]]:
+        """Gym runs keep no text samples; episodes are in the metrics."""
+        return []
+
     def record_step(self, batch: Batch) -> None:
         self.record_episodes(batch)
 
@@ -146,7 +151,7 @@ class GymTask:
         return {"val/score": self.validate()}
 
     # ---- gen ----------------------------------------------------------------------------------------
-    @torch.inference_mode()
+    @torch.no_grad()  # not inference_mode: the batch's tensors are saved for backward in the update
     def generate(self) -> Batch:
         """Roll out T steps of N envs per agent; returns the batch in env-major rows `(K, N·T, ...)`."""
         k, n, t_len = self.num_agents, self.num_envs, self.rollout_length

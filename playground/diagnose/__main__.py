@@ -1,0 +1,53 @@
+"""`python -m playground.diagnose PATH`: diagnose a run dir, a multirun dir, a metrics file or a verl log.
+
+Exit code 0 whatever was found, 2 when nothing could be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from playground.diagnose.engine import diagnose_path, diagnose_read
+from playground.diagnose.readers import parse_verl_text
+from playground.diagnose.report import dumps, format_report
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m playground.diagnose",
+        description="Diagnose PPO training metrics: a run dir (writes its findings.json), a multirun dir, "
+                    "a metrics.jsonl, a TensorBoard log, or a verl console log.")
+    parser.add_argument("path", nargs="?", help="what to diagnose (omit with --text)")
+    parser.add_argument("--text", help='verl console lines pasted as text, e.g. "step:5 - actor/pg_loss:0.5 - ..."')
+    parser.add_argument("--json", action="store_true", help="print one JSON document instead of a report")
+    parser.add_argument("--lang", choices=("en", "zh"), default="en", help="language of the report")
+    parser.add_argument("--family", choices=("gym", "token", "llm"),
+                        help="thresholds to use (default: from run.json, else the guide's llm values)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if (args.path is None) == (args.text is None):
+        parser.error("give a PATH or --text, not both")
+    if args.text is not None:
+        read = parse_verl_text(args.text, name="text")
+        results = [("text", diagnose_read(read, family=args.family, text=args.text))]
+    else:
+        try:
+            results = diagnose_path(args.path, family=args.family)
+        except (FileNotFoundError, PermissionError, IsADirectoryError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+    print(dumps(results) if args.json else format_report(results, args.lang))
+    readable = any(d.steps or d.findings for _, d in results)
+    if not readable:
+        print(f"error: no metrics could be read from {args.path or 'the text'}", file=sys.stderr)
+    return 0 if readable else 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

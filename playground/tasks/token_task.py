@@ -1,0 +1,246 @@
+"""Token tasks as the trainer sees them: a tiny GPT trained the way verl trains an LLM.
+
+The base model comes from SFT (cached on disk); the reference policy is that base, frozen; the critic is a
+copy of its trunk with a fresh value head. Each step samples `data.train_batch_size` prompts, repeats each
+`rollout.n` times (one `uid` per prompt, as verl), generates with the KV cache, scores every response with
+the rule reward (outcome reward on the last response token) and hands the trainer a verl-shaped batch with
+a leading agent dim of 1: `(1, bs, prompt_length + response_length)` and `(1, bs, response_length)`.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import torch
+from omegaconf import DictConfig
+from torch import Tensor
+
+from playground.config import AgentHParams
+from playground.models.tiny_gpt import (
+    GPTConfig,
+    TinyGPTCritic,
+    build_sequences,
+    compute_log_prob,
+    compute_values,
+    count_flops,
+    generate,
+)
+from playground.perf import device_name, peak_flops
+from playground.tasks.sft import SFTConfig, build_base_model
+from playground.tasks.token_data import make_task, pass_at_k
+from playground.update import Batch
+
+
+def _stats(prefix: str, x: Tensor) -> dict[str, Tensor]:
+    """`prefix/{mean,max,min}` of a `(bs,)` tensor as `(1,)` tensors."""
+    x = x.float()
+    return {f"{prefix}/mean": x.mean().view(1), f"{prefix}/max": x.max().view(1), f"{prefix}/min": x.min().view(1)}
+
+
+class TokenTask:
+    """The token family: prompts, the SFT base, actor/critic/reference models, rewards, validation, samples."""
+
+    family = "token"
+
+    def __init__(self, cfgs: list[DictConfig], hp: AgentHParams, device: torch.device):
+        if len(cfgs) != 1:
+            raise ValueError("token tasks train one agent per process (the batched launcher runs them in turn)")
+        cfg = self.cfg = cfgs[0]
+        self.hp, self.device, self.num_agents = hp, device, 1
+        t = cfg.task
+        self.data = make_task(t.name, min_digits=t.min_digits, max_digits=t.max_digits, num_val=t.num_val,
+                              seed=t.data_seed)
+        self.tokenizer = self.data.tokenizer
+        m = cfg.actor_rollout_ref.model
+        self.model_cfg = GPTConfig(vocab_size=self.tokenizer.vocab_size, block_size=m.block_size, n_layer=m.n_layer,
+                                   n_head=m.n_head, n_embd=m.n_embd)
+        self.base = build_base_model(self.data, self.model_cfg, SFTConfig(**cfg.sft))
+        torch.manual_seed(int(cfg.trainer.seed))
+        self.model = copy.deepcopy(self.base.model).to(device).train()
+        self.ref_model = self.base.model.to(device).eval().requires_grad_(False)
+        use_critic = cfg.critic.enable if cfg.critic.enable is not None else cfg.algorithm.adv_estimator == "gae"
+        self.critic_model = TinyGPTCritic.from_base(self.model).to(device).train() if use_critic else None
+        self.actor = _Params(self.model)
+        self.critic = _CriticView(self.critic_model) if use_critic else None
+        seed = int(cfg.trainer.seed)
+        self.prompt_gen = torch.Generator().manual_seed(seed)
+        self.sample_gen = torch.Generator(device=device).manual_seed(seed + 1)
+        self.n = int(cfg.actor_rollout_ref.rollout.n)
+        self.temperature = float(cfg.actor_rollout_ref.rollout.temperature)
+        self.peak_flops = peak_flops(device_name(device), cfg.trainer.get("peak_flops"))
+        self._last = None  # (examples, seq_lens, uid) of the current step
+        self.steps_done = 0
+
+    # ---- run.json facts and sizes -------------------------------------------------------------------
+    def describe(self) -> dict:
+        return {"action_space": "token", "max_entropy": math.log(self.tokenizer.vocab_size),
+                "base_val_accuracy": self.base.val_accuracy, "sft_steps": self.base.steps,
+                "sft_cached": self.base.cached, "score_metric": "val/accuracy",
+                "num_params": sum(p.numel() for p in self.model.parameters())}
+
+    @property
+    def rows_per_step(self) -> int:
+        return int(self.cfg.data.train_batch_size) * self.n
+
+    # what the actor and critic read from a mini-batch
+    model_input_keys = ("input_ids", "attention_mask", "position_ids", "responses")
+    @property
+    def rows_per_unit(self) -> int:
+        return self.n  # ppo_mini_batch_size counts prompts: × rollout.n sequences (verl)
+
+    # ---- gen / reward -------------------------------------------------------------------------------
+    @torch.no_grad()
+    def _generate(self, examples, *, temperature: float, top_p: float, do_sample: bool):
+        data = self.cfg.data
+        prompt_ids, prompt_mask = self.data.collate_prompts(examples, width=data.max_prompt_length,
+                                                            truncation=data.truncation)
+        prompt_ids, prompt_mask = prompt_ids.to(self.device), prompt_mask.to(self.device)
+        was_training = self.model.training
+        self.model.eval()
+        out = generate(self.model, prompt_ids, prompt_mask, max_new_tokens=data.max_response_length,
+                       eos_id=self.tokenizer.eos_id, pad_id=self.tokenizer.pad_id, temperature=temperature,
+                       top_p=top_p, do_sample=do_sample, generator=self.sample_gen)
+        self.model.train(was_training)
+        return prompt_ids, prompt_mask, out
+
+    def generate(self) -> Batch:
+        """Sample prompts, repeat each `rollout.n` times (interleaved, one uid per prompt) and generate."""
+        prompts = self.data.sample(int(self.cfg.data.train_batch_size), self.prompt_gen)
+        examples = [e for e in prompts for _ in range(self.n)]
+        uid = torch.arange(len(prompts), device=self.device).repeat_interleave(self.n)
+        rollout = self.cfg.actor_rollout_ref.rollout
+        prompt_ids, prompt_mask, out = self._generate(examples, temperature=self.temperature,
+                                                      top_p=float(rollout.top_p), do_sample=True)
+        input_ids, attention_mask, position_ids = build_sequences(prompt_ids, prompt_mask, out)
+        self._last = (examples, attention_mask.sum(-1).tolist(), uid, prompt_mask.sum(-1))
+        self.steps_done += 1
+        one = lambda x: x.unsqueeze(0)  # noqa: E731 - the agent dim
+        return {"input_ids": one(input_ids), "attention_mask": one(attention_mask),
+                "position_ids": one(position_ids), "responses": one(out.responses),
+                "response_mask": one(out.response_mask.float())}
+
+    def compute_scores(self, batch: Batch) -> None:
+        """The rule reward of each response on its last valid token; the reward trained on adds scale/noise."""
+        examples = self._last[0]
+        texts = self.data.decode_responses(batch["responses"][0].cpu())
+        reward = self.cfg.reward
+        results = [self.data.score(text, ex) for text, ex in zip(texts, examples)]
+        seq_scores = torch.tensor([r["score"] for r in results], device=self.device)
+        self._texts, self._acc = texts, torch.tensor([r["acc"] for r in results])
+        mask = batch["response_mask"][0]
+        last = (mask.sum(-1).long() - 1).clamp(min=0)  # (bs,) the last valid response token
+        scores = torch.zeros_like(mask)
+        scores[torch.arange(len(last)), last] = seq_scores
+        trained = seq_scores * float(reward.scale)
+        if float(reward.noise_std) > 0:
+            noise = torch.randn(len(trained), generator=self.prompt_gen).to(self.device)
+            trained = trained + float(reward.noise_std) * noise
+        level_scores = torch.zeros_like(mask)
+        level_scores[torch.arange(len(last)), last] = trained
+        batch["scores"], batch["token_level_scores"] = scores.unsqueeze(0), level_scores.unsqueeze(0)
+
+    # ---- log-probs, reference, values ---------------------------------------------------------------
+    def _log_prob(self, model, mb: Batch) -> tuple[Tensor, Tensor]:
+        log_probs, entropy = compute_log_prob(model, mb["input_ids"][0], mb["attention_mask"][0],
+                                              mb["position_ids"][0], mb["responses"][0], self.temperature)
+        return log_probs.unsqueeze(0), entropy.unsqueeze(0)
+
+    def log_prob_and_entropy(self, mb: Batch) -> tuple[Tensor, Tensor]:
+        return self._log_prob(self.model, mb)
+
+    @torch.no_grad()
+    def ref_log_prob(self, batch: Batch) -> Tensor:
+        return self._log_prob(self.ref_model, batch)[0]
+
+    def compute_values(self, batch: Batch) -> None:
+        batch["values"] = self.critic.values(batch)
+
+    def compute_advantage(self, batch: Batch, estimator, **kwargs) -> tuple[Tensor, Tensor]:
+        return estimator(token_level_rewards=batch["token_level_rewards"], values=batch.get("values"),
+                         response_mask=batch["response_mask"], index=self._last[2], **kwargs)
+
+    # ---- metrics ------------------------------------------------------------------------------------
+    def batch_metrics(self, batch: Batch) -> dict[str, Tensor]:
+        """verl's `compute_data_metrics` for sequences: scores, rewards, lengths (per agent, `(1,)`)."""
+        mask = batch["response_mask"][0]
+        resp_len = mask.sum(-1)
+        prompt_len = self._last[3].float()
+        alive = resp_len > 0  # verl excludes aborted (empty) responses from score statistics
+        score = batch["scores"][0].sum(-1)[alive]
+        rewards = batch["token_level_rewards"][0].sum(-1)[alive]
+        out = {**_stats("critic/score", score), **_stats("critic/rewards", rewards),
+               **_stats("response_length", resp_len), **_stats("prompt_length", prompt_len)}
+        out["critic/score/std"] = score.std().view(1) if len(score) > 1 else torch.zeros(1)
+        out["critic/rewards/std"] = rewards.std().view(1) if len(rewards) > 1 else torch.zeros(1)
+        data = self.cfg.data
+        out["response_length/clip_ratio"] = (resp_len == data.max_response_length).float().mean().view(1)
+        out["prompt_length/clip_ratio"] = (prompt_len == data.max_prompt_length).float().mean().view(1)
+        return out
+
+    def token_counts(self, batch: Batch) -> dict[str, list[int]]:
+        return {"response": [int(batch["response_mask"].sum())], "total": [int(batch["attention_mask"].sum())]}
+
+    def actor_flops(self) -> float:
+        return count_flops(self.model_cfg, self._last[1]) * self.cfg.actor_rollout_ref.actor.ppo_epochs
+
+    def critic_flops(self) -> float:
+        return count_flops(self.model_cfg, self._last[1]) * self.cfg.critic.ppo_epochs
+
+    def step_samples(self) -> list[list[dict]]:
+        """Per agent, the rollouts of this step for `samples.jsonl`."""
+        return [self.samples]
+
+    def record_step(self, batch: Batch) -> None:
+        """Keep a few rollouts of this step for `samples.jsonl`."""
+        examples = self._last[0]
+        count = min(int(self.cfg.trainer.samples_per_step), len(examples))
+        resp_len = batch["response_mask"][0].sum(-1)
+        scores = batch["scores"][0].sum(-1)
+        self.samples = [{"step": self.steps_done, "prompt": examples[i].prompt, "answer": examples[i].answer,
+                         "response": self._texts[i], "reward": float(scores[i]),
+                         "truncated": bool(resp_len[i] == self.cfg.data.max_response_length)}
+                        for i in range(count)]
+
+    def agent_metrics(self, agent: int) -> dict[str, float]:
+        seen = (self.steps_done - 1) * int(self.cfg.data.train_batch_size)
+        return {"training/epoch": float(seen // len(self.data.train))}
+
+    # ---- testing ------------------------------------------------------------------------------------
+    @torch.no_grad()
+    def validate_metrics(self) -> dict[str, Tensor]:
+        """Held-out prompts: `val/score`, `val/accuracy` and `val/pass@k` for k = 1..val_kwargs.n."""
+        vk = self.cfg.actor_rollout_ref.rollout.val_kwargs
+        n = int(vk.n)
+        examples = [e for e in self.data.val for _ in range(n)]
+        do_sample = bool(vk.do_sample) and float(vk.temperature) > 0
+        _, _, out = self._generate(examples, temperature=float(vk.temperature) if do_sample else 1.0,
+                                   top_p=float(vk.top_p), do_sample=do_sample)
+        texts = self.data.decode_responses(out.responses.cpu())
+        results = [self.data.score(text, ex) for text, ex in zip(texts, examples)]
+        score = torch.tensor([r["score"] for r in results]).view(-1, n)
+        acc = torch.tensor([r["acc"] for r in results]).view(-1, n)
+        metrics = {"val/score": score.mean().view(1), "val/accuracy": acc.mean().view(1)}
+        correct = acc.sum(-1).long().tolist()
+        for k in range(1, n + 1):
+            metrics[f"val/pass@{k}"] = torch.tensor([sum(pass_at_k(n, c, k) for c in correct) / len(correct)])
+        return metrics
+
+
+class _Params:
+    """The actor's parameters as the optimizer sees them (one model: no agent dim)."""
+
+    def __init__(self, model: torch.nn.Module):
+        self.params = [p for p in model.parameters() if p.requires_grad]
+
+
+class _CriticView(_Params):
+    """The critic as the shared update calls it: `values(batch)` → `(1, bs, response_length)`."""
+
+    def __init__(self, critic: TinyGPTCritic):
+        super().__init__(critic)
+        self.model = critic
+
+    def values(self, mb: Batch) -> Tensor:
+        return compute_values(self.model, mb["input_ids"][0], mb["attention_mask"][0], mb["position_ids"][0],
+                              mb["responses"].shape[-1]).unsqueeze(0)

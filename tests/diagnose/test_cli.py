@@ -1,0 +1,92 @@
+"""Tests for `python -m playground.diagnose` (main() called in-process): report, --json, --text, exit codes."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from playground.diagnose.__main__ import main
+from playground.metrics import STEP
+from playground.runs import read_findings
+
+FIXTURES = Path(__file__).parent / "fixtures"
+EXAMPLE2 = "step:5 - actor/pg_loss:0.523 - actor/pg_clipfrac:0.850 - actor/ppo_kl:0.125 - actor/grad_norm:1.000"
+
+
+def _cli(capsys, *argv) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _write_run(run_dir: Path, clipfrac: float, kl: float, score_slope: float) -> None:
+    """A tiny gym run: 10 steps, the score 10 + slope x step of a 475 target."""
+    run_dir.mkdir(parents=True)
+    lines = [json.dumps({STEP: s, "actor/pg_clipfrac": clipfrac, "actor/ppo_kl": kl, "actor/grad_norm": 0.3,
+                         "actor/entropy_loss": 0.6, "critic/score/mean": 10.0 + score_slope * s}) for s in range(1, 11)]
+    (run_dir / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    (run_dir / "run.json").write_text(json.dumps({
+        "status": "finished", "task": "cartpole", "family": "gym", "scenario": "healthy", "seed": 0,
+        "score_target": 475.0, "max_entropy": math.log(2), "action_space": "discrete", "total_steps": 10,
+        "mystery": False, "grad_clip_actor": 0.5}))
+
+
+def test_human_report_on_a_fixture(capsys):
+    code, out, _ = _cli(capsys, FIXTURES / "guide_11_4_example2.log")
+    assert code == 0
+    assert "status: 1 warning (worst: warning)" in out
+    assert "[warning] lr_too_high: learning rate too high, step 5 (rule lr_too_high)" in out
+    assert "actor/pg_clipfrac = 0.85 (at step 5)" in out
+    assert "fix: actor_rollout_ref.actor.optim.lr=<current/10>" in out
+    assert "grad_clip_saturation: too little data (1 step, needs 5)" in out
+
+
+def test_chinese_report(capsys):
+    code, out, _ = _cli(capsys, FIXTURES / "guide_11_4_example3.log", "--lang", "zh")
+    assert code == 0 and "[警告] critic_undertrained: Critic 学习不足, 第 50 步" in out and "修复:" in out
+
+
+def test_json_is_one_document(capsys):
+    code, out, _ = _cli(capsys, FIXTURES / "guide_11_4_example1.log", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["version"] == 1 and len(doc["results"]) == 1
+    result = doc["results"][0]
+    assert result["worst_severity"] == "info" and [f["id"] for f in result["findings"]] == ["healthy"]
+    assert result["steps"] == 1 and result["family"] == "llm"
+
+
+def test_multirun_dir_diagnoses_every_run_and_writes_findings(tmp_path, capsys):
+    _write_run(tmp_path / "multirun" / "0", clipfrac=0.01, kl=0.001, score_slope=11.0)
+    _write_run(tmp_path / "multirun" / "1", clipfrac=0.6, kl=0.2, score_slope=0.0)
+    code, out, _ = _cli(capsys, tmp_path / "multirun", "--json")
+    results = json.loads(out)["results"]
+    assert code == 0 and [Path(r["source"]).name for r in results] == ["0", "1"]
+    assert [f["id"] for f in results[0]["findings"]] == ["healthy"]
+    assert "lr_too_high" in [f["id"] for f in results[1]["findings"]]
+    assert read_findings(tmp_path / "multirun" / "1")["worst_severity"] == "warning"
+    assert read_findings(tmp_path / "multirun" / "0")["worst_severity"] == "info"
+    code, out, _ = _cli(capsys, tmp_path / "multirun")
+    assert out.count("== ") == 2 and "(family gym, 10 steps)" in out
+
+
+def test_pasted_line_and_one_line_file(tmp_path, capsys):
+    code, out, _ = _cli(capsys, "--text", EXAMPLE2)
+    assert code == 0 and "lr_too_high" in out and "too little data" in out
+    one_line = tmp_path / "line.txt"
+    one_line.write_text(EXAMPLE2 + "\n")
+    code, out, _ = _cli(capsys, one_line, "--json")
+    assert code == 0 and json.loads(out)["results"][0]["findings"][0]["id"] == "lr_too_high"
+
+
+def test_family_override(capsys):
+    code, out, _ = _cli(capsys, "--text", "step:3 - actor/pg_clipfrac:0.03 - actor/ppo_kl:0.1", "--family", "token")
+    assert code == 0 and "lr_too_high" in out and "token calibration" in out
+
+
+@pytest.mark.parametrize("argv", [["/no/such/path"], [FIXTURES / "junk.log"], ["--text", "not a metrics line"]])
+def test_unreadable_input_exits_2(capsys, argv):
+    code, _, err = _cli(capsys, *argv)
+    assert code == 2 and "error:" in err

@@ -1,0 +1,354 @@
+"""Tests for playground.diagnose.engine: the guide's own examples, one trigger and one near miss per rule
+(hand-built records), the rules that must hold whatever the calibration, JSON round trips, the watcher."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from playground.diagnose import catalogue
+from playground.diagnose.calibration import CALIBRATION, FAMILIES
+from playground.diagnose.engine import (
+    RULES_PATH,
+    Diagnosis,
+    Finding,
+    FindingWatcher,
+    diagnose,
+    diagnose_path,
+    findings_document,
+    rules,
+    step_status,
+)
+from playground.metrics import STEP
+from playground.runs import read_findings
+
+FIXTURES = Path(__file__).parent / "fixtures"
+LN2 = math.log(2)
+
+
+def run(n: int = 12, **over) -> list[dict[str, float]]:
+    """n healthy steps (score rising 0.15 -> 0.1 + 0.05 n, every metric in the guide's range); `over` replaces
+    a metric by a constant or a function of the step (None drops it)."""
+    records = []
+    for s in range(1, n + 1):
+        r = {STEP: float(s), "actor/pg_clipfrac": 0.15, "actor/ppo_kl": 0.003, "actor/entropy_loss": 0.5,
+             "actor/grad_norm": 0.5, "actor/pg_loss": 0.005 * (-1) ** s, "critic/score/mean": 0.1 + 0.05 * s,
+             "critic/vf_explained_var": 0.8, "critic/values/mean": 0.95, "critic/returns/mean": 1.0,
+             "critic/vf_loss": 1.0 / s, "critic/advantages/mean": 0.0, "critic/advantages/max": 2.0,
+             "critic/advantages/min": -2.0, "critic/rewards/mean": 0.5, "critic/rewards/std": 0.3,
+             "critic/rewards/max": 1.0, "critic/rewards/min": 0.0, "response_length/clip_ratio": 0.01,
+             "prompt_length/clip_ratio": 0.0, "actor/kl_loss": 0.01}
+        for key, value in over.items():
+            r[key] = value(s) if callable(value) else value
+        records.append({k: v for k, v in r.items() if v is not None})
+    return records
+
+
+FLAT = {"critic/score/mean": 0.1}  # a stalled score
+TARGET = {"score_target": 1.0}
+
+
+def ids(records, family="llm", **info) -> list[str]:
+    return diagnose(records, family=family, info=info or None).ids()
+
+
+def _read_fixture(name):
+    return diagnose_path(FIXTURES / name)[0][1]
+
+
+# ---- the guide's examples ------------------------------------------------------------------------------
+def test_guide_example1_healthy_no_warning():
+    d = _read_fixture("guide_11_4_example1.log")
+    assert d.worst_severity() == "info" and d.ids() == ["healthy"]
+    assert any(n.startswith("healthy: too little data") for n in d.notes)
+    assert any("too little data (1 step, needs" in n for n in d.notes)  # trend rules say so
+
+
+def test_guide_example2_lr_too_high():
+    d = _read_fixture("guide_11_4_example2.log")
+    assert d.ids() == ["lr_too_high"]
+    f = d.findings[0]
+    assert (f.severity, f.first_step, f.last_step) == ("warning", 5, 5)
+    assert {e["metric"]: e["value"] for e in f.evidence}["actor/pg_clipfrac"] == 0.85
+    assert f.fix == "actor_rollout_ref.actor.optim.lr=<current/10>"
+    assert "lr_too_high: judged on 1 step (its window is 5)" in d.notes
+    assert "grad_clip_saturation: too little data (1 step, needs 5)" in d.notes
+
+
+def test_guide_example3_critic_undertrained():
+    d = _read_fixture("guide_11_4_example3.log")
+    assert d.ids() == ["critic_undertrained"]
+    assert "value_drift: too little data (1 step, needs 10)" in d.notes
+    assert d.findings[0].explanation["zh"] and d.findings[0].explanation["en"]
+
+
+@pytest.mark.parametrize("name,expected", [
+    ("guide_s1_3_scenario1.log", ["healthy"]),
+    ("guide_s1_3_scenario2.log", ["lr_too_high"]),  # step 0: kl 0.050 and clipfrac 0.80, 1 of 2 steps
+    ("guide_s1_3_scenario3.log", ["converged", "healthy"]),
+])
+def test_guide_section_1_3_scenarios(name, expected):
+    assert sorted(_read_fixture(name).ids()) == expected
+
+
+# ---- every rule: a trigger and a near miss ------------------------------------------------------------
+CASES = {  # id: (records, info, near-miss records, near-miss info)
+    "training_crash": (run(**{"actor/pg_loss": lambda s: math.nan if s == 7 else 0.0}), {}, run(), {}),
+    "out_of_memory": (run(**{"perf/max_memory_allocated_gb": 9.8}), {"memory_limit_gb": 10.0},
+                      run(**{"perf/max_memory_allocated_gb": 8.0}), {"memory_limit_gb": 10.0}),
+    "gradient_explosion": (run(**{"actor/grad_norm": lambda s: 0.5 if s < 8 else 3.0 ** (s - 5)}), {},
+                           run(**{"actor/grad_norm": 12.0}), {}),
+    "lr_too_high": (run(**FLAT, **{"actor/pg_clipfrac": 0.6, "actor/ppo_kl": 0.08}), {},
+                    run(**FLAT, **{"actor/pg_clipfrac": 0.6, "actor/ppo_kl": 0.03}), {}),
+    "lr_too_low": (run(**FLAT, **{"actor/pg_clipfrac": 0.01, "actor/ppo_kl": 0.0002}), TARGET,
+                   run(**{"actor/pg_clipfrac": 0.01, "actor/ppo_kl": 0.0002}), TARGET),  # the score rises
+    "critic_undertrained": (run(20, **{"critic/vf_explained_var": -0.3}), {},
+                            run(20, **{"critic/vf_explained_var": 0.5}), {}),
+    "entropy_collapse": (run(**FLAT, **{"actor/entropy_loss": lambda s: 0.6 if s <= 5 else 0.03}), TARGET,
+                         run(**{"actor/entropy_loss": lambda s: 0.6 if s <= 5 else 0.03}), {"score_target": 5.0}),
+    "overly_deterministic": (run(**FLAT, **{"actor/entropy_loss": 0.2}), {**TARGET, "max_entropy": math.log(100)},
+                             run(**FLAT, **{"actor/entropy_loss": 0.2}), {**TARGET, "max_entropy": LN2}),
+    "no_learning_signal": (run(**FLAT, **{"critic/rewards/max": -200.0, "critic/rewards/min": -200.0}), {},
+                           run(**FLAT), {}),
+    "vanishing_gradient": (run(**FLAT, **{"actor/grad_norm": 0.001}), TARGET,
+                           run(**FLAT, **{"actor/grad_norm": 0.05}), TARGET),
+    "grad_clip_saturation": (run(**{"actor/grad_norm": 1.0}), {"grad_clip_actor": 1.0},
+                             run(**{"actor/grad_norm": 0.99}), {"grad_clip_actor": 1.0}),
+    "unstable_policy_loss": (run(**FLAT, **{"actor/pg_loss": lambda s: 0.2 * (-1) ** s}), {},
+                             run(**FLAT, **{"actor/pg_loss": lambda s: 0.01 * (-1) ** s}), {}),
+    "advantage_not_normalized": (run(**{"critic/advantages/mean": 5.234, "critic/advantages/max": 50.23,
+                                        "critic/advantages/min": -45.12}), {},
+                                 run(**{"critic/advantages/mean": 0.6, "critic/advantages/max": 4.0,
+                                        "critic/advantages/min": -3.0}), {}),
+    "reward_variance_too_large": (run(**{"critic/rewards/std": 20.0}), {},
+                                  run(**{"critic/rewards/std": 0.5, "critic/rewards/mean": 0.001}), {}),
+    "kl_drift": (run(**{"actor/kl_loss": lambda s: 0.1 + 0.02 * s}), {},
+                 run(**{"actor/kl_loss": lambda s: 0.05 + 0.003 * s}), {}),
+    "response_truncation": (run(**{"response_length/clip_ratio": 0.85}), {},
+                            run(**{"response_length/clip_ratio": 0.2}), {}),
+    "prompt_truncation": (run(**{"prompt_length/clip_ratio": 0.2}), {},
+                          run(**{"prompt_length/clip_ratio": 0.05}), {}),
+    "converged": (run(**{"actor/ppo_kl": 5e-5, "actor/pg_clipfrac": 0.01, "critic/score/mean": 1.0}), TARGET,
+                  run(**{"actor/ppo_kl": 5e-5, "actor/pg_clipfrac": 0.01, "critic/score/mean": 0.5}), TARGET),
+    "value_drift": (run(20, **{"critic/vf_loss": lambda s: abs(s - 10) + 1.0}), {"score_target": 5.0},
+                    run(20), {"score_target": 5.0}),
+    "generation_bottleneck": (run(**{"timing_s/gen": 6.0, "timing_s/step": 10.0}), {},
+                              run(**{"timing_s/gen": 4.0, "timing_s/step": 10.0}), {}),
+    "update_bottleneck": (run(**{"timing_s/update_actor": 5.0, "timing_s/step": 10.0}), {},
+                          run(**{"timing_s/update_actor": 3.0, "timing_s/step": 10.0}), {}),
+    "low_mfu": (run(**{"perf/mfu/actor": 0.05}), {}, run(**{"perf/mfu/actor": 0.35}), {}),
+}
+
+
+@pytest.mark.parametrize("finding_id", sorted(CASES))
+def test_rule_triggers_and_near_miss_does_not(finding_id):
+    records, info, near, near_info = CASES[finding_id]
+    assert finding_id in ids(records, **info)
+    assert finding_id not in ids(near, **near_info)
+
+
+def test_healthy_baseline_has_only_healthy():
+    assert ids(run(20), **TARGET) == ["healthy"]
+
+
+def test_every_catalogue_id_has_a_rule_and_every_rule_a_catalogue_id():
+    ruled = {r.id for r in rules("llm")}
+    assert ruled == set(catalogue.FAILURE_IDS) - {"healthy"}
+    assert set(CASES) | {"healthy"} == set(catalogue.FAILURE_IDS)
+    for finding_id in catalogue.FAILURE_IDS:
+        assert set(catalogue.EXPLANATIONS[finding_id]) == {"en", "zh"} and finding_id in catalogue.TITLES
+
+
+def test_status_rules_from_run_json():
+    assert "training_crash" in ids(run(3), status="diverged")
+    assert "out_of_memory" in ids([], status="oom")
+    d = diagnose(run(3), family="llm", info={"status": "diverged"})
+    assert d.worst_severity() == "critical" and "healthy" not in d.ids()
+
+
+def test_kl_drift_from_reward_penalty_names_the_controller():
+    d = diagnose(run(**{"actor/kl_loss": None, "actor/reward_kl_penalty": lambda s: 0.1 + 0.02 * s}), family="llm")
+    (f,) = [f for f in d.findings if f.id == "kl_drift"]
+    assert f.rule == "kl_drift_reward" and f.fix == "algorithm.kl_ctrl.kl_coef=0.01"
+
+
+# ---- rules that must hold whatever the calibration ---------------------------------------------------
+@pytest.mark.parametrize("family", FAMILIES)
+def test_both_exactly_zero_is_not_measurable_never_lr_too_low(family):
+    records = run(**FLAT, **{"actor/pg_clipfrac": 0.0, "actor/ppo_kl": 0.0})
+    assert "lr_too_low" not in ids(records, family, **TARGET)
+    assert "converged" not in ids(records, family, score_target=0.1)
+    status = step_status(records, family=family)
+    assert status["actor/ppo_kl"] == [None] * 12 and status["actor/pg_clipfrac"] == [None] * 12
+
+
+def test_ppo_kl_judged_on_its_absolute_value():
+    high = {"actor/pg_clipfrac": 0.6, "actor/ppo_kl": -0.08}
+    assert "lr_too_high" in ids(run(**FLAT, **high))
+    assert "lr_too_low" not in ids(run(**FLAT, **{"actor/pg_clipfrac": 0.01, "actor/ppo_kl": -0.01}), **TARGET)
+
+
+def test_entropy_is_relative_to_its_maximum_for_discrete_actions():
+    records = run(**FLAT, **{"actor/entropy_loss": 0.2})
+    assert "overly_deterministic" in ids(records, "gym", score_target=1.0, max_entropy=math.log(100))
+    assert "overly_deterministic" not in ids(records, "gym", score_target=1.0, max_entropy=LN2)
+
+
+def test_continuous_actions_judge_the_change_of_differential_entropy():
+    info = {"score_target": 1.0, "action_space": "continuous", "max_entropy": None}
+    negative_but_steady = run(**FLAT, **{"actor/entropy_loss": lambda s: -1.0 - 0.05 * s})
+    assert not {"overly_deterministic", "entropy_collapse"} & set(ids(negative_but_steady, "gym", **info))
+    collapsing = run(**FLAT, **{"actor/entropy_loss": lambda s: 0.5 if s <= 5 else -2.0})  # exp(-2.5): 92% lost
+    assert "entropy_collapse" in ids(collapsing, "gym", **info)
+
+
+@pytest.mark.parametrize("rule", ["entropy_collapse", "overly_deterministic"])
+def test_entropy_rules_only_below_score_target(rule):
+    entropy = {"actor/entropy_loss": (lambda s: 0.6 if s <= 2 else 0.01)}
+    solved = run(**entropy, **{"critic/score/mean": 1.0})
+    assert rule not in ids(solved, "gym", score_target=1.0, max_entropy=LN2)
+    assert rule in ids(run(**entropy, **FLAT), "gym", score_target=1.0, max_entropy=LN2)
+
+
+def test_entropy_collapse_on_verl_logs_needs_a_stalled_score():
+    entropy = {"actor/entropy_loss": lambda s: 0.6 if s <= 5 else 0.03}
+    assert "entropy_collapse" not in ids(run(**entropy))  # the score rises: success, not collapse
+    assert "entropy_collapse" in ids(run(**entropy, **FLAT))
+
+
+def test_clipped_means_grad_norm_at_or_above_grad_clip():
+    assert "grad_clip_saturation" in ids(run(**{"actor/grad_norm": 0.5}), "gym", grad_clip_actor=0.5)
+    assert "grad_clip_saturation" not in ids(run(**{"actor/grad_norm": 0.4999}), "gym", grad_clip_actor=0.5)
+    assert "grad_clip_saturation" not in ids(run(**{"actor/grad_norm": 5.0}), "gym", grad_clip_actor=None)
+
+
+def test_gradient_explosion_only_for_the_actor():
+    critic_growing = run(**{"critic/grad_norm": lambda s: 100.0 * 2 ** s})
+    assert "gradient_explosion" not in ids(critic_growing)
+
+
+def test_reward_ratio_has_a_floor_on_the_mean():
+    near_zero_mean = run(**{"critic/rewards/mean": 1e-6, "critic/rewards/std": 0.5})  # 5e5 x the mean
+    assert "reward_variance_too_large" not in ids(near_zero_mean)
+
+
+def test_trend_rules_report_too_little_data():
+    d = diagnose(run(3), family="llm")
+    assert "entropy_collapse: too little data (3 steps, needs 5)" in d.notes
+    assert "lr_too_low: too little data (3 steps, needs 10)" in d.notes
+
+
+def test_info_findings_never_make_a_run_unhealthy():
+    records = run(20, **{"timing_s/gen": 6.0, "timing_s/update_actor": 0.5, "timing_s/step": 10.0,
+                         "perf/mfu/actor": 0.01, "critic/vf_loss": lambda s: abs(s - 10) + 1.0})
+    d = diagnose(records, family="llm", info={"score_target": 5.0})
+    assert {"healthy", "generation_bottleneck", "low_mfu", "value_drift"} <= set(d.ids())
+    assert d.worst_severity() == "info"
+
+
+def test_no_healthy_when_the_score_does_not_rise():
+    d = diagnose(run(20, **FLAT), family="llm", info=TARGET)
+    assert d.ids() == [] and any("did not rise" in n for n in d.notes)
+
+
+# ---- calibration ---------------------------------------------------------------------------------------
+def test_calibration_entries_name_real_thresholds_and_carry_their_measurement():
+    data = yaml.safe_load(RULES_PATH.read_text(encoding="utf-8"))
+    by_name = {r["name"]: r for r in data["rules"]}
+    for entry in CALIBRATION:
+        assert entry.family in ("gym", "token")
+        assert by_name[entry.rule]["thresholds"][entry.threshold] == entry.guide
+        assert entry.healthy and entry.source
+        assert entry.seeds >= 5 or entry.family == "token"  # token: one-seed prototype numbers, to re-measure
+
+
+def test_calibrated_threshold_applies_to_its_family_only():
+    grpo_like = run(**FLAT, **{"actor/pg_clipfrac": 0.03, "actor/ppo_kl": 0.1})  # clipfrac never near 0.5
+    assert "lr_too_high" in ids(grpo_like, "token")
+    assert "lr_too_high" not in ids(grpo_like, "llm")
+    (f,) = [f for f in diagnose(grpo_like, family="token").findings if f.id == "lr_too_high"]
+    assert any("token calibration; guide 0.5" in e["range"] for e in f.evidence)
+
+
+# ---- documents and round trips ---------------------------------------------------------------------------
+def test_finding_and_document_json_round_trip():
+    d = diagnose(run(**{"actor/pg_loss": lambda s: math.inf if s == 3 else 0.0}), family="llm")
+    doc = json.loads(json.dumps(findings_document(d), default=str).replace("Infinity", '"Infinity"'))
+    assert doc["version"] == 1 and doc["worst_severity"] == "critical" and "diagnosed_at" in doc
+    for f in d.findings:
+        assert Finding.from_dict(json.loads(json.dumps(f.to_dict(), allow_nan=True))) == f
+    assert isinstance(d, Diagnosis) and d.to_dict()["worst_severity"] == "critical"
+
+
+def test_step_status_uses_guide_and_family_bands():
+    records = run(2, **{"actor/ppo_kl": 0.03})
+    assert step_status(records, family="llm")["actor/ppo_kl"] == ["warn", "warn"]
+    assert step_status(records, family="token")["actor/ppo_kl"] == ["bad", "bad"]
+    assert step_status([{STEP: 0.0, "val/score": 0.3}, *records])["actor/pg_clipfrac"] == [None, "ok", "ok"]
+
+
+def test_diagnose_run_dir_writes_findings_with_the_runs_own_values(tmp_path):
+    run_dir = tmp_path / "run"
+    (run_dir / ".hydra").mkdir(parents=True)
+    records = run(**FLAT, **{"actor/pg_clipfrac": 0.6, "actor/ppo_kl": 0.08})
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (run_dir / "run.json").write_text(json.dumps({"status": "finished", "family": "gym", "score_target": 475.0,
+                                                  "max_entropy": LN2, "action_space": "discrete"}))
+    config = {"task": {"family": "gym"}, "actor_rollout_ref": {"actor": {"optim": {"lr": 3e-4}, "grad_clip": 0.5}}}
+    (run_dir / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
+    ((source, d),) = diagnose_path(run_dir)
+    assert source == str(run_dir) and d.family == "gym"
+    (f,) = [f for f in d.findings if f.id == "lr_too_high"]
+    assert f.fix == "actor_rollout_ref.actor.optim.lr=3e-05"
+    saved = read_findings(run_dir)
+    assert saved["worst_severity"] == "warning" and "lr_too_high" in [x["id"] for x in saved["findings"]]
+
+
+# ---- the watcher -----------------------------------------------------------------------------------------
+def test_watcher_fires_at_the_step_the_diagnosis_first_sees_it():
+    records = run(14, **FLAT, **{"actor/pg_clipfrac": lambda s: 0.6 if s > 6 else 0.15,
+                                 "actor/ppo_kl": lambda s: 0.08 if s > 6 else 0.003})
+    watcher = FindingWatcher("lr_too_high", {"task": {"family": "gym", "score_target": 475.0}})
+    fired = [watcher.update(r) for r in records]
+    first = diagnose(records, family="gym", info={"score_target": 475.0}).findings[0]
+    assert first.id == "lr_too_high" and fired.index(True) + 1 == first.first_step == 9  # 3 of the last 5
+    assert all(fired[8:])
+
+
+def test_watcher_accepts_a_dictconfig_and_healthy():
+    from omegaconf import OmegaConf
+
+    watcher = FindingWatcher("healthy", OmegaConf.create({"task": {"family": "token", "score_target": 0.9}}))
+    records = run(20, **{"val/score": lambda s: 0.3 + 0.02 * s})
+    assert [watcher.update(r) for r in records][9] is True
+    with pytest.raises(ValueError):
+        FindingWatcher("no_such_id", {})
+
+
+@pytest.mark.slow
+def test_gym_calibration_holds_on_healthy_cartpole(tmp_path):
+    """The gym entries of CALIBRATION stay true: 5 healthy CartPole seeds (about 5 s each on one core)."""
+    from playground.diagnose.calibration import calibrated
+    from playground.diagnose.engine import diagnose_run_dir
+    from playground.runs import read_metrics_jsonl
+    from playground.train import compose
+    from playground.train import run as train
+
+    kl_high, clip_high, kl_low = (calibrated("gym", rule, name).value for rule, name in
+                                  [("lr_too_high", "kl_high"), ("lr_too_high", "clipfrac_high"),
+                                   ("lr_too_low", "kl_low")])
+    for seed in range(1, 6):
+        cfg = compose(["task=cartpole", "scenario=healthy", f"trainer.seed={seed}", "trainer.progress_bar=false",
+                       "trainer.logger=[]"])
+        run_dir = tmp_path / str(seed)
+        train(cfg, run_dir)
+        d = diagnose_run_dir(run_dir, config=cfg)
+        assert d.worst_severity() == "info" and "healthy" in d.ids(), (seed, d.ids())
+        records = [r for r in read_metrics_jsonl(run_dir / "metrics.jsonl").records if r[STEP] >= 1]
+        kl = [abs(r["actor/ppo_kl"]) for r in records]
+        assert max(kl) < kl_high / 2 and max(r["actor/pg_clipfrac"] for r in records) < clip_high / 2
+        assert sum(k < kl_low for k in kl) / len(kl) < 0.3  # lr_too_low needs 80% of a window

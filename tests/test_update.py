@@ -1,0 +1,61 @@
+import torch
+
+from playground.models.mlp import GymActor
+from playground.optim import AgentAdamW
+from playground.update import UpdateShape, iter_minibatches, update_actor
+
+
+class _Actor:
+    model_input_keys = ("obs", "actions")
+
+    def __init__(self, seed=0):
+        self.net = GymActor(3, [8], [torch.Generator().manual_seed(seed)], num_actions=2)
+
+    def log_prob_and_entropy(self, mb):
+        return self.net.log_prob_and_entropy(mb)
+
+
+def _batch(rows=16, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return {"obs": torch.randn(1, rows, 3, generator=g), "actions": torch.randint(0, 2, (1, rows), generator=g),
+            "advantages": torch.randn(1, rows, 1, generator=g), "response_mask": torch.ones(1, rows, 1)}
+
+
+def _update(actor, batch, shape, lr=1e-2):
+    with torch.no_grad():
+        batch["old_log_probs"] = actor.log_prob_and_entropy(batch)[0] - 0.05  # a stale policy
+    one = torch.ones(1, 1, 1)
+    opt = AgentAdamW(actor.net.params, torch.tensor([lr]))
+    metrics = update_actor(actor, opt, batch, shape, loss_mode="vanilla", clip_ratio=one * 0.2,
+                           clip_ratio_low=one * 0.2, clip_ratio_high=one * 0.2, clip_ratio_c=one * 3.0,
+                           entropy_coeff=one * 0.0, use_kl_loss=False, kl_loss_coef=one * 0.0, kl_loss_type="k1",
+                           grad_clip=torch.tensor([1.0]), generators=[torch.Generator().manual_seed(0)],
+                           active=torch.tensor([True]))
+    return metrics
+
+
+def test_on_policy_shortcut_zeroes_ppo_kl_and_clipfrac():
+    # one mini-batch and one epoch: verl replaces the old log-probs by the current ones
+    metrics = _update(_Actor(), _batch(), UpdateShape(1, 16, 16, False, "token-mean"))
+    assert metrics["actor/ppo_kl"][0].item() == 0.0 and metrics["actor/pg_clipfrac"][0].item() == 0.0
+    metrics = _update(_Actor(), _batch(), UpdateShape(2, 8, 8, False, "token-mean"))
+    assert metrics["actor/ppo_kl"][0].item() != 0.0
+    assert len(metrics["actor/grad_norm"]) == 4 and len(metrics["actor/pg_loss"]) == 4  # one per optimizer step
+
+
+def test_micro_batches_accumulate_to_the_mini_batch_gradient():
+    whole, split = _Actor(), _Actor()
+    batch = _batch()
+    _update(whole, {k: v.clone() for k, v in batch.items()}, UpdateShape(1, 8, 8, False, "token-mean"))
+    _update(split, {k: v.clone() for k, v in batch.items()}, UpdateShape(1, 8, 2, False, "token-mean"))
+    torch.testing.assert_close(whole.net.net.flat, split.net.net.flat, rtol=1e-5, atol=1e-6)
+
+
+def test_minibatch_rows_cover_the_batch_each_epoch_per_agent():
+    shape = UpdateShape(ppo_epochs=2, mini_batch_rows=4, micro_batch_rows=2, shuffle=True, loss_agg_mode="token-mean")
+    gens = [torch.Generator().manual_seed(s) for s in (0, 1)]
+    steps = list(iter_minibatches(8, shape, gens, torch.device("cpu")))
+    assert len(steps) == 4 and all(len(micro) == 2 for micro in steps)
+    first_epoch = torch.cat([m for step in steps[:2] for m in step], dim=1)
+    assert sorted(first_epoch[0].tolist()) == list(range(8)) and sorted(first_epoch[1].tolist()) == list(range(8))
+    assert first_epoch[0].tolist() != first_epoch[1].tolist()  # each agent its own permutation
