@@ -38,6 +38,17 @@ def check_group_overrides(argv: Sequence[str]) -> None:
                         raise ConfigError(f"{group}={value!r} is unknown: allowed one of {known_options(group)}")
 
 
+def with_default_scenario(overrides: Sequence[str]) -> list[str]:
+    """`task=X` without `scenario=` runs the task's `default_scenario`, if any (MountainCar has no healthy run)."""
+    overrides = list(overrides)
+    tasks = [o.split("=", 1)[1] for o in overrides if o.startswith("task=")]
+    if len(tasks) != 1 or "," in tasks[0] or any(o.startswith(("scenario=", "+scenario=")) for o in overrides):
+        return overrides
+    path = Path(CONF_DIR) / "task" / f"{tasks[0]}.yaml"
+    default = OmegaConf.select(OmegaConf.load(path), "task.default_scenario") if path.is_file() else None
+    return [*overrides, f"scenario={default}"] if default else overrides
+
+
 def check_scenario_applies(cfg: DictConfig) -> None:
     applicable = list(cfg.task.get("scenarios", []))
     if cfg.scenario not in applicable:
@@ -77,6 +88,7 @@ def compose(overrides: Sequence[str] = ()) -> DictConfig:
     from hydra.core.global_hydra import GlobalHydra
 
     check_group_overrides(overrides)
+    overrides = with_default_scenario(overrides)
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cfg = hydra_compose(config_name="config", overrides=list(overrides))
@@ -111,6 +123,7 @@ def main() -> None:
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(EXIT_BAD_CONFIG)
+    sys.argv = [sys.argv[0], *with_default_scenario(sys.argv[1:])]
     hydra_main()
 
 

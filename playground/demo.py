@@ -1,0 +1,78 @@
+"""`make play`: a small demo sweep trains in the background while the explorer shows it live.
+
+Healthy runs and a few failure scenarios of both task families run one after another into `outputs/demo/`, so they
+appear in the explorer and stream in as they train. Ctrl-C stops both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO_RUNS = [
+    ("cartpole-healthy", ["task=cartpole"]),
+    ("reverse-healthy", ["task=reverse"]),
+    ("cartpole-lr_too_high", ["task=cartpole", "scenario=lr_too_high"]),
+    ("reverse-response_truncation", ["task=reverse", "scenario=response_truncation"]),
+    ("cartpole-critic_undertrained", ["task=cartpole", "scenario=critic_undertrained"]),
+    ("mountaincar-no_learning_signal", ["task=mountaincar"]),
+    ("reverse-entropy_collapse", ["task=reverse", "scenario=entropy_collapse"]),
+]
+
+
+def demo_commands(root: Path) -> list[list[str]]:
+    """The train commands of the demo runs (skipping scenarios this checkout does not have)."""
+    scenarios = {p.stem for p in (ROOT / "conf" / "scenario").glob("*.yaml")}
+    commands = []
+    for name, overrides in DEMO_RUNS:
+        scenario = next((o.split("=", 1)[1] for o in overrides if o.startswith("scenario=")), None)
+        if scenario is not None and scenario not in scenarios:
+            continue
+        commands.append([sys.executable, "-m", "playground.train", *overrides, "trainer.logger=[]",
+                         "trainer.progress_bar=false", f"hydra.run.dir={root / name}"])
+    return commands
+
+
+def run_demo_sweep(root: Path) -> None:
+    for command in demo_commands(root):
+        subprocess.run(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", default="outputs/demo", help="where the demo runs are written")
+    parser.add_argument("--no-explorer", action="store_true", help="only train the demo runs, in the foreground")
+    args = parser.parse_args(argv)
+    root = (ROOT / args.runs).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    if args.no_explorer:
+        run_demo_sweep(root)
+        print(f"demo runs written to {root}")
+        return 0
+    trainer = subprocess.Popen([sys.executable, "-m", "playground.demo", "--runs", args.runs, "--no-explorer"],
+                               cwd=ROOT, env=env)
+    print(f"training the demo runs in the background into {root}; the explorer shows them as they stream in")
+    env["PLAYGROUND_RUNS"] = os.pathsep.join([str(root), str(ROOT / "outputs"), str(ROOT / "multirun")])
+    explorer = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app", "--server.headless", "false"],
+                                cwd=ROOT, env=env)
+    try:
+        while explorer.poll() is None:
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for proc in (explorer, trainer):
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait(timeout=10)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

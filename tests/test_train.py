@@ -1,0 +1,122 @@
+"""The command line and the run lifecycle: bad input, statuses, determinism, sweeps."""
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import torch
+
+from playground.metrics import is_known
+from playground.runs import read_metrics_jsonl, read_run_info
+
+from .conftest import ROOT
+
+SMALL = ["task=cartpole", "env.num_envs=4", "env.rollout_length=16", "actor_rollout_ref.actor.ppo_mini_batch_size=32",
+         "env.eval_episodes=4"]
+VOLATILE = ("timing", "perf/")
+
+
+def _cli(*args, timeout=120, **kw):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HYDRA_FULL_ERROR": "0"}
+    return subprocess.run([sys.executable, "-m", "playground.train", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def test_bad_value_fails_before_compute_with_one_line(tmp_path):
+    result = _cli("actor_rollout_ref.actor.optim.lr=-0.1", f"hydra.run.dir={tmp_path}/run")
+    assert result.returncode == 2
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert lines == ["error: actor_rollout_ref.actor.optim.lr=-0.1 is out of range: allowed > 0"]
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
+def test_unknown_task_lists_the_known_ones():
+    result = _cli("task=pong")
+    assert result.returncode == 2
+    assert result.stderr.strip().startswith("error: task='pong' is unknown: allowed one of [")
+    assert "'cartpole'" in result.stderr
+
+
+def test_same_config_and_seed_give_the_same_metrics(train_run):
+    runs = [train_run([*SMALL, "trainer.total_training_steps=4"])[1] for _ in range(2)]
+    a, b = (read_metrics_jsonl(r / "metrics.jsonl").records for r in runs)
+    assert len(a) == len(b) == 4
+    for x, y in zip(a, b):
+        stable = {k: v for k, v in x.items() if not k.startswith(VOLATILE)}
+        assert stable == {k: y[k] for k in stable}
+    other = train_run([*SMALL, "trainer.total_training_steps=4", "trainer.seed=2"])[1]
+    assert read_metrics_jsonl(other / "metrics.jsonl").records[-1]["actor/pg_loss"] != a[-1]["actor/pg_loss"]
+
+
+def test_every_emitted_metric_is_in_the_glossary(train_run):
+    _, run_dir = train_run([*SMALL, "trainer.total_training_steps=20", "world_model.enable=true",
+                            "algorithm.use_kl_in_reward=true"])
+    keys = {k for record in read_metrics_jsonl(run_dir / "metrics.jsonl").records for k in record}
+    assert {"actor/pg_clipfrac", "critic/vf_explained_var", "world_model/loss", "actor/reward_kl_penalty",
+            "episode/success_rate_cartpole", "val/score", "timing_s/update_actor"} <= keys
+    assert [k for k in keys if not is_known(k)] == []
+
+
+def test_non_finite_losses_end_the_run_as_diverged(train_run, monkeypatch):
+    from playground.tasks.gym_task import GymTask
+
+    real = GymTask.generate
+
+    def poisoned(self):
+        batch = real(self)
+        batch["token_level_scores"] = batch["token_level_scores"] * float("nan")  # a broken reward
+        return batch
+
+    monkeypatch.setattr(GymTask, "generate", poisoned)
+    trainer, run_dir = train_run([*SMALL, "trainer.total_training_steps=20"])
+    info = read_run_info(run_dir)
+    records = read_metrics_jsonl(run_dir / "metrics.jsonl").records
+    assert info["status"] == "diverged" and "non-finite" in info["error"]
+    assert len(records) == 3 and math.isnan(records[-1]["actor/pg_loss"])  # every metric so far is kept
+    assert trainer.statuses == ["diverged"]
+
+
+def test_ctrl_c_ends_with_status_interrupted(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "playground.train", *SMALL, "trainer.total_training_steps=100000",
+                             "trainer.logger=[]", "trainer.progress_bar=false", f"hydra.run.dir={run_dir}"],
+                            cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    metrics = run_dir / "metrics.jsonl"
+    deadline = time.time() + 60
+    while time.time() < deadline and not (metrics.exists() and metrics.stat().st_size > 0):
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    info = read_run_info(run_dir)
+    assert info["status"] == "interrupted" and info["last_step"] >= 1
+    assert len(read_metrics_jsonl(metrics).records) == info["last_step"]
+
+
+def test_joblib_sweep_runs_each_job_in_its_own_dir(tmp_path):
+    result = _cli("-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", *SMALL,
+                  "actor_rollout_ref.actor.optim.lr=1e-3,2e-3", "actor_rollout_ref.actor.clip_ratio=0.1,0.2",
+                  "trainer.total_training_steps=2", "trainer.logger=[]", "trainer.progress_bar=false",
+                  f"hydra.sweep.dir={tmp_path}", timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    jobs = sorted(p for p in tmp_path.iterdir() if p.is_dir() and (p / "run.json").exists())
+    assert len(jobs) == 4
+    seen = set()
+    for job in jobs:
+        info = read_run_info(job)
+        assert info["status"] == "finished" and len(read_metrics_jsonl(job / "metrics.jsonl").records) == 2
+        assert (job / "findings.json").exists()
+        seen.add(tuple(sorted(o for o in info["overrides"] if "lr=" in o or "clip_ratio=" in o)))
+    assert len(seen) == 4
+
+
+def test_metrics_file_is_valid_json_lines_while_running(train_run):
+    _, run_dir = train_run([*SMALL, "trainer.total_training_steps=2"])
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+        json.loads(line)
+    assert torch.get_num_threads() == 1
