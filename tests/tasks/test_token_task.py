@@ -1,0 +1,67 @@
+"""Token runs end to end: the batch, the sequence metrics, validation, samples, truncation, PPO and GRPO."""
+
+import json
+
+from playground.metrics import STEP, is_known
+from playground.runs import read_metrics_jsonl, read_run_info
+
+SHORT = ["task=reverse", "trainer.total_training_steps=3", "trainer.test_freq=3"]
+
+
+def _records(run_dir):
+    return read_metrics_jsonl(run_dir / "metrics.jsonl").records
+
+
+def test_grpo_run_writes_every_sequence_metric(train_run):
+    trainer, run_dir = train_run(SHORT)
+    records = _records(run_dir)
+    info = read_run_info(run_dir)
+    assert [r[STEP] for r in records] == [0, 1, 2, 3]
+    assert set(records[0]) == {STEP, "val/score", "val/accuracy", "val/pass@1"}  # verl's val_before_train line
+    assert records[0]["val/accuracy"] == info["base_val_accuracy"]  # RL starts from the SFT base
+    assert 0.2 <= info["base_val_accuracy"] <= 0.6 and info["max_entropy"] > 2.5
+    step = records[1]
+    for key in ("response_length/mean", "response_length/clip_ratio", "prompt_length/max", "critic/score/mean",
+                "critic/rewards/std", "actor/kl_loss", "actor/kl_coef", "actor/ppo_kl", "timing_per_token_ms/gen",
+                "perf/mfu/actor", "perf/throughput", "training/epoch", "critic/advantages/max"):
+        assert key in step, key
+    # 7-token prompts in a width of 8: none is cut, so none counts as clipped (verl: length == padded width)
+    assert step["prompt_length/max"] == 7 and step["prompt_length/clip_ratio"] == 0.0
+    assert step["response_length/max"] <= 8 and 0 < step["perf/mfu/actor"] < 1
+    assert "critic/values/mean" not in step  # GRPO has no critic
+    assert "val/accuracy" in records[3]
+    assert all(is_known(k) for r in records for k in r)
+    samples = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
+    assert len(samples) == 12 and {s["step"] for s in samples} == {1, 2, 3}
+    assert set(samples[0]) >= {"prompt", "response", "reward", "truncated", "answer"}
+
+
+def test_ppo_with_a_critic(train_run):
+    _, run_dir = train_run([*SHORT, "algorithm.adv_estimator=gae"])
+    step = _records(run_dir)[2]
+    assert {"critic/vf_loss", "critic/vf_explained_var", "critic/values/mean", "critic/vpred_mean"} <= set(step)
+
+
+def test_truncation_is_counted(train_run):
+    _, run_dir = train_run([*SHORT, "data.max_response_length=3", "data.max_prompt_length=5"])
+    step = _records(run_dir)[1]
+    assert step["response_length/clip_ratio"] > 0.8 and step["response_length/max"] == 3
+    assert step["prompt_length/clip_ratio"] == 1.0 and step["prompt_length/max"] == 5
+
+
+def test_pass_at_k_with_sampled_validation(train_run):
+    val_kwargs = "actor_rollout_ref.rollout.val_kwargs"
+    _, run_dir = train_run(["task=reverse", "trainer.total_training_steps=1", "trainer.test_freq=1",
+                            f"{val_kwargs}.n=4", f"{val_kwargs}.do_sample=true", f"{val_kwargs}.temperature=1.0"])
+    val = _records(run_dir)[0]
+    passes = [val[f"val/pass@{k}"] for k in (1, 2, 3, 4)]
+    assert passes == sorted(passes) and passes[0] == val["val/accuracy"]
+
+
+def test_healthy_reverse_lifts_accuracy(train_run):
+    # the shortened CI version of the done-criterion: GRPO from the base to >= 0.9 greedy accuracy
+    _, run_dir = train_run(["task=reverse", "trainer.total_training_steps=60", "trainer.stop_on_score=0.9"])
+    records = _records(run_dir)
+    info = read_run_info(run_dir)
+    assert records[-1]["val/accuracy"] >= 0.9 > records[0]["val/accuracy"], info
+    assert info["stop_reason"].startswith("stop_on_score")
