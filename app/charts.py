@@ -1,0 +1,254 @@
+"""Every Altair chart of the explorer: frames in, `alt.Chart` out, one style, no Streamlit calls.
+
+The frames come from `frames.py` (long metric frames, seed-group stats, bands, sweep cells); views draw the
+returned charts with `st.altair_chart(chart, width="stretch")`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+OK_BAND = "#2ca02c"
+STATUS_COLORS = {"warn": "#f58518", "bad": "#d62728"}
+STATUS_SHAPES = {"warn": "triangle-up", "bad": "diamond"}
+SEVERITY_DOMAIN = ["info", "warning", "critical"]
+SEVERITY_RANGE = ["#4c78a8", "#f58518", "#d62728"]
+HEIGHT = 170
+# Series colours: distinct hues without orange and red, which mark warn and bad steps.
+PALETTE = ["#4c78a8", "#54a24b", "#b279a2", "#72b7b2", "#9d755d", "#79706e", "#eeca3b", "#ff9da6", "#1f3b73",
+           "#8cd17d"]
+
+
+def _style(chart: alt.TopLevelMixin) -> alt.TopLevelMixin:
+    """The one theme. Set as an attribute: each `configure_*` call would deep-copy the whole chart."""
+    chart.config = alt.Config(axis={"labelFontSize": 11, "titleFontSize": 11, "gridOpacity": 0.5},
+                              legend={"orient": "bottom", "labelLimit": 260, "titleFontSize": 11, "labelFontSize": 11,
+                                      "symbolLimit": 30},
+                              title={"fontSize": 13, "anchor": "start"})
+    return chart
+
+
+def to_spec(chart: alt.TopLevelMixin) -> dict:
+    """The chart's Vega-Lite spec with its data inline (cacheable; drawn with `st.vega_lite_chart`)."""
+    with alt.data_transformers.disable_max_rows():
+        spec = chart.to_dict(validate=False)  # the tests validate every chart kind; here it would double the cost
+    # Streamlit's default autosize "fit" squeezes the title, axes and legend into `height`; fit-x keeps
+    # `height` for the plot and stretches only the width.
+    spec.setdefault("autosize", {"type": "fit-x", "contains": "padding"})
+    return spec
+
+
+def _color(field: str = "series", legend: bool = True) -> alt.Color:
+    return alt.Color(f"{field}:N", title=None, scale=alt.Scale(range=PALETTE),
+                     legend=alt.Legend() if legend else None)
+
+
+def _finite(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
+    """A copy with non-finite values in `columns` set to NaN (Vega leaves a gap instead of a broken scale)."""
+    frame = frame.copy()
+    for column in columns:
+        values = pd.to_numeric(frame[column], errors="coerce").astype(float)
+        frame[column] = values.where(np.isfinite(values))
+    return frame
+
+
+def metric_chart(long: pd.DataFrame, metric: str, *, bands: pd.DataFrame | None = None,
+                 groups: pd.DataFrame | None = None, x_title: str = "step", smoothed: bool = True,
+                 title: str | None = None, height: int = HEIGHT) -> alt.LayerChart:
+    """One metric over steps (or wall time) for several runs.
+
+    Layers, back to front: the guide's normal range (shaded), each seed group's min-max band and mean line,
+    each run's raw line (faint when smoothing), smoothed lines, warn/bad step marks, and a red rule where a
+    value is NaN or Inf. Each frame is sent once and shared by its layers (Altair converts data per layer).
+
+    Args:
+        long: columns series (legend label), step, x, value, smoothed (`frames.metric_long`), runs not grouped;
+            optional status ("warn" | "bad" | None, `frames.attach_status`) marks the engine's verdicts.
+        metric: the metric's name (the chart's title unless `title` is given).
+        bands: columns lo, hi, where, text (`frames.ok_bands`): "in" rows are shaded, "above"/"below" rows
+            are a note at the top/bottom edge.
+        groups: columns series, x, mean, lo, hi, n (`frames.group_stats`, renamed by the view).
+        x_title: the x axis title.
+        smoothed: draw the raw line faint behind a smoothed one.
+    """
+    x = alt.X("x:Q", title=x_title, scale=alt.Scale(zero=False))
+    y = "smoothed:Q" if smoothed else "value:Q"
+    has_groups = groups is not None and not groups.empty
+    series = set(long["series"]) | (set(groups["series"]) if has_groups else set())
+    color = _color(legend=len(series) > 1 or has_groups)  # a group's legend says how many seeds it holds
+    tooltip = ["series:N", alt.Tooltip("step:Q", format="d"), alt.Tooltip("value:Q", format=".4g"),
+               alt.Tooltip("smoothed:Q", format=".4g")]
+    layers: list[alt.TopLevelMixin] = []
+    if bands is not None and not bands.empty:
+        drawn_bands = bands[bands["where"] == "in"] if "where" in bands else bands
+        if not drawn_bands.empty:
+            layers.append(alt.Chart(drawn_bands).mark_rect(color=OK_BAND, opacity=0.13).encode(y="lo:Q", y2="hi:Q"))
+        for where, y_pixel, baseline in (("above", 2, "top"), ("below", height - 2, "bottom")):
+            off_chart = bands[bands["where"] == where] if "where" in bands else bands.iloc[:0]
+            if not off_chart.empty:  # the normal range lies far off the data: say where
+                layers.append(alt.Chart(off_chart.iloc[:1]).mark_text(
+                    align="left", baseline=baseline, color=OK_BAND, fontSize=11, fontWeight="bold").encode(
+                    x=alt.value(4), y=alt.value(y_pixel), text="text:N"))
+    if groups is not None and not groups.empty:
+        group_tooltip = ["series:N", alt.Tooltip("step:Q", format="d"), alt.Tooltip("mean:Q", format=".4g"),
+                         alt.Tooltip("lo:Q", format=".4g"), alt.Tooltip("hi:Q", format=".4g"), "n:Q"]
+        layers.append(alt.layer(
+            alt.Chart().mark_area(opacity=0.18).encode(x=x, y=alt.Y("lo:Q", title=None), y2="hi:Q", color=color),
+            alt.Chart().mark_line(strokeWidth=2.4).encode(x=x, y="mean:Q", color=color, tooltip=group_tooltip),
+            data=_finite(groups, ["mean", "lo", "hi"])))
+    if not long.empty:
+        drawn = _finite(long, ["value", "smoothed"])
+        values = pd.to_numeric(long["value"], errors="coerce").astype(float)
+        drawn["nonfinite"] = long["value"].astype(str).where(~np.isfinite(values))
+        if "status" not in drawn:
+            drawn["status"] = None
+        run_layers = []
+        if smoothed:
+            run_layers.append(alt.Chart().mark_line(opacity=0.22, strokeWidth=1).encode(
+                x=x, y=alt.Y("value:Q", title=None), color=color, detail="series:N"))
+        run_layers.append(alt.Chart().mark_line(strokeWidth=1.8).encode(
+            x=x, y=alt.Y(y, title=None, scale=alt.Scale(zero=False)), color=color, tooltip=tooltip,
+        ).add_params(alt.selection_interval(bind="scales", encodings=["x"])))
+        for status, status_color in STATUS_COLORS.items():
+            if (drawn["status"] == status).any():
+                run_layers.append(alt.Chart().transform_filter(f"datum.status === '{status}'").mark_point(
+                    filled=True, size=36, color=status_color, opacity=0.9, shape=STATUS_SHAPES[status],
+                    stroke="white", strokeWidth=0.5).encode(x=x, y=y, tooltip=[*tooltip, "status:N"]))
+        if drawn["nonfinite"].notna().any():
+            run_layers.append(alt.Chart().transform_filter("datum.nonfinite != null").mark_rule(
+                color=STATUS_COLORS["bad"], strokeDash=[3, 2]).encode(
+                x=x, tooltip=["series:N", alt.Tooltip("step:Q", format="d"), "nonfinite:N"]))
+        layers.append(alt.layer(*run_layers, data=drawn))
+    if not layers:
+        layers.append(alt.Chart(pd.DataFrame({"x": [], "value": []})).mark_line().encode(x=x, y="value:Q"))
+    return _style(alt.layer(*layers).properties(title=title or metric, height=height))
+
+
+def pair_chart(long: pd.DataFrame, title: str, *, x_title: str = "step", height: int = HEIGHT) -> alt.Chart:
+    """Two metrics on one axis (the guide's `vpred_mean` vs `returns/mean`): colour = metric, dash = run.
+
+    Args:
+        long: columns metric, series, step, x, smoothed.
+    """
+    drawn = _finite(long, ["smoothed"])
+    chart = alt.Chart(drawn).mark_line(strokeWidth=1.8).encode(
+        x=alt.X("x:Q", title=x_title, scale=alt.Scale(zero=False)),
+        y=alt.Y("smoothed:Q", title=None, scale=alt.Scale(zero=False)),
+        color=_color("metric"), strokeDash=alt.StrokeDash("series:N", title=None),
+        tooltip=["metric:N", "series:N", alt.Tooltip("step:Q", format="d"), alt.Tooltip("smoothed:Q", format=".4g")],
+    ).properties(title=title, height=height)
+    return _style(chart)
+
+
+def range_chart(frame: pd.DataFrame, title: str, *, x_title: str = "step", y_title: str = "",
+                height: int = HEIGHT) -> alt.LayerChart:
+    """A mean line with a min-max band per series (gym episode returns and lengths).
+
+    Args:
+        frame: columns series, step, x, mean, lo, hi.
+    """
+    drawn = _finite(frame, ["mean", "lo", "hi"])
+    base = alt.Chart(drawn).encode(x=alt.X("x:Q", title=x_title), color=_color())
+    chart = alt.layer(
+        base.mark_area(opacity=0.18).encode(y=alt.Y("lo:Q", title=y_title), y2="hi:Q"),
+        base.mark_line(strokeWidth=1.8).encode(
+            y="mean:Q", tooltip=["series:N", alt.Tooltip("step:Q", format="d"), alt.Tooltip("mean:Q", format=".4g"),
+                                 alt.Tooltip("lo:Q", format=".4g"), alt.Tooltip("hi:Q", format=".4g")]),
+    ).properties(title=title, height=height)
+    return _style(chart)
+
+
+def step_rule_chart(long: pd.DataFrame, metric: str, step: float, *, sample_steps: Sequence[float] = (),
+                    x_title: str = "step", height: int = 180) -> alt.LayerChart:
+    """A metric's raw line, a tick under each step that has samples, and a dashed rule at the step shown."""
+    drawn = _finite(long, ["value", "smoothed"])
+    x = alt.X("x:Q", title=x_title)
+    line = alt.Chart(drawn).mark_line(strokeWidth=1.8).encode(
+        x=x, y=alt.Y("value:Q", title=None, scale=alt.Scale(zero=False)), color=_color(legend=False),
+        tooltip=["series:N", alt.Tooltip("step:Q", format="d"), alt.Tooltip("value:Q", format=".4g")])
+    ticks = alt.Chart(pd.DataFrame({"x": list(sample_steps)})).mark_tick(color="#888", thickness=1, size=8).encode(
+        x=x, y=alt.value(height - 4))
+    rule = alt.Chart(pd.DataFrame({"x": [step]})).mark_rule(color="#444", strokeDash=[4, 3]).encode(x=x)
+    return _style(alt.layer(line, ticks, rule).properties(title=metric, height=height))
+
+
+def timeline_chart(findings: pd.DataFrame, max_step: float, *, x_title: str = "step") -> alt.LayerChart:
+    """Findings on a step axis: a bar from the first to the last step each holds, a dot where it began.
+
+    Args:
+        findings: columns id, severity, first_step, last_step, label (the y-axis text).
+        max_step: the run's last step (the axis end).
+    """
+    frame = findings.copy()
+    frame["last_step"] = frame["last_step"].fillna(frame["first_step"])
+    color = alt.Color("severity:N", scale=alt.Scale(domain=SEVERITY_DOMAIN, range=SEVERITY_RANGE), title=None)
+    x = alt.X("first_step:Q", title=x_title, scale=alt.Scale(domain=[0, max(1.0, float(max_step))]))
+    y = alt.Y("label:N", title=None, sort=list(frame["label"]), axis=alt.Axis(labelLimit=320))
+    tooltip = ["id:N", "severity:N", alt.Tooltip("first_step:Q", format="d"), alt.Tooltip("last_step:Q", format="d")]
+    base = alt.Chart(frame)
+    chart = alt.layer(
+        base.mark_bar(height=10, opacity=0.45, cornerRadius=3).encode(x=x, x2="last_step:Q", y=y, color=color,
+                                                                       tooltip=tooltip),
+        base.mark_point(filled=True, size=90).encode(x=x, y=y, color=color, tooltip=tooltip),
+    ).properties(height=max(60, 34 * len(frame)))
+    return _style(chart)
+
+
+def heatmap(cells: pd.DataFrame, *, by: str, x_title: str, y_title: str, x_order: Sequence[str],
+            y_order: Sequence[str], score_title: str = "score") -> alt.LayerChart:
+    """The stability map: one cell per pair of swept values, coloured by final score or by diagnosis id.
+
+    Args:
+        cells: columns x, y, score, diagnosis, runs (`frames.sweep_cells`).
+        by: "score" or "diagnosis".
+    """
+    text_color = alt.value("black")
+    if by == "score":
+        color = alt.Color("score:Q", title=score_title, scale=alt.Scale(scheme="viridis"))
+        text = alt.Text("score:Q", format=".3g")
+        scores = pd.to_numeric(cells["score"], errors="coerce")
+        middle = float(scores.min() + scores.max()) / 2 if scores.notna().any() else 0.0
+        text_color = alt.condition(f"datum.score > {middle}", alt.value("black"), alt.value("white"))
+    else:
+        color = alt.Color("diagnosis:N", title=None, scale=alt.Scale(scheme="tableau10"))
+        text = alt.Text("diagnosis:N")
+    base = alt.Chart(cells).encode(x=alt.X("x:O", title=x_title, sort=list(x_order), axis=alt.Axis(labelAngle=0)),
+                                   y=alt.Y("y:O", title=y_title, sort=list(y_order)))
+    tooltip = ["x:O", "y:O", alt.Tooltip("score:Q", format=".4g"), "diagnosis:N", "runs:Q"]
+    chart = alt.layer(
+        base.mark_rect(stroke="white", strokeWidth=1).encode(color=color, tooltip=tooltip),
+        base.mark_text(fontSize=12).encode(text=text, color=text_color),
+    ).properties(height=max(160, 60 * len(y_order)))
+    return _style(chart)
+
+
+def parallel_chart(long: pd.DataFrame, dims: Sequence[str], *, by: str, score_title: str = "score"
+                   ) -> alt.LayerChart:
+    """Parallel coordinates over the swept parameters: one line per job, coloured by score or diagnosis id.
+
+    Args:
+        long: columns run, dim, pos (0-1), value, score, diagnosis (`frames.parallel_long`).
+        dims: the axes, in order.
+        by: "score" or "diagnosis".
+    """
+    if by == "score":
+        color = alt.Color("score:Q", title=score_title, scale=alt.Scale(scheme="viridis"))
+    else:
+        color = alt.Color("diagnosis:N", title=None, scale=alt.Scale(scheme="tableau10"))
+    x = alt.X("dim:N", title=None, sort=list(dims), axis=alt.Axis(labelAngle=0, labelLimit=220, orient="top"))
+    y = alt.Y("pos:Q", axis=None, scale=alt.Scale(domain=[-0.05, 1.05]))
+    base = alt.Chart(long)
+    labels = long.drop_duplicates(["dim", "value"])
+    chart = alt.layer(
+        alt.Chart(pd.DataFrame({"dim": list(dims)})).mark_rule(color="#999").encode(x=x),
+        base.mark_line(opacity=0.7, strokeWidth=1.6).encode(x=x, y=y, color=color, detail="run:N",
+                                                           tooltip=["run:N", alt.Tooltip("score:Q", format=".4g"),
+                                                                    "diagnosis:N"]),
+        base.mark_point(filled=True, size=30).encode(x=x, y=y, color=color, tooltip=["run:N", "dim:N", "value:N"]),
+        alt.Chart(labels).mark_text(align="left", dx=5, fontSize=10, color="#333").encode(x=x, y=y, text="value:N"),
+    ).properties(height=320)
+    return _style(chart)

@@ -1,0 +1,318 @@
+"""The explorer's only file reader: cached wrappers over `playground.runs` and `playground.diagnose`.
+
+A path the user types (a runs folder, a log, a run named in the URL) is read only if it resolves to a place
+under the configured roots or the working directory; every other path comes from `list_runs` over those
+roots. Caches are keyed by a file's (mtime, size), so a live run's new lines show on the next read; the run
+list reads only `run.json` and `findings.json`, never metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+import yaml
+
+from playground.diagnose.readers import parse_verl_text, read_any
+from playground.metrics import canonicalize, from_json_value
+from playground.runs import (
+    FINDINGS,
+    METRICS,
+    SAMPLES,
+    LogRead,
+    find_runs,
+    read_findings,
+    read_metrics_jsonl,
+    read_run_info,
+    read_samples,
+)
+
+from frames import SEVERITY_ORDER, records_frame, smooth_ema
+
+ENV_ROOTS = "PLAYGROUND_RUNS"
+DEFAULT_ROOTS = ("outputs", "multirun")
+TTL_S = 2.0  # the run list is re-listed at most this often; metric files are re-read when they change
+RUN_COLUMNS = ["run", "name", "root", "sweep", "job", "status", "task", "family", "scenario", "seed", "last_step",
+               "total_steps", "start_time", "end_time", "mystery", "overrides", "findings", "worst", "score_target",
+               "has_info"]
+Stamp = tuple[int, int]
+
+
+# ---- roots and path checks ----
+
+def configured_roots() -> list[Path]:
+    """The roots from `PLAYGROUND_RUNS` (os.pathsep-separated), else `outputs/` and `multirun/` in the cwd."""
+    env = os.environ.get(ENV_ROOTS, "")
+    names = [p for p in env.split(os.pathsep) if p.strip()] or list(DEFAULT_ROOTS)
+    return [Path(p).expanduser().resolve() for p in names]
+
+
+def allowed_bases() -> list[Path]:
+    """Where the app may read: the configured roots and the working directory (the repo)."""
+    return [*configured_roots(), Path.cwd().resolve()]
+
+
+def inside(path: str | Path, bases: list[Path]) -> Path | None:
+    """`path` resolved (symlinks and `..` followed) if it lies under one of `bases`, else None."""
+    try:
+        resolved = Path(path).expanduser().resolve()
+    except (OSError, RuntimeError, ValueError):
+        return None
+    return resolved if any(resolved.is_relative_to(b) for b in bases) else None
+
+
+def _stamp(path: Path) -> Stamp | None:
+    try:
+        s = path.stat()
+    except OSError:
+        return None
+    return s.st_mtime_ns, s.st_size
+
+
+# ---- the run list ----
+
+def _hydra_overrides(run_dir: Path) -> list[str]:
+    try:
+        with open(run_dir / ".hydra" / "overrides.yaml", encoding="utf-8") as f:
+            items = yaml.safe_load(f)
+    except (OSError, yaml.YAMLError):
+        return []
+    return [str(i) for i in items] if isinstance(items, list) else []
+
+
+def _run_row(run_dir: Path, root: Path, warnings: list[tuple[str, str]]) -> dict[str, Any]:
+    info = read_run_info(run_dir)
+    if info is None:
+        warnings.append(("warn_no_run_json", str(run_dir)))
+        info = {}
+    report = read_findings(run_dir)
+    if report is None and (run_dir / FINDINGS).exists():
+        warnings.append(("warn_bad_findings", str(run_dir)))
+    findings = [f for f in (report or {}).get("findings", []) if isinstance(f, dict)]
+    worst = max((f.get("severity", "info") for f in findings), key=lambda s: SEVERITY_ORDER.get(s, 0), default="")
+    in_sweep = (run_dir.parent / "multirun.yaml").is_file()
+    family = info.get("family") or ("token" if (run_dir / SAMPLES).is_file() else "")
+    return {
+        "run": str(run_dir), "name": str(Path(root.name) / run_dir.relative_to(root)), "root": str(root),
+        "sweep": str(run_dir.parent) if in_sweep else "", "job": run_dir.name if in_sweep else "",
+        "status": info.get("status", "unknown"), "task": info.get("task", ""), "family": family,
+        "scenario": info.get("scenario", ""), "seed": info.get("seed"), "last_step": info.get("last_step"),
+        "total_steps": info.get("total_steps"), "start_time": info.get("start_time"),
+        "end_time": info.get("end_time"), "mystery": bool(info.get("mystery")) and not info.get("solved"),
+        "overrides": list(info.get("overrides") or _hydra_overrides(run_dir)), "findings": findings,
+        "worst": worst, "score_target": info.get("score_target"), "has_info": bool(info),
+    }
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def list_runs(roots: tuple[str, ...]) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
+    """Every run under the roots, from `run.json` and `findings.json` only.
+
+    Args:
+        roots: resolved root dirs.
+
+    Returns:
+        (one row per run with RUN_COLUMNS, warnings as (message key, path) pairs for widgets.t).
+    """
+    warnings: list[tuple[str, str]] = []
+    rows = []
+    for root in map(Path, roots):
+        if not root.is_dir():
+            warnings.append(("warn_root_missing", str(root)))
+            continue
+        run_dirs = find_runs([root])
+        if not run_dirs:
+            warnings.append(("warn_root_empty", str(root)))
+        for run_dir in run_dirs:
+            if run_dir.is_dir():  # it may be deleted between the walk and now
+                rows.append(_run_row(run_dir, root, warnings))
+    return pd.DataFrame(rows, columns=RUN_COLUMNS), warnings
+
+
+# ---- one run's files ----
+
+@st.cache_data(max_entries=512, show_spinner=False)
+def _read_log(path: str, stamp: Stamp) -> LogRead:
+    return read_metrics_jsonl(path)
+
+
+def run_log(run: str) -> LogRead:
+    """A run's metrics as read by `playground.runs` (records in step order, problems in words)."""
+    path = Path(run) / METRICS
+    stamp = _stamp(path)
+    if stamp is None:
+        return LogRead(records=[], problems=[f"{path}: no such file (deleted, or not written yet)"], source=str(path))
+    return _read_log(str(path), stamp)
+
+
+@st.cache_data(max_entries=512, show_spinner=False)
+def _frame(path: str, stamp: Stamp) -> pd.DataFrame:
+    return records_frame(_read_log(path, stamp).records)
+
+
+def metrics_frame(run: str) -> pd.DataFrame:
+    """A run's metrics as a frame (one row per record, in `run_log` order); empty when there is no file."""
+    path = Path(run) / METRICS
+    stamp = _stamp(path)
+    return records_frame([]) if stamp is None else _frame(str(path), stamp)
+
+
+def _tail_lines(path: Path, n: int) -> list[bytes]:
+    """The last `n` complete lines of a file (a half-written last line is left out)."""
+    with open(path, "rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        block, data = 8192, b""
+        while size > 0 and data.count(b"\n") <= n:
+            read = min(block, size)
+            size -= read
+            f.seek(size)
+            data = f.read(read) + data
+            block *= 2
+    lines = data.split(b"\n")[:-1]
+    return (lines[1:] if size > 0 else lines)[-n:]
+
+
+@st.cache_data(max_entries=4096, show_spinner=False)
+def _smoothed_last(path: str, stamp: Stamp, metric: str, weight: float, n: int) -> float | None:
+    values = []
+    for raw in _tail_lines(Path(path), n):
+        try:
+            obj = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            value = canonicalize({k: v for k, v in obj.items() if from_json_value(v) is not None}).get(metric)
+            if value is not None:
+                values.append(from_json_value(value))
+    return float(smooth_ema(values, weight)[-1]) if values else None
+
+
+def smoothed_last(run: str, metric: str, weight: float, n: int) -> float | None:
+    """The smoothed value of `metric` at a run's last record, from the file's last `n` lines only.
+
+    Sorting 200 runs by it reads a few KB per run; `n = frames.ema_window(weight)` makes the result equal to
+    the full series' smoothed value up to the weight of the points left out.
+    """
+    path = Path(run) / METRICS
+    stamp = _stamp(path)
+    return None if stamp is None else _smoothed_last(str(path), stamp, metric, weight, n)
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def _samples(path: str, stamp: Stamp) -> tuple[pd.DataFrame, list[str]]:
+    rows, problems = read_samples(path)
+    frame = pd.DataFrame(rows)
+    for column in ("step", "prompt", "response", "reward", "truncated", "answer"):
+        if column not in frame:
+            frame[column] = None
+    return frame, problems
+
+
+def samples_frame(run: str) -> tuple[pd.DataFrame, list[str]]:
+    """A token run's `samples.jsonl` (step, prompt, response, reward, truncated, answer); empty when absent."""
+    path = Path(run) / SAMPLES
+    stamp = _stamp(path)
+    if stamp is None:
+        return pd.DataFrame(columns=["step", "prompt", "response", "reward", "truncated", "answer"]), []
+    return _samples(str(path), stamp)
+
+
+def run_info(run: str) -> dict[str, Any]:
+    return read_run_info(run) or {}
+
+
+# ---- diagnosis ----
+
+def engine_module() -> tuple[Any, str | None]:
+    """`playground.diagnose.engine`, or (None, why) while it cannot be imported."""
+    try:
+        from playground.diagnose import engine
+    except Exception as e:  # not written yet, or broken: the rest of the app keeps working
+        return None, f"{type(e).__name__}: {e}"
+    return engine, None
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def _engine(call: str, key: tuple, _records: list[dict[str, float]], info: dict | None, family: str | None
+            ) -> tuple[dict | None, str | None]:
+    engine, why = engine_module()
+    if engine is None:
+        return None, why
+    try:
+        if call == "diagnose":
+            return engine.diagnose(_records, info=info, family=family).to_dict(), None
+        return engine.step_status(_records, family=family, info=info), None
+    except Exception as e:  # a bug in a rule must not take the explorer down
+        return None, f"{type(e).__name__}: {e}"
+
+
+def diagnose_records(log: LogRead, info: dict | None = None, family: str | None = None, key: Any = None,
+                     report: bool = True) -> tuple[dict | None, dict | None, str | None]:
+    """The engine on a log: (report dict, step_status, None), or Nones and why the engine is unavailable.
+
+    Args:
+        log: the metrics.
+        info: the run's `run.json` (family, score_target, ...), if any.
+        family: gym | token | llm; default from `info`.
+        key: identifies the log for the cache (default: its source); its record count is added.
+        report: False skips the diagnosis (the caller has `findings.json`) and returns only step_status.
+    """
+    key = (key or log.source, len(log.records), json.dumps(info, sort_keys=True, default=str))
+    status, why = _engine("step_status", key, log.records, info, family)
+    if not report:
+        return None, status, why
+    diagnosis, why_report = _engine("diagnose", key, log.records, info, family)
+    return diagnosis, status, why or why_report
+
+
+def run_diagnosis(run: str) -> tuple[dict | None, dict | None, str | None]:
+    """A run's findings report and per-step statuses.
+
+    The report is `findings.json` once the engine has written it (the run ended); before that, the engine
+    runs on the metrics so far. The step statuses always come from the engine.
+    """
+    info = run_info(run) or None
+    written = read_findings(run)
+    key = (run, _stamp(Path(run) / METRICS))
+    report, status, why = diagnose_records(run_log(run), info, (info or {}).get("family"), key=key,
+                                           report=written is None)
+    return (written if written is not None else report), status, why
+
+
+# ---- external logs ----
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def _read_any(path: str, stamp: Stamp | None) -> LogRead:
+    return read_any(path)
+
+
+def read_log_path(text: str) -> tuple[LogRead | None, str | None]:
+    """Read a verl console log, metrics.jsonl or TensorBoard dir at `text` (under the allowed bases only).
+
+    Returns:
+        (the log, None), or (None, a message key for widgets.t: "err_outside" or "err_missing").
+    """
+    path = inside(text.strip(), allowed_bases())
+    if path is None:
+        return None, "err_outside"
+    if not path.exists():
+        return None, "err_missing"
+    return _read_any(str(path), _stamp(path)), None
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def read_log_text(text: str, name: str) -> LogRead:
+    """Read an uploaded or pasted log: JSON lines when it starts with `{`, else verl console lines."""
+    if text.lstrip().startswith("{"):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / (Path(name).name or "upload.jsonl")
+            path.write_text(text, encoding="utf-8")
+            log = read_metrics_jsonl(path)
+        return LogRead(records=log.records, problems=log.problems, source=name, kind=log.kind)
+    return parse_verl_text(text, name=name)
+

@@ -1,0 +1,222 @@
+"""Page sections shared by several views: the metric panels (guide §11.3 and every group) and findings.
+
+Chart specs are cached per (sources, metric, settings); a run's key holds its record count and last step,
+so a live run's charts are rebuilt only when a line was added.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from playground.metrics import METRIC_GROUPS, STEP, group_of, is_known
+
+import charts
+import data
+import frames
+import widgets
+
+# The guide's recommended panels (§11.3); a tuple is drawn as one chart (`vpred_mean` vs `returns/mean`).
+RECOMMENDED: list[tuple[str, list[str | tuple[str, str]]]] = [
+    ("panel_progress", ["critic/score/mean", "episode/reward/mean"]),
+    ("panel_policy", ["actor/pg_loss", "actor/pg_clipfrac", "actor/ppo_kl", "actor/entropy_loss"]),
+    ("panel_critic", ["critic/vf_loss", "critic/vf_explained_var", ("critic/vpred_mean", "critic/returns/mean")]),
+    ("panel_perf", ["perf/throughput", "perf/mfu/actor", "timing_s/step"]),
+]
+NOT_DRAWN = {STEP}  # the x axis itself
+MAX_POINTS = 1000  # per line; min and max of each bucket are kept (`frames.downsample_index`)
+
+
+@dataclass(frozen=True)
+class Source:
+    """One line on the charts: a run or an external log."""
+
+    label: str  # legend text
+    key: tuple  # identity for the chart cache: (path, records, last step) or (source, records, digest)
+    group: str  # seed group: runs with the same group are drawn as one mean line with a min-max band
+    family: str = ""  # gym | token | "" (unknown: the guide's bands)
+
+
+def metrics_by_group(columns: Sequence[str]) -> dict[str, list[str]]:
+    """The drawable metrics present in a log, by the guide's group (declared order), unknown keys last."""
+    present = [c for c in columns if c not in NOT_DRAWN]
+    out: dict[str, list[str]] = {}
+    for group, keys in METRIC_GROUPS.items():
+        found = [k for k in keys if k in present]
+        found += sorted(c for c in present if c not in found and group_of(c) == group)
+        if found:
+            out[group] = found
+    other = sorted(c for c in present if not is_known(c))
+    if other:
+        out["other"] = other
+    return out
+
+
+def panel_choice(key: str) -> str:
+    """The panels picker: "recommended" (the guide's four) or a metric group's id."""
+    names = {"recommended": widgets.t("recommended"), **widgets.group_names(), "other": widgets.t("group_other")}
+    return st.segmented_control(widgets.t("panel_choice"), list(names), format_func=names.get, key=key,
+                                default="recommended") or "recommended"
+
+
+def panel_list(choice: str, columns: Sequence[str]) -> list[tuple[str, list[str | tuple[str, str]]]]:
+    """(title, metrics) per panel for a choice: "recommended" (the guide's four) or one group's id."""
+    present = set(columns)
+    if choice == "recommended":
+        panels = []
+        for key, metrics in RECOMMENDED:
+            drawn = [m for m in metrics if (set(m) if isinstance(m, tuple) else {m}) & present]
+            panels.append((widgets.t(key), drawn))
+        return panels
+    groups = metrics_by_group(columns)
+    title = widgets.group_names().get(choice, widgets.t("group_other"))
+    return [(title, groups.get(choice, []))]
+
+
+def _data_range(long: pd.DataFrame) -> tuple[float, float]:
+    values = pd.to_numeric(long["smoothed"], errors="coerce").to_numpy(dtype=float)
+    values = values[np.isfinite(values)]
+    return (float(values.min()), float(values.max())) if values.size else (0.0, 1.0)
+
+
+@st.cache_data(max_entries=4096, show_spinner=False)
+def _metric_spec(keys: tuple, metric: str | tuple, settings: tuple, x_title: str, title: str,
+                 _frames: Mapping[str, pd.DataFrame], _statuses: Mapping[str, dict | None]) -> dict | None:
+    x_mode, weight, grouped = settings
+    labels = {label: group for label, _, group, _ in keys}
+    families = {family for *_, family in keys}
+    family = families.pop() if len(families) == 1 else None
+    if isinstance(metric, tuple):
+        parts = [frames.metric_long(_frames, m, x_mode=x_mode, weight=weight, max_points=MAX_POINTS).assign(metric=m)
+                 for m in metric]
+        long = pd.concat(parts, ignore_index=True).rename(columns={"run": "series"})
+        return None if long.empty else charts.to_spec(charts.pair_chart(long, title, x_title=x_title))
+    long = frames.metric_long(_frames, metric, x_mode=x_mode, weight=weight, max_points=MAX_POINTS)
+    if long.empty:
+        return None
+    groups = None
+    if grouped:
+        groups = frames.group_stats(long, labels)
+        grouped_runs = {r for r, g in labels.items() if g in set(groups["group"])}
+        groups = groups.rename(columns={"group": "series"})
+        long = long[~long["run"].isin(grouped_runs)]
+    long = long.rename(columns={"run": "series"})
+    drawn = long if groups is None else pd.concat([long, groups.rename(columns={"mean": "smoothed"})])
+    bands = frames.ok_bands(metric, *_data_range(drawn), family=family)
+    statuses = {label: (s or {}).get(metric) for label, s in _statuses.items()}
+    long = frames.attach_status(long.rename(columns={"series": "run"}), statuses).rename(columns={"run": "series"})
+    chart = charts.metric_chart(long, metric, bands=bands, groups=groups, x_title=x_title, smoothed=weight > 0,
+                                title=title)
+    return charts.to_spec(chart)
+
+
+def draw_panels(sources: Sequence[Source], frame_by_label: Mapping[str, pd.DataFrame],
+                status_by_label: Mapping[str, dict | None], choice: str) -> int:
+    """Draw the chosen panels for the sources; returns how many charts were drawn."""
+    x_mode, weight, grouped = widgets.settings()
+    if x_mode == "wall" and any(frames.wall_time(df) is None for df in frame_by_label.values()):
+        st.caption(widgets.t("wall_fallback"))
+    x_title = widgets.t(f"x_{x_mode}")
+    keys = tuple((s.label, s.key, s.group, s.family) for s in sources)
+    columns = sorted({c for df in frame_by_label.values() for c in df.columns})
+    drawn = 0
+    for title, metrics in panel_list(choice, columns):
+        st.subheader(title)
+        if not metrics:
+            st.caption(widgets.t("panel_empty"))
+            continue
+        cells = st.columns(2)
+        for i, metric in enumerate(metrics):
+            chart_title = (f"{metric[0]} vs {metric[1]}" if isinstance(metric, tuple) else metric)
+            spec = _metric_spec(keys, metric, (x_mode, weight, grouped), x_title, chart_title,
+                                frame_by_label, status_by_label)
+            if spec is not None:
+                with cells[i % 2]:
+                    st.vega_lite_chart(spec=spec, width="stretch")
+                drawn += 1
+    return drawn
+
+
+def _group_names(rows: pd.DataFrame) -> dict[str, str]:
+    """Run label -> its seed group's legend text ("healthy ×3 seeds (09-00-00…)"); a lone run keeps its label."""
+    keys = [frames.seed_group_key(ov, (task,)) if has_info else run  # a run without run.json stands alone
+            for ov, task, has_info, run in zip(rows["overrides"], rows["task"], rows["has_info"], rows["run"],
+                                               strict=True)]
+    members: dict[str, list[int]] = {}
+    for i, key in enumerate(keys):
+        members.setdefault(key, []).append(i)
+    out = {}
+    for idx in members.values():
+        first = rows.iloc[idx[0]]
+        what = first["task"] if first["mystery"] or not first["scenario"] else first["scenario"]
+        name = widgets.t("seed_group", what=what, n=len(idx), first=first["label"])
+        for i in idx:
+            out[rows.iloc[i]["label"]] = name if len(idx) > 1 else rows.iloc[i]["label"]
+    return out
+
+
+def run_sources(rows: pd.DataFrame, grouped: bool) -> tuple[list[Source], dict, dict, str | None]:
+    """Sources, frames and engine step statuses for the shown runs (read now: call this inside the fragment).
+
+    Returns:
+        (sources, label -> frame, label -> step_status or None, why the engine is unavailable or None).
+    """
+    sources, frame_by_label, status_by_label, why = [], {}, {}, None
+    group_names = _group_names(rows) if grouped else dict(zip(rows["label"], rows["label"], strict=True))
+    for _, row in rows.iterrows():
+        frame = data.metrics_frame(row["run"])
+        log = data.run_log(row["run"])
+        widgets.show_problems(row["name"], log.problems)
+        if frame.empty or len(frame.columns) <= 1:
+            continue
+        _, status, why = data.run_diagnosis(row["run"])
+        group = group_names[row["label"]]
+        key = (row["run"], len(log.records), log.records[-1].get(STEP))
+        sources.append(Source(row["label"], key, group, row["family"]))
+        frame_by_label[row["label"]] = frame
+        status_by_label[row["label"]] = status
+    return sources, frame_by_label, status_by_label, why
+
+
+def draw_findings(report: dict | None, overrides: Sequence[str] | None, *, key: str,
+                  max_step: float | None = None) -> None:
+    """A run's findings: a timeline by the step each began, then each with the guide's explanation and the fix.
+
+    Args:
+        report: the engine's report (`findings.json` or `Diagnosis.to_dict()`); None draws nothing.
+        overrides: the run's Hydra overrides, for the copyable command line; None (an external log) shows
+            the fix's overrides alone.
+        key: a unique prefix for element keys.
+        max_step: where the timeline's axis ends (the run's last step); default the last finding's.
+    """
+    if report is None:
+        return
+    findings = [f for f in report.get("findings", []) if isinstance(f, dict)]
+    for note in report.get("notes", []) or []:
+        st.caption(widgets.pick(note))
+    if not findings:
+        st.success(widgets.t("no_findings"))
+        return
+    table = pd.DataFrame([{"id": f.get("id", "?"), "severity": f.get("severity", "info"),
+                           "first_step": f.get("first_step"), "last_step": f.get("last_step")} for f in findings])
+    table["label"] = [f"{i + 1}. {fid}" for i, fid in enumerate(table["id"])]
+    last = float(pd.to_numeric(table["last_step"], errors="coerce").max())
+    max_step = max(float(max_step or 0), last if math.isfinite(last) else 1.0)
+    st.vega_lite_chart(spec=charts.to_spec(charts.timeline_chart(table, max_step, x_title=widgets.t("x_step"))),
+                       width="stretch")
+    for i, f in enumerate(findings):
+        steps = widgets.t("finding_steps", first=f.get("first_step"), last=f.get("last_step"))
+        with st.container(border=True):
+            st.markdown(f"**{i + 1}.** {widgets.badges([f])} · {steps}")
+            st.markdown(widgets.pick(f.get("explanation")))
+            if f.get("evidence"):
+                st.dataframe(pd.DataFrame(f["evidence"]), hide_index=True, key=f"{key}_evidence_{i}")
+            if f.get("fix"):
+                st.caption(widgets.t("fix_caption"))
+                command = frames.fix_command(overrides, f["fix"]) if overrides is not None else f["fix"]
+                st.code(command, language="bash", wrap_lines=True)

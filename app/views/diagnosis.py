@@ -1,0 +1,60 @@
+"""Diagnosis: per run, the findings on a timeline, the guide's explanation and a copyable fix command."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+import data
+import sections
+import widgets
+
+
+def _reveal(run: str) -> None:
+    st.session_state.setdefault("revealed", set()).add(run)
+
+
+def render() -> None:
+    st.title(widgets.t("diagnosis_title"))
+    widgets.show_gone_runs()
+    table, _ = widgets.runs_table()
+    rows = widgets.selected_runs(table)
+    if rows.empty:
+        st.info(widgets.t("none_selected"))
+        return
+    engine, why = data.engine_module()
+    if engine is None:
+        st.warning(widgets.t("engine_missing", why=why))
+    labels = dict(zip(rows["run"], rows["label"], strict=True))
+    run = st.selectbox(widgets.t("pick_run"), list(labels), format_func=widgets.run_options(table).get,
+                       key="diagnosis_run")
+    row = rows[rows["run"] == run].iloc[0]
+    st.markdown(f"**{row['name']}** · {row['task']} · {widgets.status_text(row['status'])} · "
+                f"{widgets.t('col_step')} {widgets.integer(row['last_step'])}")
+    if row["status"] == "running":
+        st.caption(widgets.t("diagnosis_live"))
+    info = data.run_info(run)
+    if info.get("error"):
+        st.error(f"{info.get('stop_reason') or row['status']}: {info['error']}")
+    report, _, why = data.run_diagnosis(run)
+    if report is None:
+        st.info(widgets.t("no_report") if engine is not None else widgets.t("no_report_no_engine"))
+        if why and engine is not None:
+            st.caption(why)
+        return
+    if row["mystery"] and run not in st.session_state.get("revealed", set()):
+        st.info(widgets.t("mystery_hidden"))
+        st.button(widgets.t("reveal"), on_click=_reveal, args=(run,), key="reveal")
+        return
+    for problem in report.get("problems", []) or []:
+        st.warning(widgets.pick(problem))
+    last_step = pd.to_numeric(row["last_step"], errors="coerce")
+    sections.draw_findings(report, row["overrides"], key="diag", max_step=None if pd.isna(last_step) else last_step)
+    if row["overrides"]:
+        st.caption(widgets.t("rerun_caption"))
+        st.code(info.get("command") or "python -m playground.train " + " ".join(row["overrides"]), language="bash",
+                wrap_lines=True)
+
+
+if __name__ == "__main__":
+    render()

@@ -1,0 +1,46 @@
+"""Panels: the guide's four recommended panels (§11.3) and every metric group, for the runs shown.
+
+A running run's charts refresh every `widgets.LIVE_S` seconds inside a fragment, without rerunning the page.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+import sections
+import widgets
+
+
+def panels_body(choice: str) -> int:
+    """Read the shown runs now and draw their panels (the fragment's body); returns the charts drawn."""
+    table, _ = widgets.runs_table()
+    rows = widgets.selected_runs(table)
+    _, _, grouped = widgets.settings()
+    sources, frame_by_label, status_by_label, why = sections.run_sources(rows, grouped)
+    if why:
+        st.caption(widgets.t("engine_missing", why=why))
+    if not sources:
+        st.info(widgets.t("no_metrics"))
+        return 0
+    return sections.draw_panels(sources, frame_by_label, status_by_label, choice)
+
+
+def render() -> None:
+    st.title(widgets.t("panels_title"))
+    widgets.show_gone_runs()
+    table, _ = widgets.runs_table()
+    rows = widgets.selected_runs(table)
+    if rows.empty:
+        st.info(widgets.t("none_selected"))
+        return
+    choice = sections.panel_choice("panel_choice")
+    live = bool((rows["status"] == "running").any())
+    if live:
+        st.caption(widgets.t("live_note", s=widgets.LIVE_S))
+    st.fragment(panels_body, run_every=widgets.LIVE_S if live else None)(choice)
+    with st.expander(widgets.t("bands_legend_title")):
+        st.markdown(widgets.t("bands_legend"))
+
+
+if __name__ == "__main__":
+    render()

@@ -1,0 +1,121 @@
+"""Run browser: every run under the roots with its status and findings; filter, sort, choose which to show."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from playground.metrics import ALL_METRICS
+
+import data
+import frames
+import widgets
+
+SORT_KEYS = ["start_time", "name", "status", "task", "last_step", "seed", "worst", "metric"]
+SEVERITY_RANK = {"": -1, **frames.SEVERITY_ORDER}
+MAX_SHOW = 12  # "show these" picks at most this many (each is a line on every chart)
+
+
+def _filtered(table: pd.DataFrame) -> pd.DataFrame:
+    c1, c2, c3, c4 = st.columns([1, 1, 1, 2])
+    choose = widgets.t("choose")
+    statuses = c1.multiselect(widgets.t("filter_status"), sorted(table["status"].unique()), key="filter_status",
+                              placeholder=choose)
+    tasks = c2.multiselect(widgets.t("filter_task"), sorted(t for t in table["task"].unique() if t),
+                           key="filter_task", placeholder=choose)
+    visible = table[~table["mystery"]]
+    ids = sorted({f.get("id", "?") for fs in visible["findings"] for f in fs})
+    finding_ids = c3.multiselect(widgets.t("filter_finding"), ids, key="filter_finding", placeholder=choose)
+    text = c4.text_input(widgets.t("filter_text"), key="filter_text", placeholder=widgets.t("filter_text_hint"))
+    keep = pd.Series(True, index=table.index)
+    if statuses:
+        keep &= table["status"].isin(statuses)
+    if tasks:
+        keep &= table["task"].isin(tasks)
+    if finding_ids:
+        keep &= table.apply(lambda r: not r["mystery"] and any(f.get("id") in finding_ids for f in r["findings"]),
+                            axis=1)
+    if text:
+        needle = text.lower()
+        haystack = table.apply(lambda r: " ".join([r["name"], r["task"], "" if r["mystery"] else r["scenario"],
+                                                   *r["overrides"]]).lower(), axis=1)
+        keep &= haystack.str.contains(needle, regex=False)
+    return table[keep]
+
+
+def _sorted(table: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
+    c1, c2, c3 = st.columns([1, 2, 1])
+    names = {k: widgets.t(f"sort_{k}") for k in SORT_KEYS}
+    by = c1.selectbox(widgets.t("sort_by"), SORT_KEYS, format_func=names.get, key="sort_by")
+    descending = c3.toggle(widgets.t("descending"), value=True, key="sort_desc")
+    metric = None
+    if by == "metric":
+        metric = c2.selectbox(widgets.t("sort_metric"), list(ALL_METRICS), key="sort_metric",
+                              index=list(ALL_METRICS).index("critic/score/mean"))
+        _, weight, _ = widgets.settings()
+        window = frames.ema_window(weight)
+        table = table.assign(metric=[data.smoothed_last(r, metric, weight, window) for r in table["run"]])
+        c2.caption(widgets.t("sort_metric_note", weight=weight))
+    elif by == "worst":
+        table = table.assign(worst_rank=table["worst"].map(SEVERITY_RANK).fillna(-1))
+        by = "worst_rank"
+    return table.sort_values(by, ascending=not descending, na_position="last", kind="stable"), metric
+
+
+def _selected_section(table: pd.DataFrame) -> None:
+    shown = widgets.selected_runs(table)
+    st.subheader(widgets.t("selected_title", n=len(shown)))
+    if shown.empty:
+        st.info(widgets.t("none_selected"))
+        return
+    params = frames.differing_params(dict(zip(shown["label"], shown["overrides"], strict=True)))
+    for _, row in shown.iterrows():
+        scenario = widgets.t("mystery") if row["mystery"] else row["scenario"]
+        steps = widgets.integer(row["last_step"])
+        if pd.notna(row["total_steps"]):
+            steps += f"/{widgets.integer(row['total_steps'])}"
+        differ = " · ".join(f"`{k}={v}`" for k, v in params.loc[row["label"]].items()) if not params.empty else ""
+        st.markdown(f"**{row['label']}** · {row['task']} · {scenario} · {widgets.status_text(row['status'])} · "
+                    f"{widgets.t('col_step')} {steps} · {widgets.t('col_seed')} {widgets.integer(row['seed'])}  "
+                    f"{widgets.badges(row['findings'], hidden=row['mystery'])}"
+                    + (f"  \n{differ}" if differ else ""))
+    if params.empty and len(shown) > 1:
+        st.caption(widgets.t("no_param_diff"))
+
+
+def render() -> None:
+    st.title(widgets.t("runs_title"))
+    table, warnings = widgets.runs_table()
+    widgets.show_gone_runs()
+    widgets.show_warnings(warnings)
+    st.caption(widgets.t("roots_caption", roots=", ".join(widgets.roots())))
+    if table.empty:
+        st.info(widgets.t("no_runs"))
+        return
+    _selected_section(table)
+    st.subheader(widgets.t("all_runs", n=len(table)))
+    listed, metric = _sorted(_filtered(table))
+    c1, c2, _ = st.columns([1, 1, 3])
+    c1.button(widgets.t("show_these", n=min(MAX_SHOW, len(listed))), on_click=widgets.set_runs,
+              args=(list(listed["run"][:MAX_SHOW]),), key="show_these", disabled=listed.empty)
+    c2.button(widgets.t("clear_shown"), on_click=widgets.set_runs, args=([],), key="clear_shown")
+    shown = set(st.session_state.get("runs", []))
+    view = pd.DataFrame({
+        widgets.t("col_shown"): listed["run"].isin(shown),
+        widgets.t("col_run"): listed["name"],
+        widgets.t("col_task"): listed["task"],
+        widgets.t("col_scenario"): listed["scenario"].where(~listed["mystery"], widgets.t("mystery")),
+        widgets.t("col_status"): [widgets.status_text(s) for s in listed["status"]],
+        widgets.t("col_step"): pd.to_numeric(listed["last_step"], errors="coerce").astype("Int64"),
+        widgets.t("col_seed"): pd.to_numeric(listed["seed"], errors="coerce").astype("Int64"),
+        widgets.t("col_findings"): [widgets.finding_icons(f, m) for f, m in zip(listed["findings"],
+                                                                                  listed["mystery"], strict=True)],
+    })
+    if metric:
+        view[metric] = listed["metric"].to_numpy()
+    st.dataframe(view, hide_index=True, width="stretch", key="runs_table",
+                 column_config={widgets.t("col_findings"): st.column_config.ListColumn(width="large")})
+
+
+if __name__ == "__main__":
+    render()

@@ -1,0 +1,100 @@
+"""Samples: a token run's rollouts beside the step they came from; a gym run's episode returns and lengths."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from playground.metrics import STEP
+
+import charts
+import data
+import frames
+import widgets
+
+TOKEN_METRICS = ["critic/score/mean", "val/accuracy", "response_length/mean", "actor/entropy_loss",
+                 "response_length/clip_ratio", "actor/pg_loss"]
+
+
+def _jumps(frame: pd.DataFrame, metric: str, steps: list[int], n: int = 5) -> list[int]:
+    """The sample steps nearest to the metric's largest step-to-step changes (where to look first)."""
+    if metric not in frame or not steps:
+        return []
+    change = frame.set_index(STEP)[metric].diff().abs().dropna().sort_values(ascending=False)
+    out: list[int] = []
+    for step in change.index:
+        nearest = min(steps, key=lambda s: abs(s - step))
+        if nearest not in out:
+            out.append(nearest)
+        if len(out) == n:
+            break
+    return out
+
+
+def _token(run: str, label: str, frame: pd.DataFrame) -> None:
+    samples, problems = data.samples_frame(run)
+    widgets.show_problems(label, problems)
+    if samples.empty:
+        st.info(widgets.t("no_samples"))
+        return
+    steps = sorted(int(s) for s in pd.to_numeric(samples["step"], errors="coerce").dropna().unique())
+    metrics = [m for m in TOKEN_METRICS if m in frame] or [c for c in frame.columns if c != STEP][:1]
+    c1, c2 = st.columns([1, 2])
+    metric = c1.selectbox(widgets.t("samples_metric"), metrics, key="samples_metric")
+    jumps = _jumps(frame, metric, steps)
+    if jumps:
+        c1.caption(widgets.t("samples_jumps", steps=", ".join(map(str, jumps))))
+    step = c2.select_slider(widgets.t("samples_step"), steps, value=steps[-1], key="samples_step")
+    _, weight, _ = widgets.settings()
+    long = frames.metric_long({label: frame}, metric, weight=weight).rename(columns={"run": "series"})
+    if not long.empty:
+        chart = charts.step_rule_chart(long, metric, step, sample_steps=steps, x_title=widgets.t("x_step"))
+        st.vega_lite_chart(spec=charts.to_spec(chart), width="stretch")
+    at_step = samples[pd.to_numeric(samples["step"], errors="coerce") == step]
+    st.subheader(widgets.t("samples_at", step=step, n=len(at_step)))
+    columns = ["prompt", "response", "reward", "truncated", "answer"]
+    st.dataframe(at_step[columns], hide_index=True, width="stretch", key="samples_table",
+                 column_config={"truncated": st.column_config.CheckboxColumn(),
+                                "reward": st.column_config.NumberColumn(format="%.3f")})
+
+
+def _gym(label: str, frame: pd.DataFrame) -> None:
+    x_mode, _, _ = widgets.settings()
+    x = frames.wall_time(frame) if x_mode == "wall" else None
+    x = frame[STEP] if x is None else x
+    drawn = 0
+    for prefix, title in (("episode/reward", "episode_returns"), ("episode/length", "episode_lengths")):
+        mean, lo, hi = (f"{prefix}/{s}" for s in ("mean", "min", "max"))
+        if mean not in frame:
+            continue
+        ranged = pd.DataFrame({"series": label, "step": frame[STEP], "x": x, "mean": frame[mean],
+                               "lo": frame.get(lo, frame[mean]), "hi": frame.get(hi, frame[mean])})
+        chart = charts.range_chart(ranged, widgets.t(title), x_title=widgets.t(f"x_{x_mode}"))
+        st.vega_lite_chart(spec=charts.to_spec(chart), width="stretch")
+        drawn += 1
+    if not drawn:
+        st.info(widgets.t("no_episodes"))
+
+
+def render() -> None:
+    st.title(widgets.t("samples_title"))
+    widgets.show_gone_runs()
+    table, _ = widgets.runs_table()
+    rows = widgets.selected_runs(table)
+    if rows.empty:
+        st.info(widgets.t("none_selected"))
+        return
+    run = st.selectbox(widgets.t("pick_run"), list(rows["run"]), format_func=widgets.run_options(table).get,
+                       key="samples_run")
+    row = rows[rows["run"] == run].iloc[0]
+    frame = data.metrics_frame(run)
+    if row["family"] == "token":
+        st.caption(widgets.t("samples_token_note"))
+        _token(run, row["label"], frame)
+    else:
+        st.caption(widgets.t("samples_gym_note"))
+        _gym(row["label"], frame)
+
+
+if __name__ == "__main__":
+    render()

@@ -1,0 +1,35 @@
+"""Fixtures for the explorer's tests: fake run trees in tmp_path, and an AppTest of `app/streamlit_app.py`."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+APP = Path(__file__).resolve().parents[2] / "app"
+# The app's modules import each other by name (Streamlit puts app/ on sys.path); the tests do the same,
+# and import their helpers (fake_runs, app_helpers) from this folder.
+for path in (APP, Path(__file__).parent):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+from app_helpers import ENTRY  # noqa: E402
+from fake_runs import write_tree  # noqa: E402
+
+
+@pytest.fixture
+def tree(tmp_path, monkeypatch) -> dict[str, Path]:
+    """The standard fake tree (see `fake_runs.write_tree`), with PLAYGROUND_RUNS pointing at it."""
+    runs = write_tree(tmp_path)
+    monkeypatch.setenv("PLAYGROUND_RUNS", os.pathsep.join([str(tmp_path / "outputs"), str(tmp_path / "multirun")]))
+    return runs
+
+
+@pytest.fixture
+def app(tree):
+    """An AppTest of the explorer over `tree`, not yet run."""
+    from streamlit.testing.v1 import AppTest
+
+    return AppTest.from_file(ENTRY, default_timeout=60)

@@ -1,0 +1,209 @@
+"""Fake run dirs for the explorer's tests and benchmark: metrics shaped like CartPole and token runs.
+
+They follow the run-dir contract of `playground/runs.py` (run.json, metrics.jsonl, samples.jsonl,
+findings.json, .hydra/overrides.yaml) without training anything.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+STEP = "training/global_step"
+
+
+def _gym_record(t: int, steps: int, rng: np.random.Generator, unstable: bool) -> dict[str, float]:
+    frac = t / steps
+    score = 9 + 491 / (1 + math.exp(-(frac - 0.45) / 0.08))
+    if unstable:
+        score = 20 + 15 * math.sin(t / 7) + rng.normal(0, 5)
+    score = float(np.clip(score + rng.normal(0, 8), 9, 500))
+    returns = score * 0.4 + rng.normal(0, 2)
+    time_step = 0.2 + abs(rng.normal(0, 0.02))
+    return {
+        STEP: t,
+        "actor/pg_loss": rng.normal(0.3 if unstable else -0.004, 0.2 if unstable else 0.004),
+        "actor/pg_clipfrac": 0.6 + rng.normal(0, 0.05) if unstable else 0.08 + rng.normal(0, 0.01),
+        "actor/ppo_kl": 0.09 + abs(rng.normal(0, 0.01)) if unstable else 0.004 + abs(rng.normal(0, 0.001)),
+        "actor/entropy_loss": 0.69 - 0.35 * frac + rng.normal(0, 0.01),
+        "actor/grad_norm": 1.0 if unstable else 0.4 + abs(rng.normal(0, 0.1)),
+        "actor/lr": 3e-4,
+        "critic/vf_loss": 40 * math.exp(-4 * frac) + 1 + abs(rng.normal(0, 0.3)),
+        "critic/vf_explained_var": -0.2 + 1.1 * (1 - math.exp(-5 * frac)) + rng.normal(0, 0.02),
+        "critic/vpred_mean": returns * (1 - math.exp(-6 * frac)),
+        "critic/grad_norm": 5 + abs(rng.normal(0, 1)),
+        "critic/lr": 1e-3,
+        "critic/score/mean": score, "critic/score/max": min(500.0, score * 1.5),
+        "critic/score/min": max(9.0, score * 0.4), "critic/score/std": score * 0.2,
+        "critic/rewards/mean": score, "critic/rewards/max": min(500.0, score * 1.5),
+        "critic/rewards/min": max(9.0, score * 0.4), "critic/rewards/std": score * 0.2,
+        "critic/advantages/mean": rng.normal(0, 0.01), "critic/advantages/max": 3.1, "critic/advantages/min": -2.9,
+        "critic/returns/mean": returns, "critic/returns/max": returns * 2, "critic/returns/min": 0.0,
+        "episode/reward/mean": score, "episode/reward/max": min(500.0, score * 1.5),
+        "episode/reward/min": max(9.0, score * 0.4),
+        "episode/length/mean": score, "episode/length/max": min(500.0, score * 1.5),
+        "episode/length/min": max(9.0, score * 0.4),
+        "episode/success_rate_cartpole": score / 500,
+        "timing_s/gen": time_step * 0.6, "timing_s/update_actor": time_step * 0.2,
+        "timing_s/update_critic": time_step * 0.15, "timing_s/step": time_step,
+        "perf/time_per_step": time_step, "perf/total_num_tokens": 2048.0, "perf/throughput": 2048 / time_step,
+    }
+
+
+def _token_record(t: int, steps: int, rng: np.random.Generator) -> dict[str, float]:
+    frac = t / steps
+    acc = float(np.clip(0.1 + 0.8 * frac + rng.normal(0, 0.03), 0, 1))
+    length = 12 - 6 * frac + rng.normal(0, 0.3)
+    record = {
+        STEP: t,
+        "actor/pg_loss": rng.normal(-0.002, 0.003), "actor/pg_clipfrac": 0.1 + rng.normal(0, 0.01),
+        "actor/ppo_kl": 0.003 + abs(rng.normal(0, 0.001)), "actor/entropy_loss": 1.5 - frac,
+        "actor/grad_norm": 0.8 + abs(rng.normal(0, 0.1)), "actor/kl_loss": 0.01 * frac,
+        "critic/score/mean": acc, "critic/score/max": 1.0, "critic/score/min": 0.0,
+        "critic/vf_loss": 0.3 * math.exp(-3 * frac), "critic/vf_explained_var": 0.2 + 0.6 * frac,
+        "critic/vpred_mean": acc * 0.9, "critic/returns/mean": acc,
+        "response_length/mean": length, "response_length/max": length + 4, "response_length/min": max(1.0, length - 4),
+        "response_length/clip_ratio": 0.02, "prompt_length/mean": 8.0,
+        "timing_s/gen": 0.05, "timing_s/step": 0.1, "perf/time_per_step": 0.1, "perf/throughput": 5000.0,
+        "training/epoch": float(t // 50),
+    }
+    if t % 10 == 0 or t == steps:
+        record.update({"val/accuracy": acc, "val/score": acc, "val/pass@4": min(1.0, acc * 1.3)})
+    return record
+
+
+def _line(record: dict[str, float]) -> str:
+    out = {}
+    for key, value in record.items():
+        value = float(value)
+        out[key] = value if math.isfinite(value) else ("NaN" if math.isnan(value) else "Infinity")
+    return json.dumps(out)
+
+
+def write_run(run_dir: str | Path, *, family: str = "gym", task: str = "cartpole", scenario: str = "healthy",
+              seed: int = 0, steps: int = 60, status: str = "finished", overrides: list[str] | None = None,
+              findings: list[dict[str, Any]] | None = None, mystery: bool = False, unstable: bool = False,
+              nan_from: int | None = None, corrupt_line: bool = False, half_line: bool = False,
+              samples: bool = True, extra_info: dict[str, Any] | None = None) -> Path:
+    """Write one fake run dir and return it.
+
+    Args:
+        run_dir: where to write (created).
+        family: "gym" (CartPole-like metrics) or "token" (accuracy, response lengths, samples).
+        steps: number of training steps written (`training/global_step` 1..steps).
+        status: run.json status; "running" leaves end_time empty.
+        overrides: the job's Hydra overrides (default: task, scenario and seed).
+        findings: written to findings.json when given.
+        unstable: gym metrics that look like lr_too_high (clipfrac 0.6, kl 0.09, flat score).
+        nan_from: from this step on, actor/grad_norm and actor/pg_loss are NaN.
+        corrupt_line: a garbage line in the middle of metrics.jsonl.
+        half_line: a last line without its newline (a writer caught mid-line).
+        samples: for token runs, write samples.jsonl (4 samples every 10 steps).
+        extra_info: more run.json fields.
+    """
+    run_dir = Path(run_dir)
+    (run_dir / ".hydra").mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed + 1000 * len(str(run_dir)))
+    if overrides is None:
+        overrides = [f"task={task}", f"scenario={scenario}", f"seed={seed}"]
+    lines = []
+    for t in range(1, steps + 1):
+        record = _gym_record(t, steps, rng, unstable) if family == "gym" else _token_record(t, steps, rng)
+        if nan_from is not None and t >= nan_from:
+            record["actor/grad_norm"] = math.nan
+            record["actor/pg_loss"] = math.inf
+        if family == "gym" and t == steps and status == "finished":
+            record["val/score"] = record["critic/score/mean"]
+        lines.append(_line(record))
+    if corrupt_line:
+        lines.insert(len(lines) // 2, '{"training/global_step": 3, "actor/pg_lo')
+    text = "\n".join(lines) + "\n"
+    if half_line:
+        text += '{"training/global_step": ' + str(steps + 1) + ', "actor/pg'
+    (run_dir / "metrics.jsonl").write_text(text)
+    if family == "token" and samples:
+        with open(run_dir / "samples.jsonl", "w", encoding="utf-8") as f:
+            for t in range(10, steps + 1, 10):
+                for i in range(4):
+                    answer = str((t * 7 + i) % 100)
+                    correct = (t + i) % 3 != 0
+                    f.write(json.dumps({"step": t, "prompt": f"{t} + {i} =", "response": answer if correct else "17",
+                                        "reward": 1.0 if correct else 0.0, "truncated": i == 3, "answer": answer},
+                                       ensure_ascii=False) + "\n")
+    info = {
+        "status": status, "task": task, "family": family, "scenario": scenario, "seed": seed, "device": "cpu",
+        "last_step": steps, "total_steps": steps if status != "running" else steps * 2,
+        "start_time": 1_764_460_800.0 + seed, "end_time": None if status == "running" else 1_764_460_900.0 + seed,
+        "error": None, "stop_reason": None, "score_target": 475.0 if family == "gym" else 0.9,
+        "mystery": mystery, "agent": None, "overrides": overrides,
+        "command": "python -m playground.train " + " ".join(overrides), **(extra_info or {}),
+    }
+    (run_dir / "run.json").write_text(json.dumps(info, indent=1))
+    (run_dir / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides))
+    if findings is not None:
+        order = {"info": 0, "warning": 1, "critical": 2}
+        worst = max((f["severity"] for f in findings), key=order.get, default=None)
+        (run_dir / "findings.json").write_text(json.dumps({"findings": findings, "worst_severity": worst}))
+    return run_dir
+
+
+def finding(fid: str, severity: str, first: int, last: int, fix: str = "") -> dict[str, Any]:
+    return {"id": fid, "severity": severity, "first_step": first, "last_step": last, "evidence": [
+        {"metric": "actor/pg_clipfrac", "step": first, "value": 0.61}],
+        "explanation": {"en": f"{fid}: explained in English.", "zh": f"{fid}：中文解释。"}, "fix": fix, "rule": fid}
+
+
+LR_TOO_HIGH = finding("lr_too_high", "warning", 5, 60, "actor_rollout_ref.actor.optim.lr=1e-4")
+
+
+def write_sweep(root: str | Path, *, lrs=(1e-4, 3e-4, 1e-3), clips=(0.1, 0.2), seeds=(0,), steps: int = 40,
+                stamp: str = "2026-11-30/10-00-00") -> Path:
+    """A Hydra multirun dir `root/<stamp>/<job num>/` over actor lr x clip_ratio (x seed); returns the sweep dir."""
+    sweep = Path(root) / stamp
+    sweep.mkdir(parents=True, exist_ok=True)
+    sweep_spec = [f"actor_rollout_ref.actor.optim.lr={','.join(map(str, lrs))}",
+                  f"actor_rollout_ref.actor.clip_ratio={','.join(map(str, clips))}",
+                  f"seed={','.join(map(str, seeds))}"]
+    spec_lines = "".join(f"    - {s}\n" for s in sweep_spec)
+    (sweep / "multirun.yaml").write_text("hydra:\n  overrides:\n    task:\n" + spec_lines)
+    job = 0
+    for lr in lrs:
+        for clip in clips:
+            for seed in seeds:
+                unstable = lr >= 1e-3
+                overrides = ["task=cartpole", f"actor_rollout_ref.actor.optim.lr={lr}",
+                             f"actor_rollout_ref.actor.clip_ratio={clip}", f"seed={seed}"]
+                write_run(sweep / str(job), seed=seed, steps=steps, overrides=overrides, unstable=unstable,
+                          findings=[LR_TOO_HIGH] if unstable else [finding("healthy", "info", 1, steps)])
+                job += 1
+    return sweep
+
+
+def write_tree(root: str | Path) -> dict[str, Path]:
+    """The standard test tree: outputs/ with gym, token, running, broken runs; multirun/ with one sweep."""
+    root = Path(root)
+    out = root / "outputs" / "2026-11-30"
+    runs = {
+        "healthy": write_run(out / "09-00-00", seed=0, findings=[finding("healthy", "info", 1, 60)]),
+        "seed1": write_run(out / "09-00-01", seed=1, findings=[finding("healthy", "info", 1, 60)]),
+        "unstable": write_run(out / "09-10-00", scenario="lr_too_high", unstable=True, findings=[LR_TOO_HIGH],
+                              overrides=["task=cartpole", "scenario=lr_too_high", "seed=0"]),
+        "token": write_run(out / "09-20-00", family="token", task="addition", seed=0, steps=50,
+                           findings=[finding("healthy", "info", 1, 50)]),
+        "running": write_run(out / "09-30-00", seed=2, status="running", half_line=True, corrupt_line=True),
+        "crashed": write_run(out / "09-40-00", seed=3, status="diverged", nan_from=30,
+                             findings=[finding("training_crash", "critical", 30, 30,
+                                               "actor_rollout_ref.actor.grad_clip=1.0")]),
+        "mystery": write_run(out / "09-50-00", seed=4, scenario="entropy_collapse", mystery=True,
+                             findings=[finding("entropy_collapse", "warning", 10, 40)]),
+    }
+    no_info = out / "09-59-00"
+    no_info.mkdir(parents=True)
+    (no_info / "metrics.jsonl").write_text('{"training/global_step": 1, "actor/pg_loss": 0.1}\n')
+    runs["no_info"] = no_info
+    runs["sweep"] = write_sweep(root / "multirun")
+    return runs

@@ -1,0 +1,30 @@
+"""Tests for `app/sections.py`: which metrics go in which panel (drawing is covered by the view tests)."""
+
+from __future__ import annotations
+
+import pytest
+
+import sections
+import widgets
+
+
+@pytest.fixture(autouse=True)
+def english(monkeypatch):
+    monkeypatch.setattr(widgets, "lang", lambda: "en")
+
+
+def test_metrics_by_group_places_every_key():
+    columns = ["training/global_step", "actor/pg_loss", "episode/success_rate_cartpole", "val/pass@4",
+               "critic/score/mean", "my/custom"]
+    assert sections.metrics_by_group(columns) == {
+        "actor": ["actor/pg_loss"], "reward": ["critic/score/mean"], "episode": ["episode/success_rate_cartpole"],
+        "val": ["val/pass@4"], "other": ["my/custom"]}
+
+
+def test_recommended_panels_keep_the_guides_order_and_the_pair():
+    panels = sections.panel_list("recommended", ["critic/vpred_mean", "critic/returns/mean", "actor/ppo_kl"])
+    assert [title for title, _ in panels] == ["1 · Training progress", "2 · Policy update", "3 · Critic quality",
+                                              "4 · Performance"]
+    assert panels[1][1] == ["actor/ppo_kl"]
+    assert panels[2][1] == [("critic/vpred_mean", "critic/returns/mean")]
+    assert sections.panel_list("perf", ["actor/pg_loss"]) == [("System performance", [])]

@@ -1,0 +1,76 @@
+"""Tests for `app/streamlit_app.py`: every page renders, the language switch is app-wide, roots stay closed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from streamlit.testing.v1 import AppTest
+
+from app_helpers import ENTRY, PAGES, ROOT, texts
+
+TITLES = {"en": ["Runs", "Panels", "Diagnosis", "Sweeps", "Samples", "External log", "Glossary"],
+          "zh": ["运行列表", "指标面板", "诊断", "参数扫描", "样本", "外部日志", "术语表"]}
+
+
+def test_every_page_renders(app):
+    at = app.run()
+    for page, title in zip(PAGES, TITLES["en"], strict=True):
+        at.switch_page(page).run()
+        assert not at.exception, (page, [e.message for e in at.exception])
+        assert at.title[0].value == title
+
+
+def test_language_switch_applies_app_wide_and_keeps_settings(app):
+    at = app.run()
+    at.slider(key="smoothing").set_value(0.3).run()
+    at.radio(key="lang").set_value("zh").run()
+    assert at.title[0].value == "运行列表"
+    assert at.slider(key="smoothing").label == "平滑" and at.slider(key="smoothing").value == 0.3
+    for page, title in zip(PAGES, TITLES["zh"], strict=True):
+        at.switch_page(page).run()
+        assert not at.exception and at.title[0].value == title
+
+
+def test_language_switch_relabels_kept_choices(app):
+    at = app.run()
+    at.selectbox(key="sort_by").set_value("name").run()
+    at.radio(key="lang").set_value("zh").run()
+    sort_by = at.selectbox(key="sort_by")
+    assert sort_by.value == "name"
+    assert sort_by.proto.set_value and sort_by.proto.raw_value == "名称"  # the browser shows the new label
+
+
+def test_empty_root_warns_and_pages_still_work(tmp_path, monkeypatch):
+    (tmp_path / "empty").mkdir()
+    monkeypatch.setenv("PLAYGROUND_RUNS", str(tmp_path / "empty"))
+    at = AppTest.from_file(ENTRY, default_timeout=60).run()
+    assert "No runs in" in texts(at) and "No runs yet" in texts(at)
+    for page in PAGES:
+        at.switch_page(page).run()
+        assert not at.exception, page
+
+
+def test_url_and_sidebar_cannot_reach_outside_the_roots(app, tree):
+    app.query_params["run"] = ["/etc", "outputs/2026-11-30/09-10-00", str(tree["token"])]
+    at = app.run()
+    assert at.multiselect(key="runs").value == [str(tree["unstable"]), str(tree["token"])]
+    at.sidebar.text_input(key="new_root").input("/etc").run()
+    assert "outside the folders" in texts(at)
+    at.sidebar.text_input(key="new_root").input(str(ROOT / "tests")).run()  # under the working directory: fine
+    assert f"Added {ROOT / 'tests'}" in texts(at)
+
+
+def test_app_does_not_import_the_trainer(tree):
+    script = f"""
+import sys
+from streamlit.testing.v1 import AppTest
+at = AppTest.from_file({ENTRY!r}, default_timeout=60).run()
+for page in {PAGES!r}:
+    at.switch_page(page).run()
+    assert not at.exception, page
+print(sorted(m for m in sys.modules if m in ("playground.trainer", "playground.train")))
+"""
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"

@@ -1,0 +1,46 @@
+"""Tests for `app/widgets.py`: the string table, labels and badges (the sidebar is covered by the AppTests)."""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+import pytest
+
+import widgets
+
+
+@pytest.fixture(params=["en", "zh"])
+def lang(request, monkeypatch):
+    monkeypatch.setattr(widgets, "lang", lambda: request.param)
+    return request.param
+
+
+def test_every_string_has_both_languages_and_the_same_fields():
+    for key, (en, zh) in widgets.STRINGS.items():
+        assert en and zh, key
+        assert set(re.findall(r"{(\w+)", en)) == set(re.findall(r"{(\w+)", zh)), key
+
+
+def test_t_formats_and_falls_back(lang):
+    assert widgets.t("samples_at", step=5, n=2) == ("Step 5: 2 samples" if lang == "en" else "第 5 步：2 个样本")
+    assert widgets.t("no_such_key") == "no_such_key"
+    assert widgets.pick({"en": "a", "zh": "乙"}) == ("a" if lang == "en" else "乙")
+    assert widgets.pick({"en": "only english"}) == "only english"
+    assert widgets.pick(None) == "" and widgets.pick("plain") == "plain"
+    assert list(widgets.group_names())[0] == "actor"
+
+
+def test_short_labels_are_unique():
+    table = pd.DataFrame({"name": ["outputs/2026-11-30/09-00-00", "outputs/2026-12-01/09-00-00",
+                                   "multirun/2026-11-30/10-00-00/3", "outputs/2026-11-30/10-00-00"]})
+    assert widgets.short_labels(table) == ["outputs/2026-11-30/09-00-00", "outputs/2026-12-01/09-00-00",
+                                           "10-00-00/3", "10-00-00"]
+
+
+def test_badges_and_integers(lang):
+    findings = [{"id": "lr_too_high", "severity": "warning"}, {"id": "training_crash", "severity": "critical"}]
+    assert widgets.badges(findings) == ":orange-badge[lr_too_high] :red-badge[training_crash]"
+    assert widgets.finding_icons(findings) == ["🟠 lr_too_high", "🔴 training_crash"]
+    assert widgets.finding_icons(findings, hidden=True) == ["❔"]
+    assert widgets.integer(60.0) == "60" and widgets.integer(None) == "—" and widgets.integer(float("nan")) == "—"

@@ -1,0 +1,51 @@
+"""Tests for `app/views/diagnosis.py`: findings on a timeline, explanations, the fix command, mystery runs."""
+
+from __future__ import annotations
+
+import data
+from app_helpers import chart_titles, charts_of, show, texts
+
+
+def _diagnosis(app, *runs):
+    return show(app.run(), *runs).switch_page("views/diagnosis.py").run()
+
+
+def test_findings_timeline_explanation_and_fix_command(app, tree):
+    at = _diagnosis(app, tree["unstable"])
+    assert not at.exception
+    assert len(charts_of(at)) == 1  # the timeline
+    assert "lr_too_high: explained in English." in texts(at)
+    commands = [c.value for c in at.code]
+    assert ("python -m playground.train task=cartpole scenario=lr_too_high seed=0 "
+            "actor_rollout_ref.actor.optim.lr=1e-4") in commands
+    at.radio(key="lang").set_value("zh").run()
+    assert "lr_too_high：中文解释。" in texts(at)
+
+
+def test_pick_another_run_and_a_crash(app, tree):
+    at = _diagnosis(app, tree["unstable"], tree["crashed"])
+    at.selectbox(key="diagnosis_run").set_value(str(tree["crashed"])).run()
+    assert ":red-badge[training_crash]" in texts(at)
+    assert any("actor_rollout_ref.actor.grad_clip=1.0" in c.value for c in at.code)
+
+
+def test_mystery_run_hides_findings_until_revealed(app, tree):
+    at = _diagnosis(app, tree["mystery"])
+    assert "entropy_collapse" not in texts(at)
+    at.button(key="reveal").click().run()
+    assert ":orange-badge[entropy_collapse]" in texts(at)
+
+
+def test_running_run_is_diagnosed_by_the_engine_so_far(app, tree):
+    at = _diagnosis(app, tree["running"])
+    assert not at.exception
+    assert "Still running" in texts(at)
+    assert chart_titles(at) or "No findings" in texts(at)
+
+
+def test_engine_unavailable_keeps_the_page_working(app, tree, monkeypatch):
+    monkeypatch.setattr(data, "engine_module", lambda: (None, "ImportError: no engine"))
+    at = _diagnosis(app, tree["running"])  # no findings.json, and no engine
+    assert not at.exception
+    assert "Diagnosis engine not available (ImportError: no engine)" in texts(at)
+    at.selectbox(key="diagnosis_run")  # the page is still there

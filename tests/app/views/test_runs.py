@@ -1,0 +1,57 @@
+"""Tests for `app/views/runs.py`: the run list, filters, sort by a smoothed metric, choosing the runs shown."""
+
+from __future__ import annotations
+
+from app_helpers import show, texts
+
+
+def _table(at):
+    return at.dataframe[0].value
+
+
+def test_list_shows_runs_badges_and_hides_mystery(app, tree):
+    at = app.run()
+    table = _table(at)
+    assert len(table) == 14
+    row = table[table["run"] == "outputs/2026-11-30/09-10-00"].iloc[0]
+    assert list(row["findings"]) == ["🟠 lr_too_high"]
+    mystery = table[table["run"] == "outputs/2026-11-30/09-50-00"].iloc[0]
+    assert mystery["scenario"] == "mystery" and list(mystery["findings"]) == ["❔"]
+    assert "entropy_collapse" not in texts(at)
+    assert "no readable run.json" in texts(at)
+
+
+def test_pick_runs_shows_only_the_differing_params(app, tree):
+    at = show(app.run(), tree["healthy"], tree["unstable"])
+    text = texts(at)
+    assert "Shown (2)" in text
+    assert "`scenario=lr_too_high`" in text and "`scenario=healthy`" in text
+    assert "`task=" not in text  # the same in both: not shown
+    assert ":orange-badge[lr_too_high]" in text
+
+
+def test_filters_and_show_these(app, tree):
+    at = app.run()
+    at.multiselect(key="filter_finding").set_value(["lr_too_high"]).run()
+    assert set(_table(at)["run"]) == {"outputs/2026-11-30/09-10-00", "multirun/2026-11-30/10-00-00/4",
+                                      "multirun/2026-11-30/10-00-00/5"}
+    at.text_input(key="filter_text").input("clip_ratio=0.2").run()
+    assert list(_table(at)["run"]) == ["multirun/2026-11-30/10-00-00/5"]
+    at.button(key="show_these").click().run()
+    assert at.multiselect(key="runs").value == [str(tree["sweep"] / "5")]
+    at.button(key="clear_shown").click().run()
+    assert at.multiselect(key="runs").value == []
+
+
+def test_sort_by_smoothed_metric(app, tree):
+    at = app.run()
+    at.multiselect(key="filter_status").set_value(["finished"]).run()
+    at.multiselect(key="filter_task").set_value(["cartpole"]).run()
+    at.selectbox(key="sort_by").set_value("metric").run()
+    table = _table(at)
+    scores = list(table["critic/score/mean"])
+    assert scores == sorted(scores, reverse=True)
+    assert table["run"].iloc[-1] in {"outputs/2026-11-30/09-10-00", "multirun/2026-11-30/10-00-00/4",
+                                     "multirun/2026-11-30/10-00-00/5"}  # the unstable runs score lowest
+    at.toggle(key="sort_desc").set_value(False).run()
+    assert list(_table(at)["critic/score/mean"]) == sorted(scores)
