@@ -250,6 +250,7 @@ def facts(info: Mapping | None, config: Mapping | None, family: str) -> dict:
         "memory_limit_gb": info.get("memory_limit_gb"),
         "status": info.get("status"),
         "family": family,
+        "score_metric": info.get("score_metric"),
     }
 
 

@@ -72,11 +72,13 @@ class TokenTask:
         self._last = None  # (examples, seq_lens, uid) of the current step
         self.steps_done = 0
 
+    score_metric = "val/accuracy"  # what `task.score_target` and `trainer.stop_on_score` are measured on
+
     # ---- run.json facts and sizes -------------------------------------------------------------------
     def describe(self) -> dict:
         return {"action_space": "token", "max_entropy": math.log(self.tokenizer.vocab_size),
                 "base_val_accuracy": self.base.val_accuracy, "sft_steps": self.base.steps,
-                "sft_cached": self.base.cached, "score_metric": "val/accuracy",
+                "sft_cached": self.base.cached, "score_metric": self.score_metric,
                 "num_params": sum(p.numel() for p in self.model.parameters())}
 
     @property
@@ -125,7 +127,7 @@ class TokenTask:
         examples = self._last[0]
         texts = self.data.decode_responses(batch["responses"][0].cpu())
         reward = self.cfg.reward
-        results = [self.data.score(text, ex) for text, ex in zip(texts, examples)]
+        results = [self._score(text, ex) for text, ex in zip(texts, examples)]
         seq_scores = torch.tensor([r["score"] for r in results], device=self.device)
         self._texts, self._acc = texts, torch.tensor([r["acc"] for r in results])
         mask = batch["response_mask"][0]
@@ -139,6 +141,12 @@ class TokenTask:
         level_scores = torch.zeros_like(mask)
         level_scores[torch.arange(len(last)), last] = trained
         batch["scores"], batch["token_level_scores"] = scores.unsqueeze(0), level_scores.unsqueeze(0)
+
+    def _score(self, text: str, example) -> dict[str, float]:
+        """The rule reward (`reward.format_score`, `reward.partial_credit` shape it; exact match is always 1)."""
+        reward = self.cfg.reward
+        return self.data.score(text, example, format_score=float(reward.format_score),
+                               partial_credit=bool(reward.partial_credit))
 
     # ---- log-probs, reference, values ---------------------------------------------------------------
     def _log_prob(self, model, mb: Batch) -> tuple[Tensor, Tensor]:
@@ -217,7 +225,7 @@ class TokenTask:
         _, _, out = self._generate(examples, temperature=float(vk.temperature) if do_sample else 1.0,
                                    top_p=float(vk.top_p), do_sample=do_sample)
         texts = self.data.decode_responses(out.responses.cpu())
-        results = [self.data.score(text, ex) for text, ex in zip(texts, examples)]
+        results = [self._score(text, ex) for text, ex in zip(texts, examples)]
         score = torch.tensor([r["score"] for r in results]).view(-1, n)
         acc = torch.tensor([r["acc"] for r in results]).view(-1, n)
         metrics = {"val/score": score.mean().view(1), "val/accuracy": acc.mean().view(1)}
