@@ -72,6 +72,7 @@ class Trainer:
         self.use_kl_loss = bool(actor_cfg.use_kl_loss)
         self.use_kl_in_reward = bool(algo.use_kl_in_reward)
         self.total_steps = [int(c.trainer.total_training_steps) for c in cfgs]
+        self.stop_scores = [c.trainer.get("stop_on_score") for c in cfgs]
         self.max_steps = max(self.total_steps)
         agent_dim = self.task.family == "gym"
         self.actor_opt = self._optimizer(self.task.actor.params, "actor_rollout_ref.actor.optim", agent_dim)
@@ -139,7 +140,7 @@ class Trainer:
         """Train until every agent stops; returns each agent's final status."""
         statuses: list[str | None] = [None] * self.K
         try:
-            if self.cfg.trainer.val_before_train and self.cfg.trainer.test_freq > 0:
+            if self.cfg.trainer.val_before_train:  # verl validates at step 0 whatever test_freq is
                 timing: dict[str, float] = {}
                 val = self._validate(timing)
                 for k in range(self.K):
@@ -182,12 +183,18 @@ class Trainer:
             status, error = "oom", "out of memory: this agent's share passed trainer.memory_limit_gb"
         elif self.watchers[k] is not None and self.watchers[k].update(record):
             status, reason = "finished", f"stop_on_finding: {self.watchers[k].finding_id} found"
+        elif self._reached_score(k, record):
+            status, reason = "finished", f"stop_on_score: {self.task.score_metric} reached {self.stop_scores[k]}"
         elif step >= self.total_steps[k]:
             status, reason = "finished", "total_training_steps reached"
         if status is not None:
             self.active[k] = False
             self.loggers[k].finish(status, error, stop_reason=reason)
         return status
+
+    def _reached_score(self, k: int, record: dict[str, float]) -> bool:
+        target = self.stop_scores[k]
+        return target is not None and record.get(self.task.score_metric, -float("inf")) >= target
 
     def train_step(self, step: int) -> list[dict[str, float]]:
         """One PPO step for every agent; returns each agent's metrics record."""
@@ -234,7 +241,8 @@ class Trainer:
         records = self._records(step, batch, metrics, timing)
         for k, samples in enumerate(task.step_samples()):
             self.loggers[k].log_samples(samples)
-        if self._is_test_step(step):
+        stopping = any(self._reached_score(k, r) for k, r in enumerate(records) if self.active[k])
+        if self._is_test_step(step) or stopping:  # an agent that stops on its score is evaluated as it stops
             val = self._validate(timing)
             for k, record in enumerate(records):
                 record.update({key: float(v[k]) for key, v in val.items()})

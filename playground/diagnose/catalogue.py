@@ -46,6 +46,7 @@ TITLES: dict[str, dict[str, str]] = {
     "training_crash": {"en": "training crash (NaN/Inf)", "zh": "训练崩溃（NaN/Inf）"},
     "vanishing_gradient": {"en": "vanishing gradient", "zh": "梯度消失"},
     "grad_clip_saturation": {"en": "gradient clipping saturated", "zh": "梯度频繁被裁剪"},
+    "no_learning_signal": {"token": [("reward.partial_credit", "=True", None)]},  # shape the reward
     "unstable_policy_loss": {"en": "unstable policy loss", "zh": "策略损失剧烈波动"},
     "advantage_not_normalized": {"en": "advantages not normalised", "zh": "优势未归一化"},
     "reward_variance_too_large": {"en": "reward variance too large", "zh": "奖励方差过大"},
@@ -127,6 +128,7 @@ EXPLANATIONS: dict[str, dict[str, str]] = {
               "clipped (§1.7, §11.2 step 1). Lower the learning rate; raise grad_clip only with care.",
         "zh": "大多数步中 Actor 的梯度范数（裁剪前）达到或超过 grad_clip：几乎每次更新都被裁剪（§1.7、§11.2 第 1 步）。"
               "降低学习率；谨慎增大 grad_clip。"},
+    "no_learning_signal": {"token": [("reward.partial_credit", "=True", None)]},  # shape the reward
     "unstable_policy_loss": {
         "en": "pg_loss swings widely from step to step and the score does not rise: training is unstable, from a "
               "learning rate too high or a batch too small (§1.1, §11.2 problem 1). Raise the batch size, lower "
@@ -197,6 +199,7 @@ FIXES: dict[str, dict[str, list[tuple[str, str, str | None]]]] = {
     "vanishing_gradient": {"gym": [("algorithm.norm_adv", "=True", None), ("reward.scale", "=1.0", None)],
                            "token": [("reward.scale", "=1.0", None)]},
     "grad_clip_saturation": {"*": [("actor_rollout_ref.actor.optim.lr", "/3", None)]},
+    "no_learning_signal": {"token": [("reward.partial_credit", "=True", None)]},  # shape the reward
     "unstable_policy_loss": {"gym": [("env.num_envs", "*2", None)],
                              "*": [("data.train_batch_size", "*2", None)]},
     "advantage_not_normalized": {"gym": [("algorithm.norm_adv", "=True", None)],

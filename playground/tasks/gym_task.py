@@ -110,7 +110,9 @@ class GymTask:
     def describe(self) -> dict:
         return {"action_space": "discrete" if self.env.discrete else "continuous",
                 "max_entropy": self.actor.max_entropy(), "env_id": self.cfg.task.env_id,
-                "env_backend": type(self.env).__name__}
+                "env_backend": type(self.env).__name__, "score_metric": self.score_metric}
+
+    score_metric = "critic/score/mean"  # what `task.score_target` and `trainer.stop_on_score` are measured on
 
     @property
     def rows_per_step(self) -> int:
