@@ -46,7 +46,6 @@ TITLES: dict[str, dict[str, str]] = {
     "training_crash": {"en": "training crash (NaN/Inf)", "zh": "训练崩溃（NaN/Inf）"},
     "vanishing_gradient": {"en": "vanishing gradient", "zh": "梯度消失"},
     "grad_clip_saturation": {"en": "gradient clipping saturated", "zh": "梯度频繁被裁剪"},
-    "no_learning_signal": {"token": [("reward.partial_credit", "=True", None)]},  # shape the reward
     "unstable_policy_loss": {"en": "unstable policy loss", "zh": "策略损失剧烈波动"},
     "advantage_not_normalized": {"en": "advantages not normalised", "zh": "优势未归一化"},
     "reward_variance_too_large": {"en": "reward variance too large", "zh": "奖励方差过大"},
@@ -128,7 +127,6 @@ EXPLANATIONS: dict[str, dict[str, str]] = {
               "clipped (§1.7, §11.2 step 1). Lower the learning rate; raise grad_clip only with care.",
         "zh": "大多数步中 Actor 的梯度范数（裁剪前）达到或超过 grad_clip：几乎每次更新都被裁剪（§1.7、§11.2 第 1 步）。"
               "降低学习率；谨慎增大 grad_clip。"},
-    "no_learning_signal": {"token": [("reward.partial_credit", "=True", None)]},  # shape the reward
     "unstable_policy_loss": {
         "en": "pg_loss swings widely from step to step and the score does not rise: training is unstable, from a "
               "learning rate too high or a batch too small (§1.1, §11.2 problem 1). Raise the batch size, lower "
