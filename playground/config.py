@@ -131,16 +131,17 @@ def _device_ok(x: Any) -> bool:
     return isinstance(x, str) and x.startswith("cuda") and torch.cuda.is_available()
 
 
-def _check_minibatches(cfg: DictConfig, batch: int, unit: str) -> None:
+def _check_minibatches(cfg: DictConfig, batch: int, unit: str, per_unit: int = 1) -> None:
     for role in ("actor_rollout_ref.actor", "critic"):
         mini = _get(cfg, f"{role}.ppo_mini_batch_size")
         if not (isinstance(mini, int) and mini >= 1 and batch % mini == 0):
             raise ConfigError(f"{role}.ppo_mini_batch_size={mini!r} is out of range: must divide the batch of "
                               f"{batch} {unit} into whole mini-batches")
         micro = _get(cfg, f"{role}.ppo_micro_batch_size_per_gpu")
-        if micro is not None and not (isinstance(micro, int) and micro >= 1 and mini % micro == 0):
+        rows = mini * per_unit  # verl: the mini-batch counts prompts, the micro-batch sequences
+        if micro is not None and not (isinstance(micro, int) and micro >= 1 and rows % micro == 0):
             raise ConfigError(f"{role}.ppo_micro_batch_size_per_gpu={micro!r} is out of range: must be null "
-                              f"or divide ppo_mini_batch_size={mini}")
+                              f"or divide the mini-batch of {rows} {unit if per_unit == 1 else 'sequences'}")
 
 
 def _validate_gym(cfg: DictConfig) -> None:
@@ -177,7 +178,7 @@ def _validate_token(cfg: DictConfig) -> None:
     _check(cfg, "reward.name", lambda x: x in ("exact_match",), "'exact_match'")
     if _get(cfg, "world_model.enable"):
         raise ConfigError("world_model.enable=True is out of range for token tasks: allowed only on gym tasks")
-    _check_minibatches(cfg, _get(cfg, "data.train_batch_size"), "prompts")
+    _check_minibatches(cfg, _get(cfg, "data.train_batch_size"), "prompts", per_unit=n)
 
 
 def resolve_device(name: str) -> torch.device:
@@ -192,9 +193,13 @@ class AgentHParams:
     def __init__(self, cfgs: Sequence[DictConfig], device: torch.device):
         self.cfgs = list(cfgs)
         self.device = device
+        self._cache: dict[tuple, torch.Tensor] = {}  # configs do not change during a run
 
     def vector(self, key: str, none_as: float | None = None, fallback: str | None = None) -> torch.Tensor:
         """`(K,)` values of `key`; a null value becomes `none_as`, or the value of the `fallback` key."""
+        cached = self._cache.get((key, none_as, fallback))
+        if cached is not None:
+            return cached
         values = []
         for cfg in self.cfgs:
             value = _get(cfg, key)
@@ -203,7 +208,9 @@ class AgentHParams:
             if value is None:
                 raise ConfigError(f"{key} is null and has no default")
             values.append(float(value))
-        return torch.tensor(values, dtype=torch.float32, device=self.device)
+        vector = torch.tensor(values, dtype=torch.float32, device=self.device)
+        self._cache[(key, none_as, fallback)] = vector
+        return vector
 
     def view3(self, key: str, **kw) -> torch.Tensor:
         return self.vector(key, **kw).view(-1, 1, 1)

@@ -21,11 +21,12 @@ class AgentAdamW:
     Args:
         params: tensors with `requires_grad`; with `agent_dim=True` each has the agent dim first.
         lr: `(K,)` initial learning rates (the schedule rescales them each step).
+        weight_decay: decoupled weight decay, a float or `(K,)`.
         agent_dim: whether parameters carry a leading agent dim; False means one model (K = 1).
     """
 
     def __init__(self, params: Sequence[Tensor], lr: Tensor, betas: Sequence[float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 0.0, agent_dim: bool = True):
+                 eps: float = 1e-8, weight_decay: float | Tensor = 0.0, agent_dim: bool = True):
         self.params = list(params)
         self.agent_dim = agent_dim
         device = self.params[0].device
@@ -34,7 +35,8 @@ class AgentAdamW:
         self.num_agents = self.base_lr.numel()
         self.beta1, self.beta2 = float(betas[0]), float(betas[1])
         self.eps = eps
-        self.weight_decay = weight_decay
+        self.weight_decay = torch.as_tensor(weight_decay, dtype=torch.float32, device=device).reshape(-1)
+        self.decays = bool((self.weight_decay != 0).any())
         self.step_count = torch.zeros(self.num_agents, device=device)
         self.exp_avg = [torch.zeros_like(p) for p in self.params]
         self.exp_avg_sq = [torch.zeros_like(p) for p in self.params]
@@ -79,8 +81,6 @@ class AgentAdamW:
         # On the CPU one cheap look tells whether every agent moves; then no masking is needed. On a GPU that
         # look would be a host sync per mini-batch, so the masked path always runs there.
         masked = self.step_count.device.type != "cpu" or not bool(moves.all())
-        if masked:
-            coef = torch.where(moves, 1.0 if coef is None else coef, 0.0)  # NaN stays out of stopped agents
         self.step_count += moves.to(self.step_count.dtype)
         steps = self.step_count.clamp(min=1)
         step_size = self.lr / (1 - self.beta1**steps)
@@ -89,25 +89,25 @@ class AgentAdamW:
         for p, m, v in zip(self.params, self.exp_avg, self.exp_avg_sq):
             if p.grad is None:
                 continue
-            grad = torch.nan_to_num(p.grad) if masked else p.grad
-            if coef is not None:
-                grad = grad * self._per_agent(coef, p)
-            if not masked:
-                m.mul_(self.beta1).add_(grad, alpha=1 - self.beta1)
-                v.mul_(self.beta2).addcmul_(grad, grad, value=1 - self.beta2)
-                denom = (v.sqrt() / self._per_agent(bias2_sqrt, p)).add_(self.eps)
-                if self.weight_decay:
-                    p.mul_(self._per_agent(decay, p))
-                p.sub_(self._per_agent(step_size, p) * m / denom)
-                continue
-            keep = self._per_agent(moves, p)
-            new_m = m * self.beta1 + grad * (1 - self.beta1)
-            new_v = v * self.beta2 + grad.square() * (1 - self.beta2)
-            denom = new_v.sqrt() / self._per_agent(bias2_sqrt, p) + self.eps
-            new_p = p * self._per_agent(decay, p) - self._per_agent(step_size, p) * new_m / denom
-            m.copy_(torch.where(keep, new_m, m))
-            v.copy_(torch.where(keep, new_v, v))
-            p.copy_(torch.where(keep, new_p, p))
+            grad = p.grad if coef is None else p.grad * self._per_agent(coef, p)
+            if masked:
+                # The same arithmetic on copies, then each agent keeps its old state or takes the new one: an agent
+                # that moves gets bit-for-bit what it would get if no agent beside it had stopped.
+                keep = self._per_agent(moves, p)
+                grad = torch.where(keep, grad, 0.0)  # also keeps a stopped agent's NaN out of the arithmetic
+                new_m, new_v, new_p = m.clone(), v.clone(), p.detach().clone()
+            else:
+                new_m, new_v, new_p = m, v, p
+            new_m.mul_(self.beta1).add_(grad, alpha=1 - self.beta1)
+            new_v.mul_(self.beta2).addcmul_(grad, grad, value=1 - self.beta2)
+            denom = (new_v.sqrt() / self._per_agent(bias2_sqrt, p)).add_(self.eps)
+            if self.decays:
+                new_p.mul_(self._per_agent(decay, p))
+            new_p.sub_(self._per_agent(step_size, p) * new_m / denom)
+            if masked:
+                m.copy_(torch.where(keep, new_m, m))
+                v.copy_(torch.where(keep, new_v, v))
+                p.copy_(torch.where(keep, new_p, p))
         return norm
 
 

@@ -23,6 +23,7 @@ METRICS = "metrics.jsonl"
 SAMPLES = "samples.jsonl"
 FINDINGS = "findings.json"
 STATUSES = ("running", "finished", "diverged", "oom", "failed", "interrupted")
+INFO_EVERY_S = 1.0  # run.json's last_step lags metrics.jsonl by at most this long while a run is running
 
 
 @dataclass
@@ -79,20 +80,22 @@ class RunRecorder:
         }
         self._metrics = open(self.run_dir / METRICS, "a", encoding="utf-8")
         self._samples = None
+        self._info_written = 0.0
         self.update()
 
     def update(self, **fields: Any) -> None:
         self.info.update(fields)
         write_json_atomic(self.run_dir / RUN_INFO, self.info)
+        self._info_written = time.monotonic()
 
     def log(self, record: Mapping[str, float]) -> None:
         """Append one step's metrics as one JSON line and flush it (NaN/Inf written as strings)."""
         line = json.dumps({k: to_json_value(float(v)) for k, v in record.items()}, allow_nan=False)
         self._metrics.write(line + "\n")
         self._metrics.flush()
-        step = int(record.get(STEP, self.info["last_step"]))
-        if step != self.info["last_step"]:
-            self.update(last_step=step)
+        self.info["last_step"] = int(record.get(STEP, self.info["last_step"]))
+        if time.monotonic() - self._info_written >= INFO_EVERY_S:  # a fast run rewrites run.json ~once a second
+            self.update()
 
     def log_samples(self, samples: Iterable[Mapping[str, Any]]) -> None:
         if self._samples is None:

@@ -136,8 +136,8 @@ class RunLogger:
         loggers = cfg.trainer.logger
         loggers = [loggers] if isinstance(loggers, str) else list(loggers)
         self.sinks: list[Any] = []
-        if "console" in loggers:
-            self.sinks.append(ConsoleSink(prefix="" if agent is None else f"[agent {agent}] "))
+        if "console" in loggers and agent is None:  # a batch of agents would flood the console: one line per agent
+            self.sinks.append(ConsoleSink())
         if "tensorboard" in loggers:
             self.sinks.append(TensorBoardSink(self.run_dir))
         if "wandb" in loggers:

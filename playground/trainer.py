@@ -95,20 +95,24 @@ class Trainer:
         self.loggers = [RunLogger(c, d, self.task.describe(), agent=k if self.K > 1 else None, extra=e)
                         for k, (c, d, e) in enumerate(zip(cfgs, run_dirs, extra_infos))]
         self.nonfinite_streak = [0] * self.K
+        # verl steps each lr scheduler once per update call (training step), not per optimizer step
+        self.updates_done = {"actor": 0, "critic": 0}
+        self.schedules = {prefix: [self._schedule(c, prefix, total) for c, total in zip(cfgs, self.total_steps)]
+                          for prefix in ("actor_rollout_ref.actor.optim", "critic.optim")}
         self.watchers = [self._watcher(c, self.task.describe()) for c in cfgs]
 
     # ---- construction helpers ------------------------------------------------------------------------
     def _optimizer(self, params, prefix: str, agent_dim: bool) -> AgentAdamW:
         opt = OmegaConf.select(self.cfg, prefix)
         return AgentAdamW(params, self.hp.vector(f"{prefix}.lr"), betas=tuple(opt.betas), eps=opt.eps,
-                          weight_decay=float(opt.weight_decay), agent_dim=agent_dim)
+                          weight_decay=self.hp.vector(f"{prefix}.weight_decay"), agent_dim=agent_dim)
 
     def _update_shape(self, role_cfg: DictConfig, rows: int) -> UpdateShape:
-        per_unit = self.task.rows_per_unit  # token tasks: sequences per prompt (rollout.n); gym: 1
-        mini = role_cfg.ppo_mini_batch_size * per_unit
+        # verl: a mini-batch counts prompts (× rollout.n sequences); a micro-batch counts sequences
+        mini = role_cfg.ppo_mini_batch_size * self.task.rows_per_unit
         micro = role_cfg.ppo_micro_batch_size_per_gpu
         return UpdateShape(ppo_epochs=role_cfg.ppo_epochs, mini_batch_rows=mini,
-                           micro_batch_rows=mini if micro is None else micro * per_unit,
+                           micro_batch_rows=mini if micro is None else micro,
                            shuffle=bool(role_cfg.get("shuffle", False)), loss_agg_mode=role_cfg.loss_agg_mode)
 
     def _watcher(self, cfg: DictConfig, facts: dict):
@@ -119,13 +123,17 @@ class Trainer:
         info = {"family": cfg.task.family, "score_target": float(cfg.task.score_target), **facts}
         return FindingWatcher(cfg.trainer.stop_on_finding, cfg, info=info)
 
-    def _set_lr(self, opt: AgentAdamW, prefix: str, update: int) -> None:
-        factors = []
-        for cfg, total in zip(self.cfgs, self.total_steps):
-            o = OmegaConf.select(cfg, prefix)
-            warm = warmup_steps(o.lr_warmup_steps, o.lr_warmup_steps_ratio, total)
-            factors.append(lr_factor(update, total, warm, o.lr_scheduler_type, o.min_lr_ratio, o.num_cycles))
+    @staticmethod
+    def _schedule(cfg: DictConfig, prefix: str, total: int) -> dict:
+        o = OmegaConf.select(cfg, prefix)
+        return {"total_steps": total, "warmup_steps": warmup_steps(o.lr_warmup_steps, o.lr_warmup_steps_ratio, total),
+                "scheduler_type": o.lr_scheduler_type, "min_lr_ratio": o.min_lr_ratio, "num_cycles": o.num_cycles}
+
+    def _set_lr(self, opt: AgentAdamW, prefix: str, role: str) -> None:
+        """The lr of this update: verl's schedule at the number of this role's earlier update calls."""
+        factors = [lr_factor(self.updates_done[role], **schedule) for schedule in self.schedules[prefix]]
         opt.lr = opt.base_lr * torch.tensor(factors, device=opt.base_lr.device)
+        self.updates_done[role] += 1
 
     @contextmanager
     def _timed(self, timing: dict[str, float], name: str):
@@ -221,7 +229,7 @@ class Trainer:
                 metrics.update(self._compute_advantage(batch))
             if self.use_critic:
                 with self._timed(timing, "update_critic"):
-                    self._set_lr(self.critic_opt, "critic.optim", int(self.critic_opt.step_count.max()))
+                    self._set_lr(self.critic_opt, "critic.optim", "critic")
                     metrics["critic/lr"] = [self.critic_opt.lr]
                     metrics.update(update_critic(
                         task.critic, self.critic_opt, batch, self.critic_shape,
@@ -231,7 +239,14 @@ class Trainer:
                         model_input_keys=task.model_input_keys, memory_guard=self.memory))
             if self.cfg.trainer.critic_warmup <= step:
                 with self._timed(timing, "update_actor"):
+                    pre_update_entropy = metrics["actor/entropy_loss"][0]
                     metrics.update(self._update_actor(batch))
+                    # verl: when the update computes entropy (entropy_coeff != 0) its value replaces the pre-update
+                    # one; per agent, since agents of a batch may differ in entropy_coeff
+                    if metrics["actor/entropy_loss"][0] is not pre_update_entropy:
+                        in_update = torch.stack(metrics["actor/entropy_loss"]).mean(0)
+                        coeff = hp.vector("actor_rollout_ref.actor.entropy_coeff")
+                        metrics["actor/entropy_loss"] = [torch.where(coeff != 0, in_update, pre_update_entropy)]
             if self.world_opt is not None:
                 metrics.update(self._update_world_model(batch))
         for name, (flops_fn, seconds) in {"actor": (task.actor_flops, timing.get("update_actor")),
@@ -241,12 +256,15 @@ class Trainer:
         records = self._records(step, batch, metrics, timing)
         for k, samples in enumerate(task.step_samples()):
             self.loggers[k].log_samples(samples)
-        stopping = any(self._reached_score(k, r) for k, r in enumerate(records) if self.active[k])
-        if self._is_test_step(step) or stopping:  # an agent that stops on its score is evaluated as it stops
+        # agents evaluated now: on their test steps, and an agent that stops on its score as it stops
+        testing = [bool(self.active[k]) and (self._is_test_step(step, k) or self._reached_score(k, r))
+                   for k, r in enumerate(records)]
+        if any(testing):
             val = self._validate(timing)
             for k, record in enumerate(records):
-                record.update({key: float(v[k]) for key, v in val.items()})
-                record["timing_s/testing"] = timing["testing"]
+                if testing[k]:
+                    record.update({key: float(v[k]) for key, v in val.items()})
+                    record["timing_s/testing"] = timing["testing"]
         return records
 
     def _compute_advantage(self, batch) -> dict[str, list]:
@@ -273,7 +291,7 @@ class Trainer:
 
     def _update_actor(self, batch) -> dict[str, list]:
         hp, prefix = self.hp, "actor_rollout_ref.actor"
-        self._set_lr(self.actor_opt, f"{prefix}.optim", int(self.actor_opt.step_count.max()))
+        self._set_lr(self.actor_opt, f"{prefix}.optim", "actor")
         lr = self.actor_opt.lr
         metrics = update_actor(
             self.task, self.actor_opt, batch, self.actor_shape,
@@ -299,9 +317,10 @@ class Trainer:
         grad_norm = self.world_opt.step(None, self.active)
         return {"world_model/loss": [loss.detach()], "world_model/grad_norm": [grad_norm]}
 
-    def _is_test_step(self, step: int) -> bool:
+    def _is_test_step(self, step: int, agent: int) -> bool:
+        """verl: every `test_freq` steps and at the last step (`test_freq` is shared; the last step is the agent's)."""
         freq = self.cfg.trainer.test_freq
-        return freq > 0 and (step % freq == 0 or step in self.total_steps)
+        return freq > 0 and (step % freq == 0 or step == self.total_steps[agent])
 
     def _validate(self, timing: dict[str, float]) -> dict[str, torch.Tensor]:
         with self._timed(timing, "testing"):

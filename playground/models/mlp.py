@@ -101,7 +101,7 @@ class GymActor:
     def distribution_params(self, obs: Tensor, flat: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
         out = self.net.forward(obs, flat)
         if self.discrete:
-            return out / self.temperature, None
+            return (out if self.temperature == 1.0 else out / self.temperature), None
         return out, self.net.extra_params(flat).unsqueeze(1).expand_as(out)
 
     @torch.no_grad()
@@ -117,9 +117,8 @@ class GymActor:
             `(K, N)` int64 or `(K, N, action_dim)` float actions.
         """
         first, log_std = self.distribution_params(obs)
-        if self.discrete:
-            logits = torch.nan_to_num(first)  # a diverged agent must not break its neighbours' sampling
-            return (logits if noise is None else logits + noise).argmax(-1)
+        if self.discrete:  # argmax never raises on NaN: a diverged agent cannot break its neighbours' sampling
+            return (first if noise is None else first + noise).argmax(-1)
         return first if noise is None else first + log_std.exp() * noise
 
     def log_prob_and_entropy(self, batch: dict[str, Tensor], flat: Tensor | None = None) -> tuple[Tensor, Tensor]:

@@ -101,6 +101,7 @@ class GymTask:
         self.ep_rewards = np.zeros(shape)
         self.ep_length = np.zeros(shape, dtype=np.int64)
         self.env_steps = 0
+        self.noisy_agents = [float(c.reward.noise_std) > 0 for c in cfgs]
         self.peak_flops = peak_flops(device_name(device), cfg.trainer.get("peak_flops"))
         if not self.env.discrete:
             self.action_low = self.env.action_low.to(device)
@@ -184,9 +185,9 @@ class GymTask:
         valid = rows(valid_l) if valid_l[0] is not None else torch.ones(k, n * t_len, dtype=torch.bool,
                                                                            device=self.device)
         reward = rows(rew_l).float()
-        scale, noise_std = self.hp.vector("reward.scale"), self.hp.vector("reward.noise_std")
-        trained_reward = reward * scale.view(-1, 1)
-        if bool((noise_std > 0).any()):
+        trained_reward = reward * self.hp.vector("reward.scale").view(-1, 1)
+        if any(self.noisy_agents):
+            noise_std = self.hp.vector("reward.noise_std")
             trained_reward = trained_reward + noise_std.view(-1, 1) * self._reward_noise(reward.shape)
         return {
             "obs": rows(obs_l), "actions": rows(act_l), "final_obs": rows(final_l),
@@ -197,11 +198,13 @@ class GymTask:
         }
 
     def _reward_noise(self, shape: tuple[int, ...]) -> Tensor:
-        """Heavy-tailed (Student-t, 1 dof = Cauchy) or normal noise, per agent from its own generator."""
+        """Heavy-tailed (Cauchy) or normal noise, per agent from its own generator (zeros for agents without)."""
         kind = self.cfg.reward.noise_type
         draws = []
-        for g in self.noise_gens:
-            if kind == "cauchy":
+        for g, noisy in zip(self.noise_gens, self.noisy_agents):
+            if not noisy:  # draw nothing: the agent's generator, and so its rollouts, stay as if it ran alone
+                draws.append(torch.zeros(shape[1:]))
+            elif kind == "cauchy":
                 u = torch.rand(shape[1:], generator=g).clamp_(1e-6, 1 - 1e-6)
                 draws.append(torch.tan(math.pi * (u - 0.5)))
             else:

@@ -1,0 +1,149 @@
+"""A sweep's jobs trained as batches of agents: which jobs can share one `Trainer`, why the others cannot, and
+running a batch so that every agent's run directory is the one `train.run` would have written.
+
+The Hydra side (job dirs, `.hydra/` files, `JobReturn`s) lives in `hydra_plugins/playground_batched`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from playground.config import PER_AGENT_KEYS, batch_signature
+
+MAX_LISTED_KEYS = 3  # a reason line names at most this many differing keys, then "and N more"
+ABSENT = "(absent)"  # a key one config has and the other lacks
+
+
+def unbatchable_reason(cfg: DictConfig) -> str | None:
+    """Why a job must run alone in its own process, or None when it can join a batch."""
+    if cfg.task.family == "token":
+        return "token tasks run one per process"
+    from playground.envs.torch_classic import TORCH_ENVS
+
+    backend, env_id = cfg.env.backend, cfg.task.env_id
+    if backend == "gymnasium" or (backend == "auto" and env_id not in TORCH_ENVS):
+        return f"env.backend={backend} steps {env_id} with gymnasium on the host (batches need a torch port)"
+    return None
+
+
+def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(node, dict):
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            out.update(_flatten(value, f"{prefix}{key}."))
+        return out if out or not prefix else {prefix[:-1]: {}}
+    return {prefix[:-1]: node}
+
+
+def leaf_values(cfg: DictConfig) -> dict[str, Any]:
+    """The resolved config as `dotted.key -> value` (lists stay whole), without the `hydra` node."""
+    plain = OmegaConf.to_container(cfg, resolve=True)
+    plain.pop("hydra", None)
+    return _flatten(plain)
+
+
+def _structural(leaves: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in leaves.items() if k not in PER_AGENT_KEYS}
+
+
+def config_diff(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """Keys whose values differ between two flattened configs: `(key, value in a, value in b)`, sorted."""
+    keys = sorted(set(a) | set(b))
+    return [(k, a.get(k, ABSENT), b.get(k, ABSENT)) for k in keys if a.get(k, ABSENT) != b.get(k, ABSENT)]
+
+
+def _job_list(job_ids: Sequence[int]) -> str:
+    ids = list(job_ids)
+    if len(ids) > 2 and ids == list(range(ids[0], ids[-1] + 1)):
+        return f"jobs {ids[0]}-{ids[-1]}"
+    return ("job " if len(ids) == 1 else "jobs ") + ", ".join(str(i) for i in ids)
+
+
+@dataclass
+class BatchPlan:
+    """How a sweep's jobs run: `batches` (positions of jobs trained together) and `solo` (position -> reason)."""
+
+    batches: list[list[int]] = field(default_factory=list)
+    solo: dict[int, str] = field(default_factory=dict)
+    lines: list[str] = field(default_factory=list)  # what the launcher prints, one line per batch / solo job
+
+
+def plan_batches(cfgs: Sequence[DictConfig], max_agents: int = 1024, job_ids: Sequence[int] | None = None,
+                 errors: dict[int, str] | None = None) -> BatchPlan:
+    """Group jobs by `config.batch_signature`; jobs alone in their group, or unbatchable, run one by one.
+
+    Args:
+        cfgs: one resolved job config per job (the task config, without `hydra`).
+        max_agents: the largest batch; bigger groups are split into consecutive batches.
+        job_ids: the jobs' numbers in the sweep (for the lines); default `0..n-1`.
+        errors: position -> config error of jobs that cannot run at all (they get a line and no batch).
+
+    Returns:
+        the plan, with one line per batch ("batch of 3 agents (jobs 0-2): differing in ...") and one per job
+        that runs alone ("job 3 runs alone: token tasks run one per process").
+    """
+    job_ids = list(range(len(cfgs))) if job_ids is None else list(job_ids)
+    errors = errors or {}
+    plan = BatchPlan()
+    groups: dict[str, list[int]] = {}
+    for pos, cfg in enumerate(cfgs):
+        if pos in errors:
+            continue
+        reason = unbatchable_reason(cfg)
+        if reason is not None:
+            plan.solo[pos] = reason
+        else:
+            groups.setdefault(batch_signature(cfg), []).append(pos)
+    leaves = {pos: leaf_values(cfgs[pos]) for members in groups.values() for pos in members}
+    ranked = sorted(groups.values(), key=lambda m: (-len(m), m[0]))
+    for members in ranked:
+        if len(members) > 1:
+            for start in range(0, len(members), max_agents):
+                plan.batches.append(members[start:start + max_agents])
+            continue
+        pos = members[0]
+        others = [m for m in ranked if m is not members]
+        if not others:
+            plan.solo[pos] = "no other job in this sweep can be batched with it"
+            continue
+        ref = others[0]
+        diff = config_diff(_structural(leaves[pos]), _structural(leaves[ref[0]]))
+        shown = ", ".join(f"{k} ({mine} vs {theirs})" for k, mine, theirs in diff[:MAX_LISTED_KEYS])
+        if len(diff) > MAX_LISTED_KEYS:
+            shown += f" and {len(diff) - MAX_LISTED_KEYS} more"
+        what = "the batch of " + _job_list([job_ids[m] for m in ref]) if len(ref) > 1 else _job_list([job_ids[ref[0]]])
+        plan.solo[pos] = f"differs from {what} in {shown}"
+    for batch in plan.batches:
+        differing = sorted({key for pos in batch[1:] for key, _, _ in config_diff(leaves[batch[0]], leaves[pos])})
+        agents = "1 agent" if len(batch) == 1 else f"{len(batch)} agents"
+        plan.lines.append(f"batch of {agents} ({_job_list([job_ids[p] for p in batch])}): "
+                          + (f"differing in {', '.join(differing)}" if differing else "identical configs"))
+    for pos in sorted(plan.solo):
+        plan.lines.append(f"job {job_ids[pos]} runs alone: {plan.solo[pos]}")
+    for pos in sorted(errors):
+        plan.lines.append(f"job {job_ids[pos]}: error: {errors[pos]}")
+    return plan
+
+
+def train_batch(cfgs: Sequence[DictConfig], run_dirs: Sequence[str | Path],
+                overrides: Sequence[Sequence[str]]) -> list[str]:
+    """Train configs that share a batch signature as K agents of one `Trainer`; returns each agent's status.
+
+    Every agent's run dir gets what `train.run` writes for a solo run: `run.json` (with the job's overrides and
+    rerun command), `metrics.jsonl`, `.hydra/config.yaml` (unless the launcher wrote it) and `findings.json`.
+    """
+    from playground.train import prepare, rerun_command, write_findings
+    from playground.trainer import Trainer
+
+    devices = [prepare(cfg) for cfg in cfgs]  # validates every job before any compute
+    extras = [{"overrides": list(o), "command": rerun_command(o), "device": str(devices[0])} for o in overrides]
+    trainer = Trainer(list(cfgs), list(run_dirs), devices[0], extra_infos=extras)
+    statuses = trainer.fit()
+    for run_dir in run_dirs:
+        write_findings(run_dir)
+    return statuses

@@ -1,0 +1,203 @@
+"""Batched agents: which sweep jobs share a Trainer, and whether a batched agent trains as it would alone.
+
+Batched and solo runs agree within float tolerance, not bit for bit: `baddbmm` over K agents rounds the last
+bits differently from K = 1 (~1e-8 relative at step 1, at most ~2e-4 after 10 steps here). Training amplifies
+such differences (a ratio that rounds across the clip boundary flips a token), so the runs stay short.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from playground.batched import config_diff, leaf_values, plan_batches, train_batch, unbatchable_reason
+from playground.train import compose
+
+ROOT = Path(__file__).resolve().parents[1]
+# A small CartPole run: 8 envs × 16 steps, 2 mini-batches of 64 × 2 epochs, 10 steps, 10 eval episodes.
+SMALL = ["task=cartpole", "trainer.logger=[]", "trainer.progress_bar=false", "env.num_envs=8", "env.rollout_length=16",
+         "actor_rollout_ref.actor.ppo_mini_batch_size=64", "actor_rollout_ref.actor.ppo_epochs=2",
+         "trainer.total_training_steps=10", "env.eval_episodes=10"]
+LR, CLIP, SEED = "actor_rollout_ref.actor.optim.lr", "actor_rollout_ref.actor.clip_ratio", "trainer.seed"
+AGENTS = [[f"{LR}=1e-3", f"{SEED}=1"], [f"{LR}=2e-3", f"{CLIP}=0.1", f"{SEED}=2"],
+          [f"{LR}=3e-3", f"{CLIP}=0.3", f"{SEED}=3"]]
+# reward × 1e30 overflows the value loss to inf at once: the critic's gradient is non-finite every step.
+EXPLODING = ["reward.scale=1e30", f"{SEED}=2"]
+UNTIMED = ("timing_s/", "timing_per_token_ms/", "perf/")  # wall-clock and memory: differ between any two runs
+RUN_INFO_VOLATILE = ("start_time", "end_time", "agent")
+# A ratio within rounding of 1 ± clip can land on either side: a clip fraction may differ by a token or two.
+FRACTION_TOL = {"actor/pg_clipfrac": 2 / 512, "actor/pg_clipfrac_lower": 2 / 512, "critic/vf_clipfrac": 2 / 512}
+
+
+def _train(agents: list[list[str]], root: Path) -> tuple[list[str], list[Path]]:
+    """Train the given override lists as one batch (K = len(agents)) into `root/agent<k>`."""
+    cfgs = [compose([*SMALL, *o]) for o in agents]
+    dirs = [root / f"agent{k}" for k in range(len(agents))]
+    return train_batch(cfgs, dirs, [[*SMALL, *o] for o in agents]), dirs
+
+
+def _metrics(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def _assert_same_metrics(solo: list[dict], batched: list[dict], rel: float = 1e-3, abs_: float = 1e-5) -> None:
+    assert len(solo) == len(batched)
+    for a, b in zip(solo, batched):
+        assert {k for k in a if not k.startswith(UNTIMED)} == {k for k in b if not k.startswith(UNTIMED)}
+        for key, value in a.items():
+            if key.startswith(UNTIMED):
+                continue
+            other = b[key]
+            if isinstance(value, str) or isinstance(other, str):  # "NaN" / "Infinity" are written as strings
+                assert value == other, (a["training/global_step"], key)
+            else:
+                tol = FRACTION_TOL.get(key, abs_)
+                assert math.isclose(value, other, rel_tol=rel, abs_tol=tol), (a["training/global_step"], key,
+                                                                              value, other)
+
+
+@pytest.fixture(scope="module")
+def solo_runs(tmp_path_factory) -> dict[int, Path]:
+    """Each agent of `AGENTS` trained alone (K = 1), as `python -m playground.train` would."""
+    root = tmp_path_factory.mktemp("solo")
+    return {k: _train([agents], root / str(k))[1][0] for k, agents in enumerate(AGENTS)}
+
+
+# ---- planning -------------------------------------------------------------------------------------------------
+def test_plan_batches_jobs_that_share_shapes_and_says_why_another_runs_alone():
+    cfgs = [compose([*SMALL, f"{LR}=1e-3"]), compose([*SMALL, f"{LR}=2e-3", f"{SEED}=7"]),
+            compose([*SMALL, "env.num_envs=16"])]
+    plan = plan_batches(cfgs, job_ids=[4, 5, 6])
+    assert plan.batches == [[0, 1]]
+    assert plan.solo == {2: "differs from the batch of jobs 4, 5 in env.num_envs (16 vs 8)"}
+    assert plan.lines == ["batch of 2 agents (jobs 4, 5): differing in actor_rollout_ref.actor.optim.lr, "
+                          "trainer.seed",
+                          "job 6 runs alone: differs from the batch of jobs 4, 5 in env.num_envs (16 vs 8)"]
+
+
+def test_plan_splits_groups_larger_than_max_agents():
+    cfgs = [compose([*SMALL, f"{SEED}={s}"]) for s in range(5)]
+    plan = plan_batches(cfgs, max_agents=2)
+    assert plan.batches == [[0, 1], [2, 3], [4]]
+    assert plan.lines[0] == "batch of 2 agents (jobs 0, 1): differing in trainer.seed"
+    assert plan.lines[2] == "batch of 1 agent (job 4): identical configs"
+
+
+def test_token_tasks_and_gymnasium_envs_run_alone():
+    token, probe, cartpole = compose(["task=reverse"]), compose(["task=probe1"]), compose(["task=cartpole"])
+    assert unbatchable_reason(token) == "token tasks run one per process"
+    assert unbatchable_reason(probe) == ("env.backend=gymnasium steps playground/Probe1-v0 with gymnasium on the "
+                                         "host (batches need a torch port)")
+    assert unbatchable_reason(cartpole) is None
+    plan = plan_batches([cartpole, token, compose(["task=reverse", f"{LR}=1e-4"])])
+    assert plan.batches == [] and plan.solo[1] == plan.solo[2] == "token tasks run one per process"
+    assert plan.solo[0] == "no other job in this sweep can be batched with it"
+
+
+def test_jobs_with_config_errors_get_a_line_and_no_batch():
+    cfgs = [compose(SMALL), compose(SMALL)]
+    plan = plan_batches(cfgs, errors={1: f"{CLIP}=1.5 is out of range: allowed in (0, 1)"})
+    assert plan.batches == [] and plan.solo == {0: "no other job in this sweep can be batched with it"}
+    assert plan.lines[-1] == f"job 1: error: {CLIP}=1.5 is out of range: allowed in (0, 1)"
+
+
+def test_config_diff_lists_changed_added_and_removed_keys():
+    a, b = {"x": 1, "y": [1, 2], "z": 3}, {"x": 1, "y": [1, 3], "w": 0}
+    assert config_diff(a, b) == [("w", "(absent)", 0), ("y", [1, 2], [1, 3]), ("z", 3, "(absent)")]
+    assert leaf_values(compose(SMALL))["env.num_envs"] == 8
+
+
+# ---- training --------------------------------------------------------------------------------------------------
+def test_batched_agents_match_their_solo_runs(tmp_path, solo_runs):
+    statuses, dirs = _train(AGENTS, tmp_path)
+    assert statuses == ["finished"] * 3
+    for k, run_dir in enumerate(dirs):
+        _assert_same_metrics(_metrics(solo_runs[k]), _metrics(run_dir))
+        solo_info = json.loads((solo_runs[k] / "run.json").read_text())
+        info = json.loads((run_dir / "run.json").read_text())
+        assert {key: v for key, v in info.items() if key not in RUN_INFO_VOLATILE} == \
+            {key: v for key, v in solo_info.items() if key not in RUN_INFO_VOLATILE}
+        assert info["command"].startswith("python -m playground.train task=cartpole")
+        assert (run_dir / "findings.json").is_file() and (run_dir / ".hydra" / "config.yaml").is_file()
+
+
+def test_an_exploding_agent_stops_alone(tmp_path, solo_runs):
+    statuses, dirs = _train([AGENTS[0], EXPLODING, AGENTS[2]], tmp_path)
+    assert statuses == ["finished", "diverged", "finished"]
+    info = json.loads((dirs[1] / "run.json").read_text())
+    assert info["status"] == "diverged" and info["error"] == "losses stayed non-finite for 3 steps"
+    assert len(_metrics(dirs[1])) == 3  # diverge_patience = 3 non-finite steps, then it stops
+    for k in (0, 2):
+        _assert_same_metrics(_metrics(solo_runs[k]), _metrics(dirs[k]))
+
+
+def test_an_exploding_agent_leaves_the_others_bit_identical(tmp_path):
+    _, calm = _train(AGENTS, tmp_path / "calm")
+    _, wild = _train([AGENTS[0], EXPLODING, AGENTS[2]], tmp_path / "wild")
+    for k in (0, 2):
+        strip = lambda rs: [{key: v for key, v in r.items() if not key.startswith(UNTIMED)} for r in rs]  # noqa: E731
+        assert strip(_metrics(calm[k])) == strip(_metrics(wild[k]))
+
+
+STEPS = "trainer.total_training_steps"
+
+
+WD, ENT = "actor_rollout_ref.actor.optim.weight_decay", "actor_rollout_ref.actor.entropy_coeff"
+PAIRS = [  # (id, agent 1's overrides, agent 2's)
+    ("gamma", ["algorithm.gamma=0.99"], ["algorithm.gamma=0.9"]),
+    ("grad_clip", ["actor_rollout_ref.actor.grad_clip=null"], ["actor_rollout_ref.actor.grad_clip=0.5"]),
+    ("critic_lr", ["critic.optim.lr=1e-3"], ["critic.optim.lr=5e-3"]),
+    ("total_steps", [f"{STEPS}=3", "trainer.test_freq=-1"], [f"{STEPS}=5", "trainer.test_freq=-1"]),
+    ("total_steps_validated", [f"{STEPS}=3", "trainer.test_freq=2"], [f"{STEPS}=5", "trainer.test_freq=2"]),
+    ("weight_decay", [f"{WD}=0.0"], [f"{WD}=0.5"]),
+    ("reward_noise", ["reward.noise_std=0.0"], ["reward.noise_std=0.5"]),
+    ("entropy_coeff", [f"{ENT}=0.0", f"{LR}=2e-2"], [f"{ENT}=0.01", f"{LR}=2e-2"]),
+]
+
+
+@pytest.mark.parametrize("first, second", [pytest.param(a, b, id=name) for name, a, b in PAIRS])
+def test_each_per_agent_key_stays_per_agent(tmp_path, first, second):
+    agents = [[*o, f"{SEED}={s}"] for s, o in enumerate((first, second), 1)]
+    agents = [a if any(o.startswith(STEPS) for o in a) else [*a, f"{STEPS}=4"] for a in agents]
+    _, dirs = _train(agents, tmp_path / "batch")
+    for k, agent in enumerate(agents):
+        _, (solo,) = _train([agent], tmp_path / f"solo{k}")
+        _assert_same_metrics(_metrics(solo), _metrics(dirs[k]))
+
+
+# ---- through Hydra ---------------------------------------------------------------------------------------------
+def _sweep(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "playground.train", "-m", "hydra/launcher=batched", "task=cartpole",
+                           "trainer.logger=[]", f"hydra.sweep.dir={tmp_path}", *overrides],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_a_sweep_trains_as_one_batch_through_the_hydra_entry_point(tmp_path):
+    out = _sweep(tmp_path, f"{LR}=1e-3,2e-3", "trainer.total_training_steps=3")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert f"batch of 2 agents (jobs 0, 1): differing in {LR}" in out.stdout
+    for job, lr in ((0, "0.001"), (1, "0.002")):
+        run_dir = tmp_path / str(job)
+        info = json.loads((run_dir / "run.json").read_text())
+        assert info["status"] == "finished" and f"{LR}={lr}" in info["overrides"]
+        assert [r["training/global_step"] for r in _metrics(run_dir)] == [1, 2, 3]
+        for name in ("findings.json", ".hydra/config.yaml", ".hydra/hydra.yaml", ".hydra/overrides.yaml", "train.log"):
+            assert (run_dir / name).is_file(), name
+
+
+def test_jobs_that_differ_in_shape_fall_back_to_one_by_one(tmp_path):
+    out = _sweep(tmp_path, "env.num_envs=8,16", "trainer.total_training_steps=2", "trainer.progress_bar=false",
+                 "env.eval_episodes=5")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "job 0 runs alone: differs from job 1 in env.num_envs (8 vs 16)" in out.stdout
+    assert "job 1 runs alone: differs from job 0 in env.num_envs (16 vs 8)" in out.stdout
+    for job in (0, 1):
+        info = json.loads((tmp_path / str(job) / "run.json").read_text())
+        assert info["status"] == "finished" and info["agent"] is None  # trained by the ordinary path
