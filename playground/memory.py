@@ -75,7 +75,7 @@ class MemoryGuard:
                               f"trainer.memory_limit_gb={min(x for x in self.limits if x is not None)}")
 
     def metrics(self) -> dict[str, float]:
-        """verl's memory keys: CUDA allocator peaks on GPU, process memory on CPU (GiB)."""
+        """verl's memory keys: CUDA allocator peaks on GPU; on CPU the run's peak growth and the process's peak (GiB)."""
         rss = _rss()
         self.peak_growth = max(self.peak_growth, rss - self.baseline)
         if self.cuda:
@@ -84,8 +84,10 @@ class MemoryGuard:
                 "perf/max_memory_reserved_gb": torch.cuda.max_memory_reserved(self.device) / GIB,
                 "perf/cpu_memory_used_gb": rss / GIB,
             }
+        # On CPU, "allocated" is what the run itself allocated: the peak growth of resident memory since it
+        # started (what trainer.memory_limit_gb caps); "reserved" is the whole process's peak.
         return {
-            "perf/max_memory_allocated_gb": (self.baseline + self.peak_growth) / GIB,
+            "perf/max_memory_allocated_gb": self.peak_growth / GIB,
             "perf/max_memory_reserved_gb": _peak_rss() / GIB,
             "perf/cpu_memory_used_gb": rss / GIB,
         }

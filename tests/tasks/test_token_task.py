@@ -65,3 +65,12 @@ def test_healthy_reverse_lifts_accuracy(train_run):
     info = read_run_info(run_dir)
     assert records[-1]["val/accuracy"] >= 0.9 > records[0]["val/accuracy"], info
     assert info["stop_reason"].startswith("stop_on_score")
+
+
+def test_rloo_and_every_loss_agg_mode_run_through_the_shared_update(train_run):
+    for mode in ("seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"):
+        _, run_dir = train_run(["task=reverse", "trainer.total_training_steps=1", "trainer.test_freq=-1",
+                                "trainer.val_before_train=false", "algorithm.adv_estimator=rloo",
+                                f"actor_rollout_ref.actor.loss_agg_mode={mode}"])
+        step = _records(run_dir)[0]
+        assert step["actor/pg_loss"] == step["actor/pg_loss"] and "critic/vf_loss" not in step  # finite, no critic
