@@ -199,12 +199,15 @@ FIXES: dict[str, dict[str, list[tuple[str, str, str | None]]]] = {
     "grad_clip_saturation": {"*": [("actor_rollout_ref.actor.optim.lr", "/3", None)]},
     "no_learning_signal": {"token": [("reward.partial_credit", "=True", None)]},  # shape the reward
     "unstable_policy_loss": {"gym": [("env.num_envs", "*2", None)],
-                             "*": [("data.train_batch_size", "*2", None)]},
+                             "*": [("data.train_batch_size", "*2", None),
+                                   ("actor_rollout_ref.actor.ppo_mini_batch_size", "*2", None)]},
     "advantage_not_normalized": {"gym": [("algorithm.norm_adv", "=True", None)],
                                  "token": [("algorithm.norm_adv", "=True", None)]},
     "reward_variance_too_large": {"gym": [("reward.noise_std", "=0.0", None)],
                                   "token": [("reward.noise_std", "=0.0", None)]},
-    "kl_drift": {"*": [("actor_rollout_ref.actor.kl_loss_coef", "raise:0.01", None)]},
+    # measured on the tiny GPT: 0.01 and 0.1 only delay the drift (KL 0.2 at 60 and 0.56 at 150 steps); 0.5 holds
+    # it under 0.05 (at the price of reward: the policy stays near its base)
+    "kl_drift": {"*": [("actor_rollout_ref.actor.kl_loss_coef", "raise:0.5", None)]},
     "response_truncation": {"*": [("data.max_response_length", "*2", None)]},
     "prompt_truncation": {"*": [("data.max_prompt_length", "*2", None)]},
     "out_of_memory": {"*": [("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "/2",

@@ -58,12 +58,12 @@ class EpisodeWindow:
         self.score, self.rewards, self.length, self.success = (deque(maxlen=size) for _ in range(4))
         self.completed = 0
 
-    def add(self, score: float, rewards: float, length: int, success: bool) -> None:
-        self.score.append(score)
-        self.rewards.append(rewards)
-        self.length.append(length)
-        self.success.append(success)
-        self.completed += 1
+    def extend(self, score: list, rewards: list, length: list, success: list) -> None:
+        self.score.extend(score)
+        self.rewards.extend(rewards)
+        self.length.extend(length)
+        self.success.extend(bool(s) for s in success)
+        self.completed += len(score)
 
 
 class GymTask:
@@ -251,21 +251,27 @@ class GymTask:
         score, rewards = to_np(batch["scores"]), to_np(batch["token_level_rewards"])
         valid, done = to_np(batch["response_mask"]) > 0, to_np(batch["terminated"] | batch["truncated"])
         terminated = to_np(batch["terminated"])
+        by_return = self.cfg.task.success == "return"
+        ended_parts = []  # per time step: (agents, score, rewards, length, success) of the episodes that ended
         for t in range(t_len):
             v = valid[:, :, t]
             self.ep_score += np.where(v, score[:, :, t], 0.0)
             self.ep_rewards += np.where(v, rewards[:, :, t], 0.0)
             self.ep_length += v
             ended = done[:, :, t] & v
-            for agent, env in zip(*np.nonzero(ended)):
-                ret = float(self.ep_score[agent, env])
-                success = ret >= self.success_return if self.cfg.task.success == "return" \
-                    else bool(terminated[agent, env, t])
-                self.windows[agent].add(ret, float(self.ep_rewards[agent, env]), int(self.ep_length[agent, env]),
-                                        success)
-            self.ep_score[ended] = 0.0
-            self.ep_rewards[ended] = 0.0
-            self.ep_length[ended] = 0
+            if ended.any():
+                agents, _ = np.nonzero(ended)
+                ret = self.ep_score[ended]
+                success = ret >= self.success_return if by_return else terminated[:, :, t][ended]
+                ended_parts.append((agents, ret, self.ep_rewards[ended], self.ep_length[ended], success))
+                self.ep_score[ended] = 0.0
+                self.ep_rewards[ended] = 0.0
+                self.ep_length[ended] = 0
+        if ended_parts:  # in completion order, time-major, as episodes are reported by CleanRL and SB3
+            agents, *fields = (np.concatenate(column) for column in zip(*ended_parts))
+            for agent in np.unique(agents):
+                mine = agents == agent
+                self.windows[agent].extend(*(f[mine].tolist() for f in fields))
 
     def episode_metrics(self, agent: int) -> dict[str, float]:
         """`critic/score/*`, `critic/rewards/*`, `episode/*` over the window; absent before any episode ends."""
