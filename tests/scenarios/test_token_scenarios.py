@@ -1,0 +1,79 @@
+"""Every failure scenario of the token tasks reproduces its finding, and the catalogue's fix clears it.
+
+CI runs each scenario once (seed 1), stopped as soon as its finding appears (`trainer.stop_on_finding`), and the
+healthy run once; the other seeds and the fix runs are `slow` (`make test-all`).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from playground.diagnose.catalogue import SCENARIO_IDS, severity
+from playground.runs import read_run_info
+from playground.train import compose
+
+TASK = "reverse"
+SCENARIOS = [s for s in compose([f"task={TASK}"]).task.scenarios if s != "healthy"]
+
+
+def _findings(run_dir) -> list[dict]:
+    return json.loads((run_dir / "findings.json").read_text())["findings"]
+
+
+def _shows(run_dir, finding_id: str) -> bool:
+    info = read_run_info(run_dir)
+    if finding_id == "out_of_memory" and info["status"] == "oom":
+        return True
+    return any(f["id"] == finding_id for f in _findings(run_dir))
+
+
+def test_every_token_scenario_is_a_catalogue_id():
+    assert set(SCENARIOS) <= set(SCENARIO_IDS)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_scenario_reaches_its_signature(scenario, train_run):
+    _, run_dir = train_run([f"task={TASK}", f"scenario={scenario}", f"trainer.stop_on_finding={scenario}"])
+    info = read_run_info(run_dir)
+    assert _shows(run_dir, scenario), (info, [f["id"] for f in _findings(run_dir)])
+    if scenario != "out_of_memory":
+        assert info["stop_reason"] == f"stop_on_finding: {scenario} found"
+
+
+def test_healthy_shows_no_warning(train_run):
+    _, run_dir = train_run([f"task={TASK}"])
+    bad = [(f["id"], f["first_step"]) for f in _findings(run_dir) if severity(f["id"]) != "info"]
+    assert bad == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [2, 3])
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_scenario_on_other_seeds(scenario, seed, train_run):
+    _, run_dir = train_run([f"task={TASK}", f"scenario={scenario}", f"trainer.seed={seed}",
+                            f"trainer.stop_on_finding={scenario}"])
+    assert _shows(run_dir, scenario)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [2, 3])
+def test_healthy_on_other_seeds(seed, train_run):
+    _, run_dir = train_run([f"task={TASK}", f"trainer.seed={seed}"])
+    assert [f["id"] for f in _findings(run_dir) if severity(f["id"]) != "info"] == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_catalogue_fix_clears_the_finding(scenario, train_run):
+    _, run_dir = train_run([f"task={TASK}", f"scenario={scenario}"])
+    fixes = [f["fix"] for f in _findings(run_dir) if f["id"] == scenario]
+    fix = fixes[0] if fixes else ""
+    if scenario == "out_of_memory" and not fix:
+        from playground.diagnose.catalogue import render_fix
+
+        fix = render_fix(scenario, "token", compose([f"task={TASK}", f"scenario={scenario}"]))
+    assert fix, f"the catalogue names no fix for {scenario}"
+    _, fixed = train_run([f"task={TASK}", f"scenario={scenario}", *fix.split()])
+    assert not _shows(fixed, scenario), fix
