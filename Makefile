@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 # One torch thread: on a shared 2-core machine two threads are slower and not reproducible.
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: setup play demo explorer test test-all bench lint gpu-check wheelhouse workshop clean
+.PHONY: setup play demo explorer test test-all bench lint gpu-check wheelhouse offline-setup workshop workshop-verify clean
 
 setup: $(STAMP)
 
@@ -38,12 +38,27 @@ lint: setup
 gpu-check: setup
 	$(PY) -m benchmarks.gpu_check
 
+# Every wheel the project needs, for laptops with no network (build it on the same OS, CPU and Python as they have).
+# torch comes first from its own index (TORCH may name one); the rest from PyPI, with that torch found in wheelhouse/.
 wheelhouse: setup
-	$(PY) -m pip wheel --quiet --wheel-dir wheelhouse $(TORCH) -e ".[dev]"
-	@echo "wheels in ./wheelhouse; install offline: pip install --no-index --find-links wheelhouse $(TORCH) -e '.[dev]'"
+	$(PY) -m pip wheel --quiet --wheel-dir wheelhouse $(TORCH)
+	$(PY) -m pip wheel --quiet --wheel-dir wheelhouse --find-links wheelhouse ".[dev]" "setuptools>=68" wheel pip
+	@echo "wheels in ./wheelhouse; copy the checkout with it to each laptop and run: make offline-setup"
 
+# Install from wheelhouse/ alone (no index, no network); afterwards every other target uses this .venv as is.
+offline-setup:
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --no-index --find-links wheelhouse --upgrade pip
+	$(PY) -m pip install --quiet --no-index --find-links wheelhouse "$(firstword $(TORCH))" -e ".[dev]"
+	touch $(STAMP)
+
+# Every exercise's mystery run, ready in outputs/workshop/ before the session (slow laptops).
 workshop: setup
 	$(PY) -m playground.exercise prepare
+
+# Instructors: every exercise still shows its failure and its reference fix still passes (a few minutes).
+workshop-verify: setup
+	$(PY) -m playground.exercise verify
 
 clean:
 	rm -rf $(VENV) outputs multirun .pytest_cache .ruff_cache *.egg-info

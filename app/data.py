@@ -302,7 +302,18 @@ def read_log_path(text: str) -> tuple[LogRead | None, str | None]:
         return None, "err_outside"
     if not path.exists():
         return None, "err_missing"
+    if _in_unsolved_mystery(path):
+        return None, "err_mystery"
     return _read_any(str(path), _stamp(path)), None
+
+
+def _in_unsolved_mystery(path: Path) -> bool:
+    """A workshop mystery run stays undiagnosed everywhere until `playground.exercise check` accepts its diagnosis."""
+    for folder in (path, *path.parents):
+        info = read_run_info(folder) if (folder / "run.json").is_file() else None
+        if info is not None:
+            return bool(info.get("mystery")) and not info.get("solved")
+    return False
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
@@ -315,4 +326,26 @@ def read_log_text(text: str, name: str) -> LogRead:
             log = read_metrics_jsonl(path)
         return LogRead(records=log.records, problems=log.problems, source=name, kind=log.kind)
     return parse_verl_text(text, name=name)
+
+
+# ---- workshop ----
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def _exercises(root: str) -> list[dict[str, Any]]:
+    from playground.exercise import load_all, public_view
+
+    return [public_view(ex, Path(root)) for ex in load_all()]
+
+
+def exercises() -> list[dict[str, Any]]:
+    """The workshop's exercises as participants see them (`playground.exercise.public_view`: no answers)."""
+    from playground.exercise import workshop_root
+
+    return _exercises(str(workshop_root()))
+
+
+def run_row(run: str) -> pd.DataFrame:
+    """One run dir as a one-row runs table, for a run outside the configured roots (a workshop run)."""
+    path = Path(run)
+    return pd.DataFrame([_run_row(path, path.parent.parent, [])], columns=RUN_COLUMNS)
 

@@ -18,6 +18,7 @@ PAGES = [
     ("views/samples.py", "nav_samples", "samples", ":material/chat:"),
     ("views/external.py", "nav_external", "external", ":material/upload_file:"),
     ("views/glossary.py", "nav_glossary", "glossary", ":material/menu_book:"),
+    ("views/workshop.py", "nav_workshop", "workshop", ":material/school:"),
 ]
 
 

@@ -22,7 +22,7 @@ STATUS_ICON = {"running": "▶", "finished": "✓", "diverged": "✗", "oom": "�
 LIVE_S = 2.0  # a running run's charts refresh this often
 # Widgets whose option labels are translated. The browser keeps a choice as its label, so after a language
 # switch these are set again (same value), which makes Streamlit send the new label.
-TRANSLATED_KEYS = ("x_mode", "sort_by", "panel_choice", "external_choice", "color_by", "g_group")
+TRANSLATED_KEYS = ("x_mode", "sort_by", "panel_choice", "external_choice", "color_by", "g_group", "workshop_exercise")
 DEFAULT_SMOOTHING = 0.6  # TensorBoard's default
 
 # Every UI string: key -> (English, Chinese). Metric text is not here (it comes from playground's glossary).
@@ -50,7 +50,9 @@ STRINGS: dict[str, tuple[str, str]] = {
         "{path} is outside the folders this app may read (its runs folders and the working directory).",
         "{path} 不在本应用可读取的目录内（运行目录和当前工作目录）。",
     ),
-    "err_missing": ("Nothing at {path}.", "{path} 不存在。"), "status_running": ("running", "运行中"),
+    "err_missing": ("Nothing at {path}.", "{path} 不存在。"),
+    "err_mystery": ("{path} belongs to a workshop mystery run: it stays undiagnosed until the exercise is solved.",
+                    "{path} 属于工作坊谜题运行：在练习被解出之前不提供诊断。"), "status_running": ("running", "运行中"),
     "status_finished": ("finished", "已完成"), "status_diverged": ("diverged", "发散"),
     "status_oom": ("out of memory", "内存溢出"), "status_failed": ("failed", "失败"),
     "status_interrupted": ("interrupted", "已中断"), "status_unknown": ("unknown", "未知"),
@@ -130,10 +132,11 @@ STRINGS: dict[str, tuple[str, str]] = {
         "没有 findings.json，且诊断引擎不可用。",
     ),
     "mystery_hidden": (
-        "A mystery run: its scenario and findings stay hidden until you reveal them.",
-        "谜题运行：场景和诊断结果在揭晓前隐藏。",
+        "A workshop mystery run: its scenario and findings stay hidden until `python -m playground.exercise check` "
+        "accepts your diagnosis. Read its metrics on the Panels and Workshop pages.",
+        "工作坊谜题运行：在 `python -m playground.exercise check` 接受你的诊断之前，它的场景和诊断结果保持隐藏。"
+        "请在「面板」和「工作坊」页面阅读它的指标。",
     ),
-    "reveal": ("Reveal the findings", "揭晓诊断"),
     "no_findings": ("No findings: nothing looks wrong.", "没有发现问题。"),
     "finding_steps": ("steps {first}–{last}", "第 {first}–{last} 步"),
     "fix_caption": (
@@ -186,6 +189,32 @@ STRINGS: dict[str, tuple[str, str]] = {
     "g_pattern": ("trend", "趋势"), "g_meaning": ("meaning", "含义"), "g_cause": ("cause", "原因"),
     "g_action": ("action", "建议"), "g_example": ("Example", "示例"),
     "g_fix": ("Fix (Hydra overrides)", "修复（Hydra 覆盖参数）"), "g_section": ("Metrics guide", "指标指南"),
+    "nav_workshop": ("Workshop", "工作坊"), "workshop_title": ("Workshop", "工作坊"),
+    "workshop_pick": ("Exercise", "练习"),
+    "no_exercises": ("No exercises found in exercises/.", "exercises/ 中没有练习。"),
+    "workshop_hints": ("Hints", "提示"), "workshop_hint": ("Hint {k}/{n}: {text}", "提示 {k}/{n}：{text}"),
+    "workshop_next_hint": ("Show a hint", "显示一条提示"),
+    "workshop_no_hints": (
+        "No hints left: talk it over with your neighbour or the instructor.",
+        "提示已用完：和旁边的同学或讲师讨论一下。",
+    ),
+    "workshop_not_started": (
+        "This exercise's run has not been started. Run this in a terminal, then come back:",
+        "这道练习的运行还没有开始。在终端里运行下面的命令，然后回到这里：",
+    ),
+    "workshop_hidden": (
+        "Its findings stay hidden until you name the failure. When you know what went wrong:",
+        "在你说出故障之前，它的诊断结果保持隐藏。判断出问题后运行：",
+    ),
+    "workshop_solved": (
+        "Diagnosed: its findings now show here and on every page.",
+        "已诊断：这里和其他页面现在都会显示它的诊断结果。",
+    ),
+    "workshop_show_run": ("Show this run on every page", "在各个页面显示这次运行"),
+    "workshop_outside": (
+        "This run is outside the runs folders; add {path} in the sidebar to pick it on the other pages.",
+        "这次运行不在运行目录中；在侧边栏添加 {path}，即可在其他页面选择它。",
+    ),
 }
 
 

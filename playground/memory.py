@@ -75,7 +75,7 @@ class MemoryGuard:
                               f"trainer.memory_limit_gb={min(x for x in self.limits if x is not None)}")
 
     def metrics(self) -> dict[str, float]:
-        """verl's memory keys: CUDA allocator peaks on GPU; on CPU the run's peak growth and the process's peak (GiB)."""
+        """verl's memory keys: CUDA allocator peaks on GPU; on CPU the run's peak growth, the process's peak (GiB)."""
         rss = _rss()
         self.peak_growth = max(self.peak_growth, rss - self.baseline)
         if self.cuda:

@@ -10,10 +10,6 @@ import sections
 import widgets
 
 
-def _reveal(run: str) -> None:
-    st.session_state.setdefault("revealed", set()).add(run)
-
-
 def render() -> None:
     st.title(widgets.t("diagnosis_title"))
     widgets.show_gone_runs()
@@ -42,9 +38,8 @@ def render() -> None:
         if why and engine is not None:
             st.caption(why)
         return
-    if row["mystery"] and run not in st.session_state.get("revealed", set()):
+    if row["mystery"]:  # a workshop mystery: hidden until `python -m playground.exercise check` accepts a diagnosis
         st.info(widgets.t("mystery_hidden"))
-        st.button(widgets.t("reveal"), on_click=_reveal, args=(run,), key="reveal")
         return
     for problem in report.get("problems", []) or []:
         st.warning(widgets.pick(problem))

@@ -1,0 +1,444 @@
+"""Workshop exercises: `python -m playground.exercise list | ids | start N | hint N | check N --diagnosis ID --fix ..`.
+
+Each folder `exercises/NN_slug/` hands participants a misbehaving run (`mystery.yaml`) to read in the explorer, name
+(a catalogue id) and fix. A fix is accepted when the diagnosis engine finds the fixed run healthy (nothing of severity
+warning or worse) and the task's score reaches the exercise's bar. `prepare` precomputes every mystery run for slow
+laptops; `verify` (instructors) checks that every exercise still reproduces and that its reference fix passes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import math
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from playground.diagnose import catalogue
+from playground.runs import read_findings, read_json, read_metrics_jsonl, read_run_info, write_json_atomic
+
+ROOT = Path(__file__).resolve().parents[1]
+EXERCISES_DIR = ROOT / "exercises"
+WORKSHOP_ENV = "PLAYGROUND_WORKSHOP"  # where the runs go (default outputs/workshop in the checkout)
+PROGRESS = "progress.json"  # per exercise: hints shown, diagnosed, solved
+BAD_SEVERITIES = ("warning", "critical")
+# Keys a fix may not touch: they define the exercise (task, seed, budget, memory cap, base model) or the check itself.
+LOCKED = ("task", "scenario", "sft", "actor_rollout_ref.model", "hydra", "preset", "debug", "sweep", "trainer.seed",
+          "trainer.mystery", "trainer.total_training_steps", "trainer.stop_on_finding", "trainer.stop_on_score",
+          "trainer.memory_limit_gb")
+QUIET = ["trainer.logger=[]"]
+
+
+class ExerciseError(ValueError):
+    """Bad input (unknown exercise or id, an override that does not parse); the message is one line."""
+
+
+@dataclass
+class Exercise:
+    number: int
+    folder: Path
+    id: str  # the folder name, e.g. "01_cartpole_relapse": also the run's folder under the workshop root
+    title: dict[str, str]
+    task: str
+    diagnosis: str  # the catalogue id the participant should name
+    reference_fix: list[str]  # Hydra overrides
+    bar: dict[str, Any]  # {"metric": ..., "value": ...}: the fixed run's last value of metric must reach value
+    steps: dict[str, int]  # training steps for start, check and the shortened test run
+    accepted: list[str] = field(default_factory=list)  # other ids that read the same run correctly
+    stop_at_bar: bool = True  # the check's run ends once the task's score reaches the bar
+    hints: list[dict[str, str]] = field(default_factory=list)  # towards the diagnosis, one at a time
+    fix_hints: list[dict[str, str]] = field(default_factory=list)  # towards a fix, once the diagnosis is right
+    near_misses: dict[str, dict[str, str]] = field(default_factory=dict)  # a tempting wrong id -> why not
+
+    @property
+    def right_ids(self) -> list[str]:
+        return [self.diagnosis, *self.accepted]
+
+    def mystery(self) -> list[str]:
+        """The mystery config's overrides, as `mystery.yaml` lists them."""
+        with open(self.folder / "mystery.yaml", encoding="utf-8") as f:
+            return [str(o) for o in yaml.safe_load(f)["overrides"]]
+
+    def worksheet(self, lang: str) -> str:
+        return (self.folder / f"worksheet.{lang}.md").read_text(encoding="utf-8")
+
+
+def load(folder: Path) -> Exercise:
+    """An exercise from its folder; `exercise.yaml` holds the fields of `Exercise` by name."""
+    with open(folder / "exercise.yaml", encoding="utf-8") as f:
+        meta = {k: v for k, v in yaml.safe_load(f).items() if v is not None}
+    return Exercise(number=int(folder.name[:2]), folder=folder, **meta)
+
+
+def load_all(exercises_dir: Path = EXERCISES_DIR) -> list[Exercise]:
+    folders = sorted(p for p in exercises_dir.glob("[0-9][0-9]_*") if (p / "exercise.yaml").is_file())
+    return [load(p) for p in folders]
+
+
+def find(ref: str, exercises_dir: Path = EXERCISES_DIR) -> Exercise:
+    """An exercise by number ("3", "03") or folder name."""
+    exercises = load_all(exercises_dir)
+    for ex in exercises:
+        if ref in (ex.id, str(ex.number), f"{ex.number:02d}"):
+            return ex
+    raise ExerciseError(f"no exercise {ref!r}: choose one of {[ex.number for ex in exercises]} (see `list`)")
+
+
+def workshop_root() -> Path:
+    return Path(os.environ.get(WORKSHOP_ENV, ROOT / "outputs" / "workshop"))
+
+
+def mystery_dir(ex: Exercise, root: Path | None = None) -> Path:
+    return (root or workshop_root()) / ex.id / "mystery"
+
+
+def public_view(ex: Exercise, root: Path | None = None) -> dict[str, Any]:
+    """What a participant may see of an exercise (the explorer's Workshop page): no diagnosis, no fix."""
+    return {"number": ex.number, "id": ex.id, "title": dict(ex.title), "task": ex.task,
+            "worksheet": {lang: ex.worksheet(lang) for lang in ("en", "zh")}, "hints": list(ex.hints),
+            "run": str(mystery_dir(ex, root).resolve()), "start": f"python -m playground.exercise start {ex.number}",
+            "check": f"python -m playground.exercise check {ex.number} --diagnosis <id> --fix \"<key=value ...>\""}
+
+
+# ---- training --------------------------------------------------------------------------------------------------
+def composed(overrides: list[str], progress_bar: bool = True):
+    """The config `python -m playground.train <overrides>` would run, checked; returns (config, full overrides).
+
+    Raises:
+        ExerciseError: the overrides do not compose or a value is out of range (one line).
+    """
+    from playground.config import ConfigError
+    from playground.train import compose, prepare
+
+    overrides = [*QUIET, f"trainer.progress_bar={str(progress_bar).lower()}", *overrides]
+    try:
+        cfg = compose(overrides)
+        prepare(cfg)
+    except ConfigError as error:
+        raise ExerciseError(f"the fix does not apply: {error}") from None
+    except Exception as error:  # noqa: BLE001 - Hydra: an unknown key or a wrong type, over many lines
+        raise ExerciseError(f"the fix does not apply: {str(error).strip().splitlines()[0]}") from None
+    return cfg, overrides
+
+
+def train(overrides: list[str], run_dir: Path, progress_bar: bool = True, isolated: bool | None = None
+          ) -> tuple[str, float]:
+    """Train `python -m playground.train <overrides>` into a fresh `run_dir`; returns (status, seconds).
+
+    Args:
+        isolated: train in a fresh process (default: when a memory cap is set, since on CPU the cap and
+            `perf/max_memory_allocated_gb` measure the whole process, which earlier runs in it have grown).
+    """
+    from playground.train import run
+
+    cfg, overrides = composed(overrides, progress_bar)
+    shutil.rmtree(run_dir, ignore_errors=True)
+    start = time.perf_counter()
+    if isolated if isolated is not None else cfg.trainer.memory_limit_gb is not None:
+        subprocess.run([sys.executable, "-m", "playground.train", *overrides, f"hydra.run.dir='{run_dir}'"],
+                       cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.DEVNULL,
+                       stderr=None if progress_bar else subprocess.DEVNULL, check=False)
+        status = (read_run_info(run_dir) or {}).get("status", "failed")
+    else:
+        status = run(cfg, run_dir, overrides)
+    return status, time.perf_counter() - start
+
+
+def start(ex: Exercise, root: Path | None = None, steps: int | None = None, stop_on_finding: bool = False,
+          progress_bar: bool = True, isolated: bool | None = None) -> tuple[Path, str, float]:
+    """Run the mystery config into the exercise's known run dir; returns (run dir, status, seconds).
+
+    Args:
+        steps: training steps (default the exercise's `steps.start`). stop_on_finding: end at the expected
+            finding (the tests' shortened run; it names the answer in run.json, so never for participants).
+    """
+    run_dir = mystery_dir(ex, root)
+    extra = [f"trainer.total_training_steps={steps or ex.steps['start']}"]
+    if stop_on_finding:
+        extra.append(f"trainer.stop_on_finding={ex.diagnosis}")
+    status, seconds = train([*ex.mystery(), *extra], run_dir, progress_bar, isolated)
+    if read_progress(ex, root).get("diagnosed"):
+        mark_solved(run_dir)  # a restarted run of a diagnosed exercise stays unhidden
+    return run_dir, status, seconds
+
+
+def mark_solved(run_dir: Path) -> bool:
+    """Set `solved: true` in a mystery run's run.json (the explorer then shows its findings)."""
+    info = read_run_info(run_dir)
+    if info is None:
+        return False
+    write_json_atomic(run_dir / "run.json", {**info, "solved": True})
+    return True
+
+
+# ---- checking --------------------------------------------------------------------------------------------------
+def parse_fix(text: str) -> list[str]:
+    """The participant's `--fix` as Hydra overrides; raises ExerciseError on anything that does not parse or
+    touches a key the exercise fixes (`LOCKED`)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        tokens = shlex.split(text)
+    except ValueError as error:
+        raise ExerciseError(f"the fix does not parse ({error}): write it as key=value pairs") from None
+    parser = OverridesParser.create()
+    for token in tokens:
+        try:
+            override = parser.parse_overrides([token])[0]
+        except Exception:  # noqa: BLE001 - Hydra's parse errors span lines: one line here
+            raise ExerciseError(f"the fix does not parse at {token!r}: write key=value, e.g. "
+                                "actor_rollout_ref.actor.optim.lr=1e-3") from None
+        key = override.key_or_group
+        if not key or override.is_delete():
+            raise ExerciseError(f"the fix does not parse at {token!r}: write key=value")
+        if override.is_sweep_override():
+            raise ExerciseError(f"{token!r} is a sweep: give one value per key")
+        if any(key == k or key.startswith(k + ".") or key.startswith(k + "/") for k in LOCKED):
+            raise ExerciseError(f"{key} is fixed by the exercise: change the training knobs, not the task, seed, "
+                                "budget, memory cap or model")
+    return tokens
+
+
+def last_value(run_dir: Path, metric: str) -> float | None:
+    """The last finite value of `metric` in a run's metrics.jsonl."""
+    values = [r[metric] for r in read_metrics_jsonl(run_dir / "metrics.jsonl").records if metric in r]
+    values = [v for v in values if math.isfinite(v)]
+    return values[-1] if values else None
+
+
+@dataclass
+class Verdict:
+    """A fix run's outcome: how it ended, what the engine still finds, and its score against the bar."""
+
+    status: str
+    error: str | None
+    bad: list[dict]  # findings of severity warning or worse
+    score: float | None
+    bar: float
+
+    @property
+    def reached(self) -> bool:
+        return self.score is not None and self.score >= self.bar
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "finished" and not self.bad and self.reached
+
+
+def judge(ex: Exercise, run_dir: Path) -> Verdict:
+    info = read_run_info(run_dir) or {}
+    findings = (read_findings(run_dir) or {}).get("findings", [])
+    return Verdict(status=info.get("status", "unknown"), error=info.get("error"),
+                   bad=[f for f in findings if f.get("severity") in BAD_SEVERITIES],
+                   score=last_value(run_dir, ex.bar["metric"]), bar=float(ex.bar["value"]))
+
+
+def fix_overrides(ex: Exercise, fix: list[str], steps: int | None = None) -> list[str]:
+    """The check's run: the mystery config, then the participant's fix (later overrides win), then the check's own."""
+    out = [*ex.mystery(), *fix, "trainer.mystery=false", f"trainer.total_training_steps={steps or ex.steps['check']}",
+           f"trainer.stop_on_finding={ex.diagnosis}"]  # the failure coming back ends the run early
+    if ex.stop_at_bar:
+        out.append(f"trainer.stop_on_score={ex.bar['value']}")
+    return out
+
+
+def run_fix(ex: Exercise, fix: list[str], run_dir: Path, steps: int | None = None, progress_bar: bool = True,
+            isolated: bool | None = None) -> Verdict:
+    train(fix_overrides(ex, fix, steps), run_dir, progress_bar, isolated)
+    return judge(ex, run_dir)
+
+
+def read_progress(ex: Exercise, root: Path | None = None) -> dict[str, Any]:
+    return read_json((root or workshop_root()) / ex.id / PROGRESS) or {}
+
+
+def save_progress(ex: Exercise, data: dict[str, Any], root: Path | None = None) -> None:
+    path = (root or workshop_root()) / ex.id / PROGRESS
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, data)
+
+
+def _fmt(value: float | None) -> str:
+    return "—" if value is None else f"{value:.4g}"
+
+
+def _next_hint(ex: Exercise, progress: dict, kind: str, lang: str) -> str:
+    hints = ex.hints if kind == "hints" else ex.fix_hints
+    shown = int(progress.get(kind, 0))
+    if shown >= len(hints):
+        return say("no_hints", lang)
+    progress[kind] = shown + 1
+    return say("hint", lang, k=shown + 1, n=len(hints), text=hints[shown][lang])
+
+
+def check(ex: Exercise, diagnosis: str, fix_text: str | None, root: Path | None = None, lang: str = "en",
+          steps: int | None = None, progress_bar: bool = True) -> tuple[bool, list[str]]:
+    """Check a diagnosis and, when it is right, a fix; returns (everything asked was right, lines to print).
+
+    Raises:
+        ExerciseError: an unknown id, a fix that does not parse or apply, the mystery run still running.
+    """
+    if diagnosis not in catalogue.FAILURE_IDS:
+        raise ExerciseError(f"unknown diagnosis id {diagnosis!r}: one of {', '.join(catalogue.FAILURE_IDS)}")
+    fix = parse_fix(fix_text) if fix_text is not None else None
+    if fix is not None:
+        composed(fix_overrides(ex, fix, steps))  # a fix that does not apply fails before anything is recorded
+    run_dir = mystery_dir(ex, root)
+    if (read_run_info(run_dir) or {}).get("status") == "running":
+        raise ExerciseError(say("running", lang, n=ex.number))
+    progress = read_progress(ex, root)
+    lines = []
+    if diagnosis not in ex.right_ids:
+        lines.append(say("diag_wrong", lang, id=diagnosis))
+        if diagnosis in ex.near_misses:
+            lines.append(ex.near_misses[diagnosis][lang])
+        lines.append(_next_hint(ex, progress, "hints", lang))
+        save_progress(ex, {**progress, "attempts": int(progress.get("attempts", 0)) + 1}, root)
+        return False, lines
+    lines.append(say("diag_right", lang, id=diagnosis, title=catalogue.TITLES[diagnosis][lang]))
+    progress["diagnosed"] = True
+    if mark_solved(run_dir):
+        lines.append(say("unhidden", lang))
+    if fix is None:
+        save_progress(ex, progress, root)
+        return True, [*lines, say("need_fix", lang)]
+    attempt = int(progress.get("fixes", 0)) + 1
+    fix_dir = (root or workshop_root()) / ex.id / f"fix-{attempt}"
+    print(say("fix_running", lang, run=fix_dir), flush=True)
+    verdict = run_fix(ex, fix, fix_dir, steps, progress_bar)
+    progress["fixes"] = attempt
+    if verdict.status != "finished":
+        lines.append(say("status_bad", lang, status=verdict.status, error=verdict.error))
+    ids = ", ".join(f"{f['id']} ({f['severity']}, step {f['first_step']})" for f in verdict.bad)
+    lines.append(say("healthy_bad", lang, ids=ids) if verdict.bad else say("healthy_ok", lang))
+    bar = dict(metric=ex.bar["metric"], value=_fmt(verdict.score), bar=_fmt(verdict.bar))
+    lines.append(say("bar_ok" if verdict.reached else "bar_bad", lang, **bar))
+    if verdict.passed:
+        progress["solved"] = True
+        lines.append(say("solved", lang, run=fix_dir))
+    else:
+        lines.append(_next_hint(ex, progress, "fix_hints", lang))
+    save_progress(ex, progress, root)
+    return verdict.passed, lines
+
+
+@functools.lru_cache(maxsize=1)
+def messages() -> dict[str, dict[str, str]]:
+    with open(EXERCISES_DIR / "messages.yaml", encoding="utf-8") as f:
+        return yaml.safe_load(f)
+
+
+def say(key: str, lang: str, **fields: Any) -> str:
+    return messages()[key][lang].format(**fields)
+
+
+# ---- instructor ------------------------------------------------------------------------------------------------
+def verify(exercises: list[Exercise], root: Path, quick: bool = False) -> list[dict[str, Any]]:
+    """Per exercise: does its mystery run show the expected finding, and does its reference fix pass?
+
+    Args:
+        quick: a shortened mystery run (`steps.test`, ending at the expected finding) instead of the full start.
+    """
+    rows = []
+    for ex in exercises:
+        run_dir, _, seconds = start(ex, root, steps=ex.steps["test"] if quick else None, stop_on_finding=quick,
+                                    progress_bar=False, isolated=True)
+        found = [f["id"] for f in (read_findings(run_dir) or {}).get("findings", [])]
+        verdict = run_fix(ex, ex.reference_fix, root / ex.id / "reference-fix", progress_bar=False, isolated=True)
+        rows.append({"exercise": ex.id, "task": ex.task, "diagnosis": ex.diagnosis, "start_s": round(seconds, 1),
+                     "reproduces": ex.diagnosis in found, "found": found, "fix_passes": verdict.passed,
+                     "fix_bad": [f["id"] for f in verdict.bad], "fix_score": verdict.score, "bar": verdict.bar})
+    return rows
+
+
+# ---- command line ----------------------------------------------------------------------------------------------
+def default_lang() -> str:
+    lang = os.environ.get("PLAYGROUND_LANG") or os.environ.get("LANG", "")
+    return "zh" if lang.lower().startswith("zh") else "en"
+
+
+def _state(ex: Exercise, root: Path) -> str:
+    progress = read_progress(ex, root)
+    if progress.get("solved"):
+        return "solved"
+    if progress.get("diagnosed"):
+        return "diagnosed"
+    info = read_run_info(mystery_dir(ex, root))
+    return info.get("status", "?") if info else "not started"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m playground.exercise", description=__doc__.splitlines()[0])
+    parser.add_argument("--lang", choices=["en", "zh"], default=default_lang())
+    parser.add_argument("--runs", type=Path, default=None, help=f"workshop runs folder (default ${WORKSHOP_ENV} or "
+                        "outputs/workshop)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="the exercises and how far you got")
+    sub.add_parser("ids", help="the failure ids a diagnosis may name")
+    for name, text in (("start", "run an exercise's mystery config"), ("hint", "show the next hint")):
+        sub.add_parser(name, help=text).add_argument("n")
+    chk = sub.add_parser("check", help="check a diagnosis and prove a fix")
+    chk.add_argument("n")
+    chk.add_argument("--diagnosis", required=True, help="a catalogue id, e.g. critic_undertrained")
+    chk.add_argument("--fix", default=None, help='Hydra overrides, e.g. "critic.optim.lr=1e-3"')
+    prep = sub.add_parser("prepare", help="precompute every mystery run (make workshop)")
+    prep.add_argument("--force", action="store_true", help="rerun runs that already finished")
+    ver = sub.add_parser("verify", help="instructors: every exercise reproduces and its reference fix passes")
+    ver.add_argument("--quick", action="store_true", help="shortened mystery runs")
+    ver.add_argument("--only", nargs="*", default=None, help="exercise numbers")
+    args = parser.parse_args(argv)
+    root, lang = args.runs or workshop_root(), args.lang
+    try:
+        if args.command == "list":
+            for ex in load_all():
+                print(f"{ex.number:2d}  {ex.title[lang]:<42} {ex.task:<12} {_state(ex, root)}")
+        elif args.command == "ids":
+            for fid in catalogue.FAILURE_IDS:
+                print(f"{fid:<26} {catalogue.severity(fid):<9} {catalogue.TITLES[fid][lang]}")
+        elif args.command == "start":
+            ex = find(args.n)
+            run_dir, status, seconds = start(ex, root)
+            print(say("started", lang, run=run_dir, seconds=seconds, status=status, n=ex.number))
+        elif args.command == "hint":
+            ex = find(args.n)
+            progress = read_progress(ex, root)
+            print(_next_hint(ex, progress, "hints", lang))
+            save_progress(ex, progress, root)
+        elif args.command == "check":
+            ok, lines = check(find(args.n), args.diagnosis, args.fix, root, lang)
+            print("\n".join(lines))
+            return 0 if ok else 1
+        elif args.command == "prepare":
+            for ex in load_all():
+                done = (read_run_info(mystery_dir(ex, root)) or {}).get("status") not in (None, "running")
+                if done and not args.force:
+                    print(f"{ex.id}: already there (--force reruns it)")
+                    continue
+                run_dir, status, seconds = start(ex, root)
+                print(f"{ex.id}: {status} in {seconds:.0f} s -> {run_dir}")
+        else:
+            exercises = [find(n) for n in args.only] if args.only else load_all()
+            rows = verify(exercises, root.parent / f"{root.name}-verify", args.quick)
+            for r in rows:
+                mark = "ok " if r["reproduces"] and r["fix_passes"] else "BAD"
+                print(f"{mark} {r['exercise']:<28} start {r['start_s']:5.1f} s  found {r['found']}  fix: "
+                      f"{'passes' if r['fix_passes'] else 'FAILS'} ({r['fix_bad'] or 'healthy'}, score "
+                      f"{_fmt(r['fix_score'])} vs bar {_fmt(r['bar'])})")
+            return 0 if all(r["reproduces"] and r["fix_passes"] for r in rows) else 1
+    except ExerciseError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

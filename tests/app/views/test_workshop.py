@@ -1,0 +1,109 @@
+"""Tests for `app/views/workshop.py`: the worksheet beside the run, hints one at a time, and a mystery run that gives
+nothing away on any page until `playground.exercise.check` accepts its diagnosis."""
+
+from __future__ import annotations
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from playground.exercise import check, find
+
+from app_helpers import ENTRY, charts_of, show, texts
+from fake_runs import finding, write_run
+
+EX = "01_cartpole_relapse"
+ANSWER = "lr_too_high"
+
+
+@pytest.fixture
+def workshop(tmp_path, monkeypatch):
+    """A workshop root under the only runs folder (no other runs: no other run may name the answer)."""
+    root = tmp_path / "outputs" / "workshop"
+    root.mkdir(parents=True)
+    monkeypatch.setenv("PLAYGROUND_RUNS", str(tmp_path / "outputs"))
+    monkeypatch.setenv("PLAYGROUND_WORKSHOP", str(root))
+    return root
+
+
+@pytest.fixture
+def app(workshop):
+    return AppTest.from_file(ENTRY, default_timeout=60)
+
+
+def _mystery(root, **info):
+    return write_run(root / EX / "mystery", scenario="mystery", mystery=True, unstable=True, seed=7,
+                     findings=[finding(ANSWER, "warning", 5, 60, "actor_rollout_ref.actor.optim.lr=0.005")],
+                     overrides=["task=cartpole", "scenario=mystery", "trainer.mystery=true",
+                                "actor_rollout_ref.actor.optim.lr=0.05"], extra_info=info or None)
+
+
+def _workshop(app):
+    return app.run().switch_page("views/workshop.py").run()
+
+
+def everything(at) -> str:
+    """All the text a participant can see: messages, code, tables and the options of every picker."""
+    parts = [texts(at), *(c.value for c in at.code)]
+    parts += [df.value.to_string() for df in at.dataframe]
+    for kind in ("selectbox", "multiselect"):
+        parts += [" ".join(map(str, w.options)) for w in getattr(at, kind)]
+    return "\n".join(parts)
+
+
+def test_worksheet_in_both_languages_and_the_start_command(app, workshop):
+    at = _workshop(app)
+    assert not at.exception
+    assert at.title[0].value == "Workshop"
+    assert "The story" in texts(at) and "The pole that keeps falling again" in texts(at)
+    assert "python -m playground.exercise start 1" in [c.value for c in at.code]
+    at.radio(key="lang").set_value("zh").run()
+    assert at.title[0].value == "工作坊" and "背景" in texts(at)
+    at.selectbox(key="workshop_exercise").set_value(7).run()
+    assert "更有创意的回答" in texts(at)
+
+
+def test_hints_are_revealed_one_at_a_time(app, workshop):
+    at = _workshop(app)
+    assert "Hint 1/3" not in texts(at)
+    at.button(key="workshop_hint").click().run()
+    assert "Hint 1/3" in texts(at) and "Hint 2/3" not in texts(at)
+    at.button(key="workshop_hint").click().run()
+    at.button(key="workshop_hint").click().run()
+    assert "Hint 3/3" in texts(at) and "No hints left" in texts(at)
+    at.selectbox(key="workshop_exercise").set_value(2).run()  # each exercise counts its own hints
+    assert "Hint 1/3" not in texts(at)
+
+
+def test_mystery_run_shows_its_panels_but_not_its_answer_anywhere(app, workshop):
+    run = _mystery(workshop)
+    at = _workshop(app)
+    assert len(charts_of(at)) >= 4  # the recommended panels of the run
+    assert "python -m playground.exercise check 1" in " ".join(c.value for c in at.code)
+    assert ANSWER not in everything(at)
+    at.button(key="workshop_show").click().run()
+    assert at.multiselect(key="runs").value == [str(run)]
+    for page in ("views/runs.py", "views/panels.py", "views/diagnosis.py", "views/sweeps.py", "views/samples.py"):
+        at.switch_page(page).run()
+        assert not at.exception, page
+        assert ANSWER not in everything(at), page
+        assert "actor_rollout_ref.actor.optim.lr=0.005" not in everything(at), page  # the fix command
+
+
+def test_accepted_diagnosis_unhides_the_run_on_every_page(app, workshop):
+    run = _mystery(workshop)
+    ok, lines = check(find("1"), ANSWER, None, root=workshop)
+    assert ok and "The explorer now shows this run's findings." in lines
+    at = _workshop(app)
+    assert "Diagnosed" in texts(at) and f":orange-badge[{ANSWER}]" in texts(at)
+    at = show(at, run).switch_page("views/diagnosis.py").run()
+    assert f":orange-badge[{ANSWER}]" in texts(at)
+
+
+def test_a_solved_run_written_elsewhere_is_read_directly(app, tmp_path, monkeypatch):
+    root = tmp_path / "elsewhere"  # not under the runs folders
+    monkeypatch.setenv("PLAYGROUND_WORKSHOP", str(root))
+    _mystery(root, solved=True)
+    at = _workshop(app)
+    assert not at.exception
+    assert f":orange-badge[{ANSWER}]" in texts(at) and len(charts_of(at)) >= 4
+    assert at.button(key="workshop_show").disabled and "outside the runs folders" in texts(at)

@@ -1,0 +1,198 @@
+"""Tests for `playground/exercise.py` and `exercises/`: every exercise's mystery run (shortened) shows its failure, the
+checker accepts the reference answer and rejects wrong ones with a useful message, and nothing gives the answer away."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import yaml
+
+from playground.diagnose.catalogue import FAILURE_IDS, TITLES
+from playground.exercise import (
+    EXERCISES_DIR,
+    ExerciseError,
+    check,
+    find,
+    load_all,
+    main,
+    mystery_dir,
+    parse_fix,
+    run_fix,
+    start,
+)
+from playground.runs import read_findings, read_run_info
+
+EXERCISES = load_all()
+BY_ID = {ex.id: ex for ex in EXERCISES}
+SCORE_METRIC = {"gym": "critic/score/mean", "token": "val/accuracy"}
+REQUIRED = {"lr_too_high", "lr_too_low", "critic_undertrained", "entropy_collapse", "response_truncation",
+            "advantage_not_normalized", "no_learning_signal", "kl_drift"}
+
+
+def _ids(exercises):
+    return [ex.id for ex in exercises]
+
+
+def _family(ex) -> str:
+    with open(EXERCISES_DIR.parent / "conf" / "task" / f"{ex.task}.yaml", encoding="utf-8") as f:
+        return yaml.safe_load(f)["task"]["family"]
+
+
+def test_the_exercises_cover_the_workshop():
+    assert len(EXERCISES) >= 10
+    assert [ex.number for ex in EXERCISES] == list(range(1, len(EXERCISES) + 1))
+    named = {ex.diagnosis for ex in EXERCISES}
+    assert REQUIRED <= named
+    assert named & {"gradient_explosion", "training_crash"}
+    assert named & {"out_of_memory", "generation_bottleneck", "update_bottleneck"}  # one system exercise
+    assert {_family(ex) for ex in EXERCISES} == {"gym", "token"}
+
+
+@pytest.mark.parametrize("ex", EXERCISES, ids=_ids(EXERCISES))
+def test_an_exercise_has_its_files_and_sound_metadata(ex):
+    for name in ("worksheet.en.md", "worksheet.zh.md", "mystery.yaml", "instructor.md", "exercise.yaml"):
+        assert (ex.folder / name).is_file(), name
+    assert ex.id == ex.folder.name
+    assert ex.diagnosis in FAILURE_IDS and set(ex.accepted) <= set(FAILURE_IDS)
+    mystery = ex.mystery()
+    assert f"task={ex.task}" in mystery and "scenario=mystery" in mystery and "trainer.mystery=true" in mystery
+    assert parse_fix(" ".join(ex.reference_fix)) == ex.reference_fix
+    assert ex.bar["metric"] == SCORE_METRIC[_family(ex)]
+    assert set(ex.steps) == {"start", "check", "test"}
+    for hints in (ex.hints, ex.fix_hints, *([h] for h in ex.near_misses.values())):
+        assert hints and all(h.get("en") and h.get("zh") for h in hints)
+    assert set(ex.near_misses) <= set(FAILURE_IDS) - set(ex.right_ids)
+    assert ex.title["en"] and ex.title["zh"]
+
+
+@pytest.mark.parametrize("ex", EXERCISES, ids=_ids(EXERCISES))
+def test_what_participants_see_does_not_name_the_answer(ex):
+    seen = [ex.id, ex.title["en"], ex.title["zh"], (ex.folder / "mystery.yaml").read_text(encoding="utf-8"),
+            ex.worksheet("en"), ex.worksheet("zh"), *(h[lang] for h in ex.hints for lang in ("en", "zh"))]
+    text = "\n".join(seen).lower()
+    for fid in ex.right_ids:
+        for giveaway in (fid, fid.replace("_", " "), TITLES[fid]["en"].lower(), TITLES[fid]["zh"]):
+            assert giveaway not in text, giveaway
+    assert re.findall(r"scenario=(\w+)", text) == ["mystery"]
+
+
+@pytest.mark.parametrize("ex", EXERCISES, ids=_ids(EXERCISES))
+def test_worksheets_ask_the_same_questions_in_both_languages(ex):
+    def outline(md):
+        return [len(re.findall(r"^## ", md, re.M)), len(re.findall(r"^\d+\. ", md, re.M)),
+                sorted(set(re.findall(r"`([a-z_]+/[a-z_/@0-9]+)`", md)))]  # section count, questions, metrics
+
+    assert outline(ex.worksheet("en")) == outline(ex.worksheet("zh"))
+    assert f"playground.exercise start {ex.number}" in ex.worksheet("zh")
+
+
+@pytest.mark.parametrize("ex", EXERCISES, ids=_ids(EXERCISES))
+def test_the_shortened_mystery_run_shows_the_expected_failure(ex, tmp_path):
+    run_dir, status, _ = start(ex, tmp_path, steps=ex.steps["test"], stop_on_finding=True, progress_bar=False)
+    assert run_dir == mystery_dir(ex, tmp_path)
+    info = read_run_info(run_dir)
+    assert info["mystery"] is True and info["scenario"] == "mystery" and not info.get("solved")
+    found = [f["id"] for f in read_findings(run_dir)["findings"]]
+    assert ex.diagnosis in found, (status, found)
+
+
+def test_the_reference_answer_passes_and_unhides_the_run(tmp_path):
+    ex = find("4")
+    run_dir = mystery_dir(ex, tmp_path)
+    run_dir.mkdir(parents=True)
+    (run_dir / "run.json").write_text(json.dumps({"status": "finished", "mystery": True}))
+    ok, lines = check(ex, ex.diagnosis, " ".join(ex.reference_fix), root=tmp_path, progress_bar=False)
+    assert ok, lines
+    assert lines[0].startswith("✓ Diagnosis: entropy_collapse")
+    assert "✓ Healthy: the engine finds no warning in the fixed run." in lines
+    assert any(line.startswith("✓ Score: critic/score/mean reached") for line in lines)
+    assert lines[-1].startswith("Solved.")
+    assert read_run_info(run_dir)["solved"] is True
+    assert json.loads((tmp_path / ex.id / "progress.json").read_text())["solved"] is True
+    ok, lines = check(ex, "overly_deterministic", None, root=tmp_path)  # an accepted alternative, no fix yet
+    assert ok and lines[-1].startswith("Next: prove a fix")
+
+
+def test_a_wrong_diagnosis_gets_the_next_hint_and_not_the_answer(tmp_path):
+    ex = find("1")
+    run_dir = mystery_dir(ex, tmp_path)
+    run_dir.mkdir(parents=True)
+    (run_dir / "run.json").write_text(json.dumps({"status": "finished", "mystery": True}))
+    ok, lines = check(ex, "critic_undertrained", "actor_rollout_ref.actor.optim.lr=0.005", root=tmp_path)
+    assert not ok
+    assert lines == ["✗ Diagnosis: critic_undertrained is not what went wrong in this run.",
+                     f"Hint 1/3: {ex.hints[0]['en']}"]
+    ok, lines = check(ex, "entropy_collapse", None, root=tmp_path, lang="zh")  # a near miss says why not
+    assert lines == ["✗ 诊断不对：这次运行的问题不是 entropy_collapse。", ex.near_misses["entropy_collapse"]["zh"],
+                     f"提示 2/3：{ex.hints[1]['zh']}"]
+    for _ in range(2):
+        ok, lines = check(ex, "kl_drift", None, root=tmp_path)
+    assert lines[-1].startswith("No hints left")
+    assert not (tmp_path / ex.id / "fix-1").exists()  # a wrong diagnosis trains nothing
+    assert read_run_info(run_dir).get("solved") is None
+    assert "lr_too_high" not in "\n".join(lines) and "0.005" not in "\n".join(lines[1:])
+
+
+def test_a_fix_that_does_not_fix_is_rejected_with_what_is_still_wrong(tmp_path):
+    ex = find("4")
+    ok, lines = check(ex, ex.diagnosis, "actor_rollout_ref.actor.optim.lr=1e-3", root=tmp_path,  # slower, same sign
+                      progress_bar=False)
+    assert not ok
+    assert lines[0].startswith("✓ Diagnosis")
+    assert any(line.startswith("✗ Not healthy yet: the engine still finds entropy_collapse") for line in lines)
+    assert any(line.startswith("✗ Score: critic/score/mean reached only") for line in lines)
+    assert lines[-1] == f"Hint 1/2: {ex.fix_hints[0]['en']}"
+    assert "entropy_coeff=0.01" not in "\n".join(lines)
+    assert (tmp_path / ex.id / "fix-1" / "findings.json").is_file()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["check", "99", "--diagnosis", "lr_too_high"], "error: no exercise '99'"),
+    (["check", "1", "--diagnosis", "lr_too_hi"], "error: unknown diagnosis id 'lr_too_hi'"),
+    (["check", "1", "--diagnosis", "lr_too_high", "--fix", "lr 0.1"], "error: the fix does not parse at 'lr'"),
+    (["check", "1", "--diagnosis", "lr_too_high", "--fix", "a='b"], "error: the fix does not parse (No closing"),
+    (["check", "1", "--diagnosis", "lr_too_high", "--fix", "task=probe1"], "error: task is fixed by the exercise"),
+    (["check", "1", "--diagnosis", "lr_too_high", "--fix", "trainer.seed=3"], "error: trainer.seed is fixed"),
+    (["check", "1", "--diagnosis", "lr_too_high", "--fix", "critic.optim.lr=1,2"],
+     "error: 'critic.optim.lr=1,2' is a sweep"),
+    (["check", "1", "--diagnosis", "lr_too_high", "--fix", "critic.optim.lrr=1"],
+     "error: the fix does not apply: Could not override 'critic.optim.lrr'."),
+    (["check", "1", "--diagnosis", "lr_too_high", "--fix", "critic.optim.lr=-1"],
+     "error: the fix does not apply: critic.optim.lr=-1 is out of range: allowed > 0"),
+    (["start", "eleven"], "error: no exercise 'eleven'"),
+])
+def test_bad_input_fails_with_one_clear_line(argv, message, tmp_path, capsys):
+    assert main(["--runs", str(tmp_path), *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(message) and err.count("\n") == 1, err
+    assert not any(tmp_path.iterdir())  # nothing recorded
+
+
+def test_list_ids_and_hint_commands(tmp_path, capsys):
+    assert main(["--runs", str(tmp_path), "list"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == len(EXERCISES) and out[0].split()[:2] == ["1", "The"] and out[0].endswith("not started")
+    assert main(["--lang", "zh", "ids"]) == 0
+    assert "lr_too_high" in capsys.readouterr().out
+    assert main(["--runs", str(tmp_path), "--lang", "zh", "hint", "03"]) == 0
+    assert capsys.readouterr().out.strip() == f"提示 1/3：{find('3').hints[0]['zh']}"
+    main(["--runs", str(tmp_path), "check", "3", "--diagnosis", "critic_undertrained"])
+    capsys.readouterr()
+    main(["--runs", str(tmp_path), "list"])
+    assert capsys.readouterr().out.splitlines()[2].endswith("diagnosed")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ex", EXERCISES, ids=_ids(EXERCISES))
+def test_every_reference_fix_passes(ex, tmp_path):
+    verdict = run_fix(ex, ex.reference_fix, tmp_path / "fix", progress_bar=False, isolated=True)
+    assert verdict.passed, (verdict.status, [f["id"] for f in verdict.bad], verdict.score, verdict.bar)
+
+
+def test_a_locked_key_cannot_be_smuggled_in():
+    for fix in ("+task.score_target=0", "++trainer.stop_on_score=0", "hydra.run.dir=x", "sft.lr=1",
+                "actor_rollout_ref.model.block_size=32", "trainer.memory_limit_gb=null"):
+        with pytest.raises(ExerciseError, match="fixed by the exercise"):
+            parse_fix(fix)
