@@ -28,31 +28,57 @@ class Calibration:
     source: str  # where it was measured
 
 
-_GYM = ("playground CartPole, scenario=healthy, seeds 1-6 x 100 steps (600 steps; defaults of commit a626bcd), "
-        "measured by the diagnosis helper; CleanRL CartPole (shared/reference/cleanrl-baseline.md) agrees")
-_TOKEN = "shared/reference/token-feasibility.md (tiny GPT, reverse k=5, from an SFT base)"
+_GYM = ("playground CartPole, Acrobot and Pendulum, scenario=healthy, seeds 1-8 each (640, 480 and 640 steps; the "
+        "defaults of commit 476e22d, lr schedule stepped once per training step); measured by the scenarios helper, "
+        "re-checked by tests/scenarios/test_calibration.py")
+_TOKEN = ("playground reverse-5 (GRPO and PPO with a critic), scenario=healthy, seeds 1-5 x 50 steps each, and "
+          "addition (GRPO and PPO), seeds 1-3 x 100 steps; measured by the lead (lr schedule stepped once per "
+          "training step); shared/reference/token-feasibility.md saw the same orders of magnitude")
 
 CALIBRATION: tuple[Calibration, ...] = (
-    Calibration("gym", "lr_too_high", "kl_high", 0.03, 0.05,
-                "|ppo_kl| median 5.9e-4, p90 3.2e-3, max 0.012 (about 3x the healthy max); lr x5 still learns "
-                "with max 0.025", 6, _GYM),
     Calibration("gym", "lr_too_high", "clipfrac_high", 0.2, 0.5,
-                "pg_clipfrac median 0, p90 0.016, max 0.068 (about 3x the healthy max); lr x5 still learns with "
-                "max 0.13", 6, _GYM),
-    Calibration("gym", "lr_too_low", "kl_low", 5e-5, 1e-3,
-                "|ppo_kl| p10 6.8e-5, median 5.9e-4: the guide's 1e-3 floor is above most healthy steps (7.8% "
-                "of healthy steps are below 5e-5; with lr/100, 98.7% are, median 6.5e-6: k1 scales ~lr)", 6, _GYM),
+                "pg_clipfrac p90 0.078, max 0.18 (CartPole), max 0.079 (Acrobot), 0.14 (Pendulum); never above 0.2 "
+                "together with |ppo_kl| >= 0.05. The guide's 0.5 is out of reach for PPO with a critic and clip "
+                "0.2 (lr x20-30 peaks at 0.26-0.38 while ppo_kl reaches 0.1-0.9)", 8, _GYM),
     Calibration("gym", "critic_undertrained", "ev_bad", -1.0, 0.0,
-                "vf_explained_var median 0.023, p10 -0.021, min -0.14 (seed 1 sits near 0 all run): EV < 0 alone "
-                "is routine; the EV < 0.3 with value-gap condition holds in at most 3 of 10 steps (rule: 6; "
-                "critic lr/1000: 10 of 10)", 6, _GYM),
-    Calibration("token", "lr_too_high", "clipfrac_high", 0.01, 0.5,
-                "healthy PPO lr 1e-4: clipfrac <= 0.004; GRPO at lr x30 peaks at only 0.013-0.04 (most tokens "
-                "have zero advantage), so 0.5 is unreachable", 1, _TOKEN),
+                "vf_explained_var p10 -0.001, min -4.2 on CartPole (once solved its returns barely vary, so EV means "
+                "little), min -0.31 (Acrobot), -0.10 (Pendulum): the rule's condition holds in at most 3 of 10 "
+                "healthy steps at -1 (rule: 6), but in 8 of 10 at the guide's 0", 8, _GYM),
+    Calibration("token", "lr_too_high", "clipfrac_high", 0.05, 0.5,
+                "healthy pg_clipfrac max 0.004 (GRPO: most tokens have zero advantage) and 0.013 (PPO with a "
+                "critic); the guide's 0.5 is out of reach: lr x10 with a critic peaks at 0.05-0.49 in its first "
+                "10 steps", 5, _TOKEN),
     Calibration("token", "lr_too_high", "kl_high", 0.02, 0.05,
-                "healthy PPO lr 1e-4: ppo_kl <= 0.0035; GRPO lr 1e-4 step 1: 0.0005; lr x30: 0.045-0.66", 1, _TOKEN),
+                "healthy |ppo_kl| p90 0.001 and max 0.0027 (GRPO), 0.0033 (PPO): the guide's 0.05 is 15x the "
+                "healthy max; lr x10 with a critic gives 0.23-2.4", 5, _TOKEN),
     Calibration("token", "lr_too_low", "kl_low", 1e-5, 1e-3,
-                "healthy GRPO lr 1e-4 step-1 ppo_kl 0.0005; lr/100 should give ~5e-6 (k1 scales ~lr)", 1, _TOKEN),
+                "healthy |ppo_kl| p10 7.2e-5 (GRPO) and 4.4e-5 (PPO), median 3.5e-4: the guide's 1e-3 floor is "
+                "above most healthy steps; lr/100 gives a few 1e-6", 5, _TOKEN),
+    Calibration("token", "lr_too_low", "far_below", 0.25, 0.5,
+                "the SFT bases solve 0.3-0.5 of the held-out prompts by design, so the gap to the 0.9 target "
+                "starts at 0.4-0.6 and the guide-free 0.5 is never passed; healthy runs close the gap within "
+                "20-35 steps", 5, _TOKEN),
+    Calibration("token", "critic_undertrained", "ev_bad", -1.0, 0.0,
+                "PPO with a critic: vf_explained_var median -0.01, p10 -0.13 (a critic of a 0/1 outcome explains "
+                "little per token), while vpred_mean tracks returns/mean (gap median 0.03); an untrained critic "
+                "(lr/1000) shows the value gap instead", 5, _TOKEN),
+    Calibration("token", "kl_drift_loss", "kl_ref_high", 0.4, 0.1,
+                "healthy actor/kl_loss max 0.16 (GRPO) and 0.18 (PPO) on reverse (5 seeds x 50 steps), 0.34 (GRPO) "
+                "and 0.39 (PPO) on addition (3 seeds x 100 steps): a tiny model sharpening a flat SFT base moves "
+                "further from it than an LLM does; kl_loss_coef 0 for 150 steps passes 0.4 by step 76-85",
+                5, _TOKEN),
+)
+
+# Thresholds measured on a family's healthy runs where the guide's value holds, so no entry above overrides it
+# (value == guide); kept with their measurement so the same test re-checks them.
+GUIDE_CHECKED: tuple[Calibration, ...] = (
+    Calibration("gym", "lr_too_high", "kl_high", 0.05, 0.05,
+                "|ppo_kl| p50 0.0041, p99 0.022, max 0.039 (CartPole), max 0.018 (Acrobot), 0.033 (Pendulum)",
+                8, _GYM),
+    Calibration("gym", "lr_too_low", "kl_low", 1e-3, 1e-3,
+                "|ppo_kl| p10 3.1e-4 (CartPole), 4.3e-5 (Acrobot), 4.0e-4 (Pendulum), mostly late, when the "
+                "annealed lr nears 0 at the target; of the steps far below the target only 4-8 % are under 1e-3 "
+                "(the rule needs 8 of 10)", 8, _GYM),
 )
 
 _BY_KEY = {(c.family, c.rule, c.threshold): c for c in CALIBRATION}
@@ -65,23 +91,28 @@ def calibrated(family: str, rule: str, threshold: str) -> Calibration | None:
 
 # Per-step bands (the glossary's schema: first band containing the value wins; band_on_abs judges |value|).
 FAMILY_BANDS: dict[str, dict[str, dict]] = {
-    "gym": {  # from the healthy CartPole numbers above
+    "gym": {  # from the healthy gym numbers above: ok up to ~the healthy p99, bad from the rule's threshold
         "actor/ppo_kl": {"band_on_abs": True, "bands": [
-            {"lo": 0.0, "hi": 0.015, "status": "ok"}, {"lo": 0.015, "hi": 0.03, "status": "warn"},
-            {"lo": 0.03, "hi": None, "status": "bad"}]},
+            {"lo": 0.0, "hi": 0.02, "status": "ok"}, {"lo": 0.02, "hi": 0.05, "status": "warn"},
+            {"lo": 0.05, "hi": None, "status": "bad"}]},
         "actor/pg_clipfrac": {"bands": [
             {"lo": 0.0, "hi": 0.1, "status": "ok"}, {"lo": 0.1, "hi": 0.2, "status": "warn"},
             {"lo": 0.2, "hi": None, "status": "bad"}]},
         "critic/vf_explained_var": {"bands": [
             {"lo": None, "hi": -1.0, "status": "warn"}, {"lo": -1.0, "hi": None, "status": "ok"}]},
     },
-    "token": {  # from the tiny-GPT numbers above
+    "token": {  # from the tiny-GPT numbers above: ok up to ~the healthy max, bad from the rule's threshold
         "actor/ppo_kl": {"band_on_abs": True, "bands": [
             {"lo": 0.0, "hi": 0.01, "status": "ok"}, {"lo": 0.01, "hi": 0.02, "status": "warn"},
             {"lo": 0.02, "hi": None, "status": "bad"}]},
         "actor/pg_clipfrac": {"bands": [
-            {"lo": 0.0, "hi": 0.005, "status": "ok"}, {"lo": 0.005, "hi": 0.01, "status": "warn"},
-            {"lo": 0.01, "hi": None, "status": "bad"}]},
+            {"lo": 0.0, "hi": 0.02, "status": "ok"}, {"lo": 0.02, "hi": 0.05, "status": "warn"},
+            {"lo": 0.05, "hi": None, "status": "bad"}]},
+        "actor/kl_loss": {"bands": [
+            {"lo": None, "hi": 0.2, "status": "ok"}, {"lo": 0.2, "hi": 0.4, "status": "warn"},
+            {"lo": 0.4, "hi": None, "status": "bad"}]},
+        "critic/vf_explained_var": {"bands": [
+            {"lo": None, "hi": -1.0, "status": "warn"}, {"lo": -1.0, "hi": None, "status": "ok"}]},
     },
 }
 

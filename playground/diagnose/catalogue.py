@@ -196,7 +196,9 @@ FIXES: dict[str, dict[str, list[tuple[str, str, str | None]]]] = {
                              ("actor_rollout_ref.actor.optim.lr", "/10", None)]},
     "vanishing_gradient": {"gym": [("algorithm.norm_adv", "=True", None), ("reward.scale", "=1.0", None)],
                            "token": [("reward.scale", "=1.0", None)]},
-    "grad_clip_saturation": {"*": [("actor_rollout_ref.actor.optim.lr", "/3", None)]},
+    # the guide: lower the lr, or raise grad_clip with care; the norm measured here does not follow the lr (the
+    # gradient is taken before the step), so the fix that clears it is the clip
+    "grad_clip_saturation": {"*": [("actor_rollout_ref.actor.grad_clip", "*2", None)]},
     "no_learning_signal": {"token": [("reward.partial_credit", "=True", None)]},  # shape the reward
     "unstable_policy_loss": {"gym": [("env.num_envs", "*2", None)],
                              "*": [("data.train_batch_size", "*2", None),

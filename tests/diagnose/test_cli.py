@@ -82,7 +82,7 @@ def test_pasted_line_and_one_line_file(tmp_path, capsys):
 
 
 def test_family_override(capsys):
-    code, out, _ = _cli(capsys, "--text", "step:3 - actor/pg_clipfrac:0.03 - actor/ppo_kl:0.1", "--family", "token")
+    code, out, _ = _cli(capsys, "--text", "step:3 - actor/pg_clipfrac:0.08 - actor/ppo_kl:0.1", "--family", "token")
     assert code == 0 and "lr_too_high" in out and "token calibration" in out
 
 

@@ -267,7 +267,7 @@ def test_calibration_entries_name_real_thresholds_and_carry_their_measurement():
 
 
 def test_calibrated_threshold_applies_to_its_family_only():
-    grpo_like = run(**FLAT, **{"actor/pg_clipfrac": 0.03, "actor/ppo_kl": 0.1})  # clipfrac never near 0.5
+    grpo_like = run(**FLAT, **{"actor/pg_clipfrac": 0.08, "actor/ppo_kl": 0.1})  # clipfrac never near 0.5
     assert "lr_too_high" in ids(grpo_like, "token")
     assert "lr_too_high" not in ids(grpo_like, "llm")
     (f,) = [f for f in diagnose(grpo_like, family="token").findings if f.id == "lr_too_high"]
@@ -327,28 +327,3 @@ def test_watcher_accepts_a_dictconfig_and_healthy():
     assert [watcher.update(r) for r in records][9] is True
     with pytest.raises(ValueError):
         FindingWatcher("no_such_id", {})
-
-
-@pytest.mark.slow
-def test_gym_calibration_holds_on_healthy_cartpole(tmp_path):
-    """The gym entries of CALIBRATION stay true: 5 healthy CartPole seeds (about 5 s each on one core)."""
-    from playground.diagnose.calibration import calibrated
-    from playground.diagnose.engine import diagnose_run_dir
-    from playground.runs import read_metrics_jsonl
-    from playground.train import compose
-    from playground.train import run as train
-
-    kl_high, clip_high, kl_low = (calibrated("gym", rule, name).value for rule, name in
-                                  [("lr_too_high", "kl_high"), ("lr_too_high", "clipfrac_high"),
-                                   ("lr_too_low", "kl_low")])
-    for seed in range(1, 6):
-        cfg = compose(["task=cartpole", "scenario=healthy", f"trainer.seed={seed}", "trainer.progress_bar=false",
-                       "trainer.logger=[]"])
-        run_dir = tmp_path / str(seed)
-        train(cfg, run_dir)
-        d = diagnose_run_dir(run_dir, config=cfg)
-        assert d.worst_severity() == "info" and "healthy" in d.ids(), (seed, d.ids())
-        records = [r for r in read_metrics_jsonl(run_dir / "metrics.jsonl").records if r[STEP] >= 1]
-        kl = [abs(r["actor/ppo_kl"]) for r in records]
-        assert max(kl) < kl_high / 2 and max(r["actor/pg_clipfrac"] for r in records) < clip_high / 2
-        assert sum(k < kl_low for k in kl) / len(kl) < 0.3  # lr_too_low needs 80% of a window

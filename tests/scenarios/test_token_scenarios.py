@@ -14,8 +14,8 @@ from playground.diagnose.catalogue import SCENARIO_IDS, severity
 from playground.runs import read_run_info
 from playground.train import compose
 
-TASK = "reverse"
-SCENARIOS = [s for s in compose([f"task={TASK}"]).task.scenarios if s != "healthy"]
+TASKS = ["reverse", "addition"]
+CASES = [(t, s) for t in TASKS for s in compose([f"task={t}"]).task.scenarios if s != "healthy"]
 
 
 def _findings(run_dir) -> list[dict]:
@@ -30,50 +30,52 @@ def _shows(run_dir, finding_id: str) -> bool:
 
 
 def test_every_token_scenario_is_a_catalogue_id():
-    assert set(SCENARIOS) <= set(SCENARIO_IDS)
+    assert {s for _, s in CASES} <= set(SCENARIO_IDS)
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS)
-def test_scenario_reaches_its_signature(scenario, train_run):
-    _, run_dir = train_run([f"task={TASK}", f"scenario={scenario}", f"trainer.stop_on_finding={scenario}"])
+@pytest.mark.parametrize("task, scenario", CASES)
+def test_scenario_reaches_its_signature(task, scenario, train_run):
+    _, run_dir = train_run([f"task={task}", f"scenario={scenario}", f"trainer.stop_on_finding={scenario}"])
     info = read_run_info(run_dir)
     assert _shows(run_dir, scenario), (info, [f["id"] for f in _findings(run_dir)])
     if scenario != "out_of_memory":
         assert info["stop_reason"] == f"stop_on_finding: {scenario} found"
 
 
-def test_healthy_shows_no_warning(train_run):
-    _, run_dir = train_run([f"task={TASK}"])
+@pytest.mark.parametrize("task", TASKS)
+def test_healthy_shows_no_warning(task, train_run):
+    _, run_dir = train_run([f"task={task}"])
     bad = [(f["id"], f["first_step"]) for f in _findings(run_dir) if severity(f["id"]) != "info"]
     assert bad == []
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [2, 3])
-@pytest.mark.parametrize("scenario", SCENARIOS)
-def test_scenario_on_other_seeds(scenario, seed, train_run):
-    _, run_dir = train_run([f"task={TASK}", f"scenario={scenario}", f"trainer.seed={seed}",
+@pytest.mark.parametrize("task, scenario", CASES)
+def test_scenario_on_other_seeds(task, scenario, seed, train_run):
+    _, run_dir = train_run([f"task={task}", f"scenario={scenario}", f"trainer.seed={seed}",
                             f"trainer.stop_on_finding={scenario}"])
     assert _shows(run_dir, scenario)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [2, 3])
-def test_healthy_on_other_seeds(seed, train_run):
-    _, run_dir = train_run([f"task={TASK}", f"trainer.seed={seed}"])
+@pytest.mark.parametrize("task", TASKS)
+def test_healthy_on_other_seeds(task, seed, train_run):
+    _, run_dir = train_run([f"task={task}", f"trainer.seed={seed}"])
     assert [f["id"] for f in _findings(run_dir) if severity(f["id"]) != "info"] == []
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("scenario", SCENARIOS)
-def test_catalogue_fix_clears_the_finding(scenario, train_run):
-    _, run_dir = train_run([f"task={TASK}", f"scenario={scenario}"])
+@pytest.mark.parametrize("task, scenario", CASES)
+def test_catalogue_fix_clears_the_finding(task, scenario, train_run):
+    _, run_dir = train_run([f"task={task}", f"scenario={scenario}"])
     fixes = [f["fix"] for f in _findings(run_dir) if f["id"] == scenario]
     fix = fixes[0] if fixes else ""
     if scenario == "out_of_memory" and not fix:
         from playground.diagnose.catalogue import render_fix
 
-        fix = render_fix(scenario, "token", compose([f"task={TASK}", f"scenario={scenario}"]))
+        fix = render_fix(scenario, "token", compose([f"task={task}", f"scenario={scenario}"]))
     assert fix, f"the catalogue names no fix for {scenario}"
-    _, fixed = train_run([f"task={TASK}", f"scenario={scenario}", *fix.split()])
+    _, fixed = train_run([f"task={task}", f"scenario={scenario}", *fix.split()])
     assert not _shows(fixed, scenario), fix

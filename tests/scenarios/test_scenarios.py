@@ -1,0 +1,145 @@
+"""Every failure mode reproduced on purpose on the gym tasks: each scenario shows its id, the catalogue's fix clears
+it, and the healthy scenario shows no warning (issue 4). CI: seed 1, shortened with `trainer.stop_on_finding`;
+slow: seeds 2 and 3, the healthy runs on three seeds, and the fix runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from playground.diagnose import catalogue
+from playground.diagnose.engine import plain_config
+from playground.runs import read_findings, read_run_info
+from playground.train import CONF_DIR, check_scenario_applies, compose
+
+GYM_TASKS = ("cartpole", "acrobot", "pendulum", "mountaincar")
+CONF = Path(CONF_DIR)
+
+
+def applicable(task: str) -> list[str]:
+    return list(yaml.safe_load((CONF / "task" / f"{task}.yaml").read_text(encoding="utf-8"))["task"]["scenarios"])
+
+
+FAILURES = [(task, sid) for task in GYM_TASKS for sid in applicable(task) if sid != "healthy"]
+HEALTHY = [task for task in GYM_TASKS if "healthy" in applicable(task)]
+# no_learning_signal's remedy (shape the reward, explore more) is no override the catalogue can name for gym tasks
+FIXABLE = [(task, sid) for task, sid in FAILURES if catalogue.render_fix(sid, "gym", {})]
+
+
+def found(run_dir: Path) -> dict[str, dict]:
+    """The run's findings by id, as `findings.json` has them."""
+    return {f["id"]: f for f in read_findings(run_dir)["findings"]}
+
+
+def run_scenario(train_run, task: str, sid: str, seed: int, stop: bool) -> tuple[Path, dict]:
+    overrides = [f"task={task}", f"scenario={sid}", f"trainer.seed={seed}"]
+    if stop and sid != "training_crash":  # a crash must run on until the trainer stops it as diverged
+        overrides.append(f"trainer.stop_on_finding={sid}")
+    _, run_dir = train_run(overrides)
+    return run_dir, read_run_info(run_dir)
+
+
+def assert_reproduced(run_dir: Path, info: dict, sid: str, stopped: bool) -> None:
+    ids = found(run_dir)
+    assert sid in ids, (sid, sorted(ids))
+    if sid == "training_crash":
+        assert info["status"] == "diverged", info
+    elif stopped:
+        assert info["status"] == "finished" and info["stop_reason"] == f"stop_on_finding: {sid} found", info
+        assert ids[sid]["first_step"] == info["last_step"]  # the watcher saw it when the full diagnosis does
+
+
+def assert_healthy(run_dir: Path) -> None:
+    findings = read_findings(run_dir)
+    assert findings["worst_severity"] == "info", [(f["id"], f["first_step"]) for f in findings["findings"]]
+    assert "healthy" in found(run_dir)
+
+
+# ---- configs ---------------------------------------------------------------------------------------------
+def test_every_non_info_id_has_a_scenario_file_that_says_what_it_changes():
+    for sid in catalogue.SCENARIO_IDS:
+        text = (CONF / "scenario" / f"{sid}.yaml").read_text(encoding="utf-8")
+        assert text.startswith("# @package _global_\n# ") and f"scenario={sid}" in text
+        assert yaml.safe_load(text)["scenario"] == sid
+
+
+def test_gym_scenario_files_belong_to_a_task_that_lists_them():
+    for path in (CONF / "scenario_task").glob("*.yaml"):
+        task = next((t for t in GYM_TASKS if path.stem.startswith(f"{t}_")), None)
+        if task is None:
+            continue  # a token task's
+        sid = path.stem[len(task) + 1:]
+        assert sid in applicable(task), path.name
+        text = path.read_text(encoding="utf-8")
+        assert text.startswith("# @package _global_\n") and f"task={task} scenario={sid}" in text
+
+
+@pytest.mark.parametrize(("task", "sid"), FAILURES)
+def test_scenario_composes_with_its_per_task_values(task, sid):
+    cfg = compose([f"task={task}", f"scenario={sid}"])
+    check_scenario_applies(cfg)
+    assert cfg.scenario == sid
+    per_task = CONF / "scenario_task" / f"{task}_{sid}.yaml"
+    for key, value in _flat(yaml.safe_load(per_task.read_text(encoding="utf-8")) if per_task.exists() else {}):
+        assert _select(cfg, key) == value, key
+
+
+def _flat(node: dict, prefix: str = ""):
+    for key, value in node.items():
+        if isinstance(value, dict):
+            yield from _flat(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
+
+
+def _select(cfg, key: str):
+    from omegaconf import OmegaConf
+
+    return OmegaConf.select(cfg, key)
+
+
+def test_mountaincar_runs_no_learning_signal_by_default():
+    assert compose(["task=mountaincar"]).scenario == "no_learning_signal"
+
+
+# ---- runs (CI: seed 1, stopped at the finding) -------------------------------------------------------------
+@pytest.mark.parametrize(("task", "sid"), FAILURES)
+def test_scenario_shows_its_id(train_run, task, sid):
+    run_dir, info = run_scenario(train_run, task, sid, seed=1, stop=True)
+    assert_reproduced(run_dir, info, sid, stopped=True)
+
+
+@pytest.mark.parametrize("task", HEALTHY)
+def test_healthy_run_has_no_warning(train_run, task):
+    _, run_dir = train_run([f"task={task}", "scenario=healthy", "trainer.seed=1"])
+    assert_healthy(run_dir)
+
+
+# ---- slow: more seeds, the fixes -----------------------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [2, 3])
+@pytest.mark.parametrize(("task", "sid"), FAILURES)
+def test_scenario_shows_its_id_on_other_seeds(train_run, task, sid, seed):
+    run_dir, info = run_scenario(train_run, task, sid, seed=seed, stop=True)
+    assert_reproduced(run_dir, info, sid, stopped=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [2, 3])
+@pytest.mark.parametrize("task", HEALTHY)
+def test_healthy_run_has_no_warning_on_other_seeds(train_run, task, seed):
+    _, run_dir = train_run([f"task={task}", "scenario=healthy", f"trainer.seed={seed}"])
+    assert_healthy(run_dir)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("task", "sid"), FIXABLE)
+def test_the_catalogues_fix_clears_the_finding(train_run, task, sid):
+    """The scenario, then the fix `findings.json` names for it, run to the end: the finding is gone."""
+    base = [f"task={task}", f"scenario={sid}", "trainer.seed=1"]
+    fix = catalogue.render_fix(sid, "gym", plain_config(compose(base))).split()
+    trainer, run_dir = train_run([*base, *fix])
+    assert sid not in found(run_dir), fix
+    assert trainer.statuses == ["finished"]
