@@ -85,7 +85,10 @@ def test_ctrl_c_ends_with_status_interrupted(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "playground.train", *SMALL, "trainer.total_training_steps=100000",
                              "trainer.logger=[]", "trainer.progress_bar=false", f"hydra.run.dir={run_dir}"],
                             cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            # a library loaded by an earlier test may leave SIGINT ignored in this process, and an
+                            # ignored signal stays ignored in a child: give the child the default, as a shell does
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
     metrics = run_dir / "metrics.jsonl"
     deadline = time.time() + 60
     while time.time() < deadline and not (metrics.exists() and metrics.stat().st_size > 0):
