@@ -363,6 +363,18 @@ def sidebar() -> None:
                 (st.success if message[0] == "root_added" else st.warning)(t(message[0], path=message[1]))
 
 
+def page_with_selection(title_key: str) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+    """A page's title and the runs picked in the sidebar: (run table, selected rows), or None (and a note) if none."""
+    st.title(t(title_key))
+    show_gone_runs()
+    table, _ = runs_table()
+    rows = selected_runs(table)
+    if rows.empty:
+        st.info(t("none_selected"))
+        return None
+    return table, rows
+
+
 def show_gone_runs() -> None:
     """Warn about shown runs whose dirs disappeared (deleted while shown)."""
     for run in st.session_state.pop("gone_runs", []):

@@ -97,8 +97,8 @@ def validate(cfg: DictConfig) -> None:
     _check(cfg, "critic.cliprange_value", lambda x: _number(x) and x > 0, "> 0")
     for key in (f"{actor}.loss_agg_mode", "critic.loss_agg_mode"):
         _check(cfg, key, lambda x: x in LOSS_AGG_MODES, f"one of {list(LOSS_AGG_MODES)}")
-    _check(cfg, "algorithm.adv_estimator", lambda x: x in ADV_ESTIMATORS, f"one of {sorted(ADV_ESTIMATORS)}")
-    _check(cfg, f"{actor}.policy_loss.loss_mode", lambda x: x in POLICY_LOSSES, f"one of {sorted(POLICY_LOSSES)}")
+    _check(cfg, "algorithm.adv_estimator", lambda x: x in ADV_ESTIMATORS, f"one of {list(ADV_ESTIMATORS)}")
+    _check(cfg, f"{actor}.policy_loss.loss_mode", lambda x: x in POLICY_LOSSES, f"one of {list(POLICY_LOSSES)}")
     kl_types = f"one of {list(KL_ESTIMATORS)} (optionally with '+')"
     for key in (f"{actor}.kl_loss_type", "algorithm.kl_penalty"):
         _check(cfg, key, lambda x: isinstance(x, str) and x.rstrip("+") in KL_ESTIMATORS, kl_types)

@@ -11,13 +11,10 @@ import widgets
 
 
 def render() -> None:
-    st.title(widgets.t("diagnosis_title"))
-    widgets.show_gone_runs()
-    table, _ = widgets.runs_table()
-    rows = widgets.selected_runs(table)
-    if rows.empty:
-        st.info(widgets.t("none_selected"))
+    picked = widgets.page_with_selection("diagnosis_title")
+    if picked is None:
         return
+    table, rows = picked
     engine, why = data.engine_module()
     if engine is None:
         st.warning(widgets.t("engine_missing", why=why))

@@ -26,13 +26,10 @@ def panels_body(choice: str) -> int:
 
 
 def render() -> None:
-    st.title(widgets.t("panels_title"))
-    widgets.show_gone_runs()
-    table, _ = widgets.runs_table()
-    rows = widgets.selected_runs(table)
-    if rows.empty:
-        st.info(widgets.t("none_selected"))
+    picked = widgets.page_with_selection("panels_title")
+    if picked is None:
         return
+    table, rows = picked
     choice = sections.panel_choice("panel_choice")
     live = bool((rows["status"] == "running").any())
     if live:

@@ -77,13 +77,10 @@ def _gym(label: str, frame: pd.DataFrame) -> None:
 
 
 def render() -> None:
-    st.title(widgets.t("samples_title"))
-    widgets.show_gone_runs()
-    table, _ = widgets.runs_table()
-    rows = widgets.selected_runs(table)
-    if rows.empty:
-        st.info(widgets.t("none_selected"))
+    picked = widgets.page_with_selection("samples_title")
+    if picked is None:
         return
+    table, rows = picked
     run = st.selectbox(widgets.t("pick_run"), list(rows["run"]), format_func=widgets.run_options(table).get,
                        key="samples_run")
     row = rows[rows["run"] == run].iloc[0]

@@ -13,27 +13,12 @@ import torch
 from torch import Tensor
 
 from playground.algos.masked import masked_whiten
+from playground.algos.registry import Registry
 
 AdvantageFn = Callable[..., tuple[Tensor, Tensor]]
-ADV_ESTIMATORS: dict[str, AdvantageFn] = {}
-
-
-def register_adv_est(name: str) -> Callable[[AdvantageFn], AdvantageFn]:
-    """Register an estimator under `name`; refuses a name already bound to another function (as verl)."""
-
-    def decorator(fn: AdvantageFn) -> AdvantageFn:
-        if name in ADV_ESTIMATORS and ADV_ESTIMATORS[name] is not fn:
-            raise ValueError(f"advantage estimator {name!r} is already registered to {ADV_ESTIMATORS[name]}")
-        ADV_ESTIMATORS[name] = fn
-        return fn
-
-    return decorator
-
-
-def get_adv_estimator_fn(name: str) -> AdvantageFn:
-    if name not in ADV_ESTIMATORS:
-        raise ValueError(f"algorithm.adv_estimator={name!r} is unknown; known: {sorted(ADV_ESTIMATORS)}")
-    return ADV_ESTIMATORS[name]
+ADV_ESTIMATORS: Registry[AdvantageFn] = Registry("algorithm.adv_estimator")
+register_adv_est = ADV_ESTIMATORS.register
+get_adv_estimator_fn = ADV_ESTIMATORS.get
 
 
 def _per_row(x: float | Tensor) -> float | Tensor:

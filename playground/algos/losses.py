@@ -13,6 +13,7 @@ import torch
 from torch import Tensor
 
 from playground.algos.masked import TOKEN_DIMS, masked_mean, masked_sum, masked_var
+from playground.algos.registry import Registry
 
 LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 
@@ -51,24 +52,9 @@ def agg_loss(
 
 
 PolicyLossFn = Callable[..., tuple[Tensor, dict[str, Tensor]]]
-POLICY_LOSSES: dict[str, PolicyLossFn] = {}
-
-
-def register_policy_loss(name: str) -> Callable[[PolicyLossFn], PolicyLossFn]:
-    def decorator(fn: PolicyLossFn) -> PolicyLossFn:
-        if name in POLICY_LOSSES and POLICY_LOSSES[name] is not fn:
-            raise ValueError(f"policy loss {name!r} is already registered to {POLICY_LOSSES[name]}")
-        POLICY_LOSSES[name] = fn
-        return fn
-
-    return decorator
-
-
-def get_policy_loss_fn(name: str) -> PolicyLossFn:
-    if name not in POLICY_LOSSES:
-        raise ValueError(f"actor_rollout_ref.actor.policy_loss.loss_mode={name!r} is unknown; "
-                         f"known: {sorted(POLICY_LOSSES)}")
-    return POLICY_LOSSES[name]
+POLICY_LOSSES: Registry[PolicyLossFn] = Registry("actor_rollout_ref.actor.policy_loss.loss_mode")
+register_policy_loss = POLICY_LOSSES.register
+get_policy_loss_fn = POLICY_LOSSES.get
 
 
 @register_policy_loss("vanilla")

@@ -23,15 +23,6 @@ from playground.models.tiny_gpt import (
 V, PAD, BOS, EOS = 17, 0, 1, 2
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """One torch thread, as the project runs: two threads on this 2-core box crawl when another job runs."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def model() -> TinyGPT:
     torch.manual_seed(0)

@@ -19,15 +19,6 @@ MODEL = GPTConfig(vocab_size=17, block_size=16, n_layer=1, n_embd=32)
 SFT = SFTConfig(lr=3e-3, eval_every=2, target_acc_hi=1.0, max_steps=200)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """One torch thread, as the project runs: two threads on this 2-core box crawl when another job runs."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def task():
     return make_task("reverse", **TASK_KNOBS)
