@@ -202,6 +202,7 @@ def compile_series(spec: Any, defs: Mapping[str, Any]) -> Series:
 
 # ---- conditions ------------------------------------------------------------------------------------------
 def _all(values) -> bool | None:
+    """Three-valued AND: False wins, then unknown (None), then True."""
     seen_unknown = False
     for v in values:
         if v is False:
@@ -210,13 +211,13 @@ def _all(values) -> bool | None:
     return None if seen_unknown else True
 
 
+def _negate(value: bool | None) -> bool | None:
+    return None if value is None else not value
+
+
 def _any(values) -> bool | None:
-    seen_unknown = False
-    for v in values:
-        if v is True:
-            return True
-        seen_unknown |= v is None
-    return None if seen_unknown else False
+    """Three-valued OR, by De Morgan: True wins, then unknown, then False."""
+    return _negate(_all(_negate(v) for v in values))
 
 
 class Node:
