@@ -7,6 +7,7 @@ healthy run once; the other seeds and the fix runs are `slow` (`make test-all`).
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -79,3 +80,11 @@ def test_catalogue_fix_clears_the_finding(task, scenario, train_run):
     assert fix, f"the catalogue names no fix for {scenario}"
     _, fixed = train_run([f"task={task}", f"scenario={scenario}", *fix.split()])
     assert not _shows(fixed, scenario), fix
+
+
+def test_every_failure_id_has_a_scenario_on_some_task():
+    from playground.train import CONF_DIR, known_options
+
+    declared = {s for t in known_options("task") for s in compose([f"task={t}"]).task.scenarios}
+    assert set(SCENARIO_IDS) <= declared
+    assert all((Path(CONF_DIR) / "scenario" / f"{s}.yaml").is_file() for s in SCENARIO_IDS)
