@@ -118,12 +118,12 @@ def update_actor(actor, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape,
                 loss = loss + kl_loss_coef.view(-1) * kl_loss
                 kl_loss_step = kl_loss_step + kl_loss.detach() * weight
                 metrics.add({"actor/kl_coef": kl_loss_coef.view(-1)})
+            if memory_guard is not None:  # activations are alive until backward: measure here, at the peak
+                memory_guard.check("update_actor")
             # Summing over agents keeps their gradients apart: d(Σ_k L_k)/dθ_j = dL_j/dθ_j.
             (loss * weight).sum().backward()
             pg_loss_step = pg_loss_step + pg_loss.detach() * weight
             metrics.add(pg_metrics)
-            if memory_guard is not None:
-                memory_guard.check("update_actor")
         grad_norm = optimizer.step(grad_clip, active)
         metrics.add({"actor/pg_loss": pg_loss_step, "actor/grad_norm": grad_norm})
         if use_kl_loss:
@@ -153,11 +153,11 @@ def update_critic(critic, optimizer: AgentAdamW, batch: Batch, shape: UpdateShap
             vf_loss, vf_clipfrac = compute_value_loss(vpreds, mb["returns"], mb["values"], mask, cliprange_value,
                                                       shape.loss_agg_mode)
             weight = mask.shape[1] / shape.mini_batch_rows
+            if memory_guard is not None:  # activations are alive until backward: measure here, at the peak
+                memory_guard.check("update_critic")
             (vf_loss * weight).sum().backward()
             vf_loss_step = vf_loss_step + vf_loss.detach() * weight
             metrics.add({"critic/vf_clipfrac": vf_clipfrac, "critic/vpred_mean": masked_mean(vpreds, mask)})
-            if memory_guard is not None:
-                memory_guard.check("update_critic")
         grad_norm = optimizer.step(grad_clip, active)
         metrics.add({"critic/vf_loss": vf_loss_step, "critic/grad_norm": grad_norm})
     return metrics
