@@ -1,39 +1,34 @@
-"""`make bench`: every benchmark, one JSON line per figure. Runs each module in turn (1 torch thread)."""
+"""`make bench`: every benchmark, one JSON line per figure, each module in a fresh process (1 torch thread).
+
+A fresh process per benchmark keeps one's state (allocator settings, caches, imported modules) out of the next
+one's timings.
+"""
 
 from __future__ import annotations
 
-import importlib
 import os
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 MODULES = ["bench_cartpole", "bench_tokens", "bench_scenarios", "bench_batched", "bench_torch_envs",
            "bench_generation", "bench_explorer"]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def main() -> int:
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
     only = sys.argv[1:]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
     failed = []
     for name in MODULES:
-        if only and name not in only:
+        if (only and name not in only) or not (ROOT / "benchmarks" / f"{name}.py").is_file():
             continue
-        try:
-            module = importlib.import_module(f"benchmarks.{name}")
-        except ModuleNotFoundError as error:
-            if error.name == f"benchmarks.{name}":
-                continue  # not in this checkout
-            raise
-        start = time.perf_counter()
         print(f"# {name}", file=sys.stderr, flush=True)
-        argv, sys.argv = sys.argv, [f"benchmarks.{name}"]  # each benchmark parses its own (empty) arguments
-        try:
-            module.main()
-        except Exception as error:  # noqa: BLE001 - one broken benchmark must not hide the others
+        start = time.perf_counter()
+        if subprocess.run([sys.executable, "-m", f"benchmarks.{name}"], cwd=ROOT, env=env).returncode:
             failed.append(name)
-            print(f"# {name} failed: {type(error).__name__}: {error}", file=sys.stderr)
-        finally:
-            sys.argv = argv
+            print(f"# {name} failed", file=sys.stderr, flush=True)
         print(f"# {name}: {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
     return 1 if failed else 0
 

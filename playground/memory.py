@@ -30,12 +30,29 @@ def _measure_live_memory() -> None:
     earlier work and no longer show as growth; a fixed threshold and a trim at the start keep the guard's
     measurement independent of what the process did before (e.g. other runs in the same process).
     """
+    _mmap_threshold(128 * 1024)
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        libc.mallopt(-3, 128 * 1024)  # M_MMAP_THRESHOLD: fixed, which also stops its dynamic adjustment
-        libc.malloc_trim(0)
+        _libc().malloc_trim(0)
     except (OSError, AttributeError):  # not glibc: the guard still measures, less exactly
         pass
+
+
+def _libc():
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+
+
+def _mmap_threshold(nbytes: int) -> None:
+    """glibc's M_MMAP_THRESHOLD (setting it also stops its dynamic adjustment)."""
+    try:
+        _libc().mallopt(-3, nbytes)
+    except (OSError, AttributeError):
+        pass
+
+
+def release_measurement() -> None:
+    """After a capped run: large blocks from the heap again (glibc's own ceiling, 32 MiB), so the rest of the process
+    (other runs, tests, benchmarks) does not pay a system call per large tensor."""
+    _mmap_threshold(32 * 1024 * 1024)
 
 
 def _rss() -> int:
@@ -65,7 +82,8 @@ class MemoryGuard:
         self.device = device
         self.limits = limits_gb
         self.num_agents = len(limits_gb)
-        if device.type == "cpu" and any(limit is not None for limit in limits_gb):
+        self.measuring = device.type == "cpu" and any(limit is not None for limit in limits_gb)
+        if self.measuring:
             _measure_live_memory()
         self.baseline = _rss()
         self.peak_growth = 0
@@ -77,6 +95,11 @@ class MemoryGuard:
                 total = torch.cuda.get_device_properties(device).total_memory
                 fraction = min(1.0, min(capped) * len(limits_gb) / (total / GIB))
                 torch.cuda.set_per_process_memory_fraction(fraction, device)
+
+    def close(self) -> None:
+        if self.measuring:
+            release_measurement()
+            self.measuring = False
 
     def over_limit(self) -> list[bool]:
         """Which agents' share of the memory growth is past their cap (CPU guard)."""

@@ -169,6 +169,8 @@ class Trainer:
             else:
                 self._finish_all(statuses, "failed", f"{type(error).__name__}: {error}")
                 raise
+        finally:
+            self.memory.close()
         self._finish_all(statuses, "finished", None)
         return [s or "finished" for s in statuses]
 
