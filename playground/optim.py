@@ -48,8 +48,10 @@ class AgentAdamW:
         return x.reshape(-1, *([1] * (like.dim() - 1)))
 
     def zero_grad(self) -> None:
+        """Zero the gradients in place: a model may share one gradient buffer between its parameters."""
         for p in self.params:
-            p.grad = None
+            if p.grad is not None:
+                p.grad.zero_()
 
     def grad_norm(self) -> Tensor:
         """The global L2 norm of each agent's gradient, `(K,)` (missing grads count as zero)."""

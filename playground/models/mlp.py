@@ -9,6 +9,7 @@ orthogonal weights, gain √2 on hidden layers, 0.01 on the policy head, 1 on th
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 
 import torch
@@ -17,10 +18,18 @@ from torch import Tensor
 from playground.algos.masked import entropy_from_logits
 
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+_LAYOUT_WARNING = "grad and param do not obey the gradient layout contract"
+# The gradient views below are strided slices of one buffer on purpose (autograd still accumulates into them
+# in place); torch's notice that such a layout "may impair performance" is about the layout we chose.
+warnings.filterwarnings("ignore", message=_LAYOUT_WARNING)
 
 
 class AgentMLP:
     """`num_agents` MLPs with tanh hidden layers, weights in `self.flat` `(K, P)`.
+
+    Each layer's weight and bias are leaf tensors that are views of `flat`, and their gradients are views of one
+    `(K, P)` gradient buffer: autograd accumulates into the buffer in place, and the optimizer updates `flat` with
+    `flat.grad` as a single tensor (no per-layer copies, no scatter of a full-size gradient per view).
 
     Args:
         sizes: layer widths, input first, output last (e.g. `[4, 64, 64, 2]`).
@@ -46,8 +55,25 @@ class AgentMLP:
                 torch.nn.init.orthogonal_(weight, gain=gain, generator=gen)
                 flat[k, w:w + fan_in * fan_out] = weight.t().reshape(-1)  # stored (in, out) for x @ W
         flat[:, offset:] = extra_init
-        self.flat = flat.to(device).requires_grad_(True)
-        self._layer_views = self._views(self.flat)  # made once: the optimizer updates `flat` in place
+        self.flat = flat.to(device)
+        self.flat.grad = torch.zeros_like(self.flat)
+        self._layer_views = self._leaves(self._views(self.flat), self._views(self.flat.grad))
+        start, size = self.extra
+        extra_view, extra_grad = self.flat[:, start:start + size], self.flat.grad[:, start:start + size]
+        self._extra = self._leaves([(extra_view,)], [(extra_grad,)])[0][0]
+
+    @staticmethod
+    def _leaves(views, grad_views) -> list[tuple[Tensor, ...]]:
+        """Trainable leaves sharing `flat`'s storage, each with its gradient a view of the shared buffer."""
+        leaves = []
+        for group, grads in zip(views, grad_views):
+            made = []
+            for view, grad in zip(group, grads):
+                leaf = view.detach().requires_grad_(True)
+                leaf.grad = grad
+                made.append(leaf)
+            leaves.append(tuple(made))
+        return leaves
 
     def _views(self, flat: Tensor) -> list[tuple[Tensor, Tensor]]:
         k = flat.shape[0]
@@ -69,7 +95,8 @@ class AgentMLP:
         return x
 
     def extra_params(self, flat: Tensor | None = None) -> Tensor:
-        flat = self.flat if flat is None else flat
+        if flat is None:
+            return self._extra
         start, size = self.extra
         return flat[:, start:start + size]
 
