@@ -123,3 +123,12 @@ def test_metrics_file_is_valid_json_lines_while_running(train_run):
     for line in (run_dir / "metrics.jsonl").read_text().splitlines():
         json.loads(line)
     assert torch.get_num_threads() == 1
+
+
+def test_critic_warmup_updates_only_the_critic_before_that_step(train_run):
+    """verl: the actor is updated from `global_steps >= critic_warmup` on; steps start at 1."""
+    _, run_dir = train_run([*SMALL, "trainer.total_training_steps=4", "trainer.critic_warmup=3"])
+    records = read_metrics_jsonl(run_dir / "metrics.jsonl").records
+    assert [r["training/global_step"] for r in records] == [1, 2, 3, 4]
+    assert ["actor/pg_clipfrac" in r for r in records] == [False, False, True, True]
+    assert all("critic/vf_loss" in r for r in records)
