@@ -25,7 +25,7 @@ PLAYGROUND_KEYS = (
     "task.*", "env.backend", "env.num_envs", "env.rollout_length", "env.eval_episodes", "env.episode_window",
     "algorithm.norm_adv", "reward.scale", "reward.noise_std", "reward.noise_type", "actor_rollout_ref.model.*",
     "world_model.*", "trainer.memory_limit_gb", "trainer.stop_on_finding", "trainer.stop_on_score",
-    "trainer.diverge_patience",
+    "trainer.stop_on_score_validated", "trainer.diverge_patience",
     "trainer.num_threads", "trainer.progress_bar", "trainer.samples_per_step", "trainer.mystery",
     "actor_rollout_ref.actor.grad_clip=null (clipping off)", "critic.grad_clip=null",
 )
@@ -44,7 +44,7 @@ PER_AGENT_KEYS = (
     "algorithm.gamma", "algorithm.lam", "algorithm.kl_ctrl.kl_coef", "algorithm.kl_ctrl.target_kl",
     "algorithm.kl_ctrl.horizon", "reward.scale", "reward.noise_std",
     "trainer.seed", "trainer.total_training_steps", "trainer.memory_limit_gb", "trainer.stop_on_finding",
-    "trainer.stop_on_score",
+    "trainer.stop_on_score", "trainer.stop_on_score_validated",
     "trainer.experiment_name", "trainer.mystery", "scenario",
 )
 
@@ -110,6 +110,7 @@ def validate(cfg: DictConfig) -> None:
     _check(cfg, "trainer.critic_warmup", lambda x: isinstance(x, int) and x >= 0, "an integer >= 0")
     _check(cfg, "trainer.memory_limit_gb", lambda x: x is None or (_number(x) and x > 0), "null or > 0")
     _check(cfg, "trainer.stop_on_score", lambda x: x is None or _number(x), "null or a number")
+    _check(cfg, "trainer.stop_on_score_validated", lambda x: isinstance(x, bool), "true or false")
     _check(cfg, "trainer.device", _device_ok, "'auto', 'cpu', or 'cuda[:N]' with CUDA present")
     loggers = _get(cfg, "trainer.logger")
     loggers = [loggers] if isinstance(loggers, str) else list(loggers or [])

@@ -73,6 +73,8 @@ class Trainer:
         self.use_kl_in_reward = bool(algo.use_kl_in_reward)
         self.total_steps = [int(c.trainer.total_training_steps) for c in cfgs]
         self.stop_scores = [c.trainer.get("stop_on_score") for c in cfgs]
+        self.stop_validated = [bool(c.trainer.get("stop_on_score_validated")) and self.task.val_score_metric is not None
+                               for c in cfgs]
         self.max_steps = max(self.total_steps)
         agent_dim = self.task.family == "gym"
         self.actor_opt = self._optimizer(self.task.actor.params, "actor_rollout_ref.actor.optim", agent_dim)
@@ -193,8 +195,9 @@ class Trainer:
             status, error = "oom", "out of memory: this agent's share passed trainer.memory_limit_gb"
         elif self.watchers[k] is not None and self.watchers[k].update(record):
             status, reason = "finished", f"stop_on_finding: {self.watchers[k].finding_id} found"
-        elif self._reached_score(k, record):
-            status, reason = "finished", f"stop_on_score: {self.task.score_metric} reached {self.stop_scores[k]}"
+        elif self._reached_score(k, record) and self._validated(k, record):
+            metrics = self.task.score_metric + (f" and {self.task.val_score_metric}" if self.stop_validated[k] else "")
+            status, reason = "finished", f"stop_on_score: {metrics} reached {self.stop_scores[k]}"
         elif step >= self.total_steps[k]:
             status, reason = "finished", "total_training_steps reached"
         if status is not None:
@@ -205,6 +208,12 @@ class Trainer:
     def _reached_score(self, k: int, record: dict[str, float]) -> bool:
         target = self.stop_scores[k]
         return target is not None and record.get(self.task.score_metric, -float("inf")) >= target
+
+    def _validated(self, k: int, record: dict[str, float]) -> bool:
+        """With `stop_on_score_validated`, the validation run at this step must reach the target too."""
+        if not self.stop_validated[k]:
+            return True
+        return record.get(self.task.val_score_metric, -float("inf")) >= self.stop_scores[k]
 
     def train_step(self, step: int) -> list[dict[str, float]]:
         """One PPO step for every agent; returns each agent's metrics record."""

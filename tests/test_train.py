@@ -132,3 +132,12 @@ def test_critic_warmup_updates_only_the_critic_before_that_step(train_run):
     assert [r["training/global_step"] for r in records] == [1, 2, 3, 4]
     assert ["actor/pg_clipfrac" in r for r in records] == [False, False, True, True]
     assert all("critic/vf_loss" in r for r in records)
+
+
+def test_a_validated_stop_needs_the_validation_score_too(train_run):
+    _, run_dir = train_run([*SMALL, "trainer.total_training_steps=40", "trainer.stop_on_score=30",
+                            "trainer.stop_on_score_validated=true"])
+    records, info = read_metrics_jsonl(run_dir / "metrics.jsonl").records, read_run_info(run_dir)
+    assert info["stop_reason"] == "stop_on_score: critic/score/mean and val/score reached 30"
+    assert records[-1]["critic/score/mean"] >= 30 and records[-1]["val/score"] >= 30
+    assert all(r["val/score"] < 30 for r in records[:-1] if r.get("critic/score/mean", 0) >= 30)

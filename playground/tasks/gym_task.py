@@ -114,6 +114,7 @@ class GymTask:
                 "env_backend": type(self.env).__name__, "score_metric": self.score_metric}
 
     score_metric = "critic/score/mean"  # what `task.score_target` and `trainer.stop_on_score` are measured on
+    val_score_metric = "val/score"  # what `trainer.stop_on_score_validated` checks at the stop
 
     @property
     def rows_per_step(self) -> int:

@@ -73,6 +73,7 @@ class TokenTask:
         self.steps_done = 0
 
     score_metric = "val/accuracy"  # what `task.score_target` and `trainer.stop_on_score` are measured on
+    val_score_metric = None  # the score is measured on validation already
 
     # ---- run.json facts and sizes -------------------------------------------------------------------
     def describe(self) -> dict:
