@@ -1,6 +1,8 @@
 """Speed of the fast CartPole preset and of batched agents: seconds to solve with `+preset=fast` (5 seeds), time per
 iteration for K = 1, 8, 64 agents in one Trainer, and a stability-map sweep through `hydra/launcher=batched` against
-`hydra/launcher=joblib` (n_jobs = 2). One JSON line per figure; one torch thread.
+`hydra/launcher=joblib` (n_jobs = 2). One JSON line per figure. A solo run uses one torch thread (the default);
+batches use the threads `hydra/launcher=batched` gives them (num_threads=auto: every core), and K = 1 is timed both
+ways, the ratios taken to the faster of the two.
 
     python -m benchmarks.bench_batched [--only fast,k,sweep] [--repeats 1]
 """
@@ -87,12 +89,12 @@ def agent_configs(k: int, steps: int) -> list:
     return cfgs
 
 
-def time_per_iteration(k: int, steps: int, repeats: int = 3, device: str = "cpu") -> dict:
+def time_per_iteration(k: int, steps: int, repeats: int = 3, device: str = "cpu", threads: int = 1) -> dict:
     """Wall ms per training step of K agents, the whole loop (rollout, update, records, run-dir writes).
 
     `repeats` fresh Trainers of `steps` steps each: the median and the best wall time, and the process CPU time
-    (one thread, so it is the wall time an undisturbed core would take: the machine is shared); `ms_in_step` is
-    the rollout + update part (`timing_s/step`, median).
+    (with one thread, the wall time an undisturbed core would take: the machine is shared); `ms_in_step` is
+    the rollout + update part (`timing_s/step`, median). `threads`: torch threads on CPU.
     """
     from playground.train import prepare
     from playground.trainer import Trainer
@@ -100,6 +102,7 @@ def time_per_iteration(k: int, steps: int, repeats: int = 3, device: str = "cpu"
     cfgs = agent_configs(k, steps)
     for cfg in cfgs:
         OmegaConf.update(cfg, "trainer.device", device)
+        OmegaConf.update(cfg, "trainer.num_threads", threads)
     walls, cpus, in_step = [], [], []
     for _ in range(repeats):
         with tempfile.TemporaryDirectory() as tmp:
@@ -111,20 +114,26 @@ def time_per_iteration(k: int, steps: int, repeats: int = 3, device: str = "cpu"
             records = read_metrics_jsonl(Path(tmp) / "0" / "metrics.jsonl").records
         in_step += [r["timing_s/step"] for r in records[1:]]  # the first step pays one-off allocations
     env_steps = k * trainer.task.rows_per_step
-    return {"K": k, "ms_per_iteration": round(1000 * median(walls), 2), "ms_best": round(1000 * min(walls), 2),
+    return {"K": k, "threads": threads if device == "cpu" else None,
+            "ms_per_iteration": round(1000 * median(walls), 2), "ms_best": round(1000 * min(walls), 2),
             "cpu_ms_per_iteration": round(1000 * median(cpus), 2),
             "ms_in_step": round(1000 * median(in_step), 2), "agg_env_steps_per_s": round(env_steps / median(walls))}
 
 
 def bench_k(ks: tuple[int, ...], steps: int, repeats: int) -> None:
-    rows = [time_per_iteration(k, steps, repeats) for k in ks]
-    base, best = rows[0]["ms_per_iteration"], rows[0]["ms_best"]
-    cpu = rows[0]["cpu_ms_per_iteration"]
+    from playground.batched import batch_threads
+
+    threads = batch_threads("auto", 2)  # what hydra/launcher=batched gives a batch on this machine
+    solo = time_per_iteration(1, steps, repeats, threads=1)
+    rows = [time_per_iteration(k, steps, repeats, threads=threads) for k in ks]
+    k1 = [solo] + [row for row in rows if row["K"] == 1]
+    base, best = min(r["ms_per_iteration"] for r in k1), min(r["ms_best"] for r in k1)
+    emit("batched_K1_solo_ms_per_iteration", solo["ms_per_iteration"], "ms", **solo)
     for row in rows:
         target = {"target": "K=64 <= 10x K=1"} if row["K"] == 64 else {}
         emit(f"batched_K{row['K']}_ms_per_iteration", row["ms_per_iteration"], "ms",
              ratio_to_K1=round(row["ms_per_iteration"] / base, 2), ratio_best=round(row["ms_best"] / best, 2),
-             ratio_cpu=round(row["cpu_ms_per_iteration"] / cpu, 2), **target, **row)
+             **target, **row)
 
 
 # ---- a sweep through the two launchers ------------------------------------------------------------------------
@@ -165,7 +174,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--k-steps", type=int, default=15, help="training steps per timed run, per K")
     args = parser.parse_args()
-    torch.set_num_threads(1)
+    torch.set_num_threads(1)  # each measurement sets its own threads through trainer.num_threads
     parts = args.only.split(",")
     if "fast" in parts:
         bench_fast(args.seeds, args.repeats)

@@ -6,6 +6,7 @@ The Hydra side (job dirs, `.hydra/` files, `JobReturn`s) lives in `hydra_plugins
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -130,18 +131,41 @@ def plan_batches(cfgs: Sequence[DictConfig], max_agents: int = 1024, job_ids: Se
     return plan
 
 
+def batch_threads(setting: Any, num_agents: int) -> int | None:
+    """The torch threads a CPU batch trains with, from the launcher's `num_threads` (None: the jobs' own
+    `trainer.num_threads`).
+
+    "auto" gives a batch of two or more agents every core this process may use: its tensors are large enough to
+    split (on 2 cores, K = 64 fast-preset agents took 81 instead of 124 ms per step, K = 16 25 instead of 31 ms),
+    and a given thread count still gives the same metrics on every run. A lone agent keeps its config's threads.
+    """
+    if setting is None or (setting == "auto" and num_agents < 2):
+        return None
+    if setting == "auto":
+        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if isinstance(setting, bool) or not isinstance(setting, int) or setting < 1:
+        raise ValueError(f"hydra.launcher.num_threads={setting!r}: expected auto, null or an integer >= 1")
+    return setting
+
+
 def train_batch(cfgs: Sequence[DictConfig], run_dirs: Sequence[str | Path],
-                overrides: Sequence[Sequence[str]]) -> list[str]:
+                overrides: Sequence[Sequence[str]], num_threads: int | None = None) -> list[str]:
     """Train configs that share a batch signature as K agents of one `Trainer`; returns each agent's status.
 
     Every agent's run dir gets what `train.run` writes for a solo run: `run.json` (with the job's overrides and
     rerun command), `metrics.jsonl`, `.hydra/config.yaml` (unless the launcher wrote it) and `findings.json`.
+    `num_threads` replaces the jobs' `trainer.num_threads` on CPU (see `batch_threads`); `run.json` records the
+    threads used.
     """
-    from playground.train import prepare, rerun_command, write_findings
+    import torch
+
+    from playground.train import prepare, run_facts, write_findings
     from playground.trainer import Trainer
 
     devices = [prepare(cfg) for cfg in cfgs]  # validates every job before any compute
-    extras = [{"overrides": list(o), "command": rerun_command(o), "device": str(devices[0])} for o in overrides]
+    if num_threads is not None and devices[0].type == "cpu":
+        torch.set_num_threads(num_threads)
+    extras = [run_facts(o, devices[0]) for o in overrides]
     trainer = Trainer(list(cfgs), list(run_dirs), devices[0], extra_infos=extras)
     statuses = trainer.fit()
     for run_dir in run_dirs:

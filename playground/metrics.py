@@ -157,6 +157,10 @@ def group_of(key: str) -> str | None:
     return GROUP_OF.get(family_of(key))
 
 
+def _reduction(key: str):
+    return np.max if "max" in key else np.min if "min" in key else np.mean
+
+
 def reduce_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
     """verl's `reduce_metrics`: keys containing "max" take the max, "min" the min, all others the mean.
 
@@ -165,14 +169,22 @@ def reduce_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
     out = {}
     for key, values in metrics.items():
         arr = np.asarray(values, dtype=np.float64).ravel()
-        if arr.size == 0:
-            continue
-        if "max" in key:
-            out[key] = float(np.max(arr))
-        elif "min" in key:
-            out[key] = float(np.min(arr))
-        else:
-            out[key] = float(np.mean(arr))
+        if arr.size:
+            out[key] = float(_reduction(key)(arr))
+    return out
+
+
+def reduce_agent_metrics(metrics: Mapping[str, Any]) -> dict[str, list[float]]:
+    """`reduce_metrics` for K agents at once: each value `(n, K)` (n entries per agent) → K floats.
+
+    Each agent's entries are reduced as one contiguous row, so every agent gets the bits `reduce_metrics` would give
+    it alone (numpy sums a contiguous row pairwise, a strided column sequentially).
+    """
+    out = {}
+    for key, values in metrics.items():
+        rows = np.ascontiguousarray(np.asarray(values, dtype=np.float64).T)  # (K, n)
+        if rows.size:
+            out[key] = _reduction(key)(rows, axis=1).tolist()
     return out
 
 

@@ -73,13 +73,18 @@ def rerun_command(overrides: Sequence[str]) -> str:
     return " ".join(["python -m playground.train", *(shlex.quote(o) for o in overrides)])
 
 
+def run_facts(overrides: Sequence[str], device: torch.device) -> dict:
+    """What `run.json` says about how a run was launched: its overrides, the command that reruns it, where it ran."""
+    return {"overrides": list(overrides), "command": rerun_command(overrides), "device": str(device),
+            "num_threads": torch.get_num_threads() if device.type == "cpu" else None}
+
+
 def run(cfg: DictConfig, run_dir: str | Path, overrides: Sequence[str] = ()) -> str:
     """Train one config into `run_dir`; returns the run's status."""
     from playground.trainer import Trainer
 
     device = prepare(cfg)
-    extra = {"overrides": list(overrides), "command": rerun_command(overrides), "device": str(device)}
-    trainer = Trainer([cfg], [run_dir], device, extra_infos=[extra])
+    trainer = Trainer([cfg], [run_dir], device, extra_infos=[run_facts(overrides, device)])
     status = trainer.fit()[0]
     write_findings(run_dir)
     return status

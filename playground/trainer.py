@@ -23,7 +23,7 @@ from playground.algos.losses import agg_loss, explained_variance
 from playground.algos.masked import masked_mean
 from playground.config import AgentHParams
 from playground.memory import MemoryGuard, is_oom_error
-from playground.metrics import STEP, reduce_metrics
+from playground.metrics import STEP, reduce_agent_metrics
 from playground.optim import AgentAdamW, lr_factor, warmup_steps
 from playground.sinks import RunLogger
 from playground.update import UpdateShape, update_actor, update_critic
@@ -76,6 +76,9 @@ class Trainer:
         self.stop_validated = [bool(c.trainer.get("stop_on_score_validated")) and self.task.val_score_metric is not None
                                for c in cfgs]
         self.max_steps = max(self.total_steps)
+        # read per step for every agent: plain ints, not OmegaConf lookups (~30 µs each)
+        self.diverge_patience = int(self.cfg.trainer.diverge_patience)
+        self.test_freq = int(self.cfg.trainer.test_freq)
         agent_dim = self.task.family == "gym"
         self.actor_opt = self._optimizer(self.task.actor.params, "actor_rollout_ref.actor.optim", agent_dim)
         self.critic_opt = self._optimizer(self.task.critic.params, "critic.optim", agent_dim) if self.use_critic \
@@ -189,7 +192,7 @@ class Trainer:
                       for key in CRASH_KEYS)
         self.nonfinite_streak[k] = self.nonfinite_streak[k] + 1 if crashed else 0
         status, error, reason = None, None, None
-        if self.nonfinite_streak[k] >= self.cfg.trainer.diverge_patience:
+        if self.nonfinite_streak[k] >= self.diverge_patience:
             status, error = "diverged", f"losses stayed non-finite for {self.nonfinite_streak[k]} steps"
         elif self.memory.over_limit()[k]:
             status, error = "oom", "out of memory: this agent's share passed trainer.memory_limit_gb"
@@ -330,7 +333,7 @@ class Trainer:
 
     def _is_test_step(self, step: int, agent: int) -> bool:
         """verl: every `test_freq` steps and at the last step (`test_freq` is shared; the last step is the agent's)."""
-        freq = self.cfg.trainer.test_freq
+        freq = self.test_freq
         return freq > 0 and (step % freq == 0 or step == self.total_steps[agent])
 
     def _validate(self, timing: dict[str, float]) -> dict[str, torch.Tensor]:
@@ -347,21 +350,19 @@ class Trainer:
             data.update(_masked_stats("critic/values", batch["values"], mask))
             data["critic/vf_explained_var"] = explained_variance(batch["returns"], batch["values"], mask)
         data.update(task.batch_metrics(batch))
-        names, rows = [], []
-        for key, values in metrics.items():
-            names.append(key)
-            rows.append(torch.stack([torch.as_tensor(v, device=self.device).float().reshape(self.K)
-                                     for v in values]))
-        table = [r.cpu() for r in rows]
-        data_cpu = {k: v.float().reshape(self.K).cpu() for k, v in data.items()}
+        # one host transfer per table, one reduction per metric for all agents, then plain Python floats per agent
+        reduced = reduce_agent_metrics({key: torch.stack([torch.as_tensor(v, device=self.device).float().reshape(self.K)
+                                                          for v in values]).cpu().numpy()
+                                        for key, values in metrics.items()})
+        data_cpu = {k: v.float().reshape(self.K).cpu().tolist() for k, v in data.items()}
         task.record_step(batch)
         memory = self.memory.metrics()
         tokens = task.token_counts(batch)
         records = []
         for k in range(self.K):
             record = {STEP: float(step)}
-            record.update(reduce_metrics({name: t[:, k].tolist() for name, t in zip(names, table)}))
-            record.update({key: float(v[k]) for key, v in data_cpu.items()})
+            record.update({key: values[k] for key, values in reduced.items()})
+            record.update({key: values[k] for key, values in data_cpu.items()})
             record.update(task.agent_metrics(k))
             record.update({f"timing_s/{name}": seconds for name, seconds in timing.items()})
             for phase in ("gen", "ref", "values", "adv", "update_critic", "update_actor"):

@@ -16,7 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from playground.batched import config_diff, leaf_values, plan_batches, train_batch, unbatchable_reason
+from playground.batched import (
+    batch_threads,
+    config_diff,
+    leaf_values,
+    plan_batches,
+    train_batch,
+    unbatchable_reason,
+)
 from playground.train import compose
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,6 +114,15 @@ def test_jobs_with_config_errors_get_a_line_and_no_batch():
     assert plan.lines[-1] == f"job 1: error: {CLIP}=1.5 is out of range: allowed in (0, 1)"
 
 
+def test_batch_threads_auto_gives_a_batch_every_core_and_a_lone_agent_its_own_setting():
+    cores = len(os.sched_getaffinity(0))
+    assert batch_threads("auto", 64) == batch_threads("auto", 2) == cores
+    assert batch_threads("auto", 1) is None and batch_threads(None, 64) is None and batch_threads(3, 1) == 3
+    for bad in (0, -1, "many", 1.5, True):
+        with pytest.raises(ValueError, match="hydra.launcher.num_threads"):
+            batch_threads(bad, 8)
+
+
 def test_config_diff_lists_changed_added_and_removed_keys():
     a, b = {"x": 1, "y": [1, 2], "z": 3}, {"x": 1, "y": [1, 3], "w": 0}
     assert config_diff(a, b) == [("w", "(absent)", 0), ("y", [1, 2], [1, 3]), ("z", 3, "(absent)")]
@@ -187,6 +203,7 @@ def test_a_sweep_trains_as_one_batch_through_the_hydra_entry_point(tmp_path):
         run_dir = tmp_path / str(job)
         info = json.loads((run_dir / "run.json").read_text())
         assert info["status"] == "finished" and f"{LR}={lr}" in info["overrides"]
+        assert info["num_threads"] == batch_threads("auto", 2)  # the launcher's default for a batch on CPU
         assert [r["training/global_step"] for r in _metrics(run_dir)] == [1, 2, 3]
         for name in ("findings.json", ".hydra/config.yaml", ".hydra/hydra.yaml", ".hydra/overrides.yaml", "train.log"):
             assert (run_dir / name).is_file(), name

@@ -2,9 +2,10 @@
 
 import math
 
+import numpy as np
 import pytest
 
-from playground.metrics import from_json_value, reduce_metrics, to_json_value
+from playground.metrics import from_json_value, reduce_agent_metrics, reduce_metrics, to_json_value
 
 
 def test_reduce_metrics_takes_max_min_or_mean_by_name():
@@ -17,6 +18,17 @@ def test_reduce_metrics_takes_max_min_or_mean_by_name():
     })
     assert reduced == {"actor/pg_loss": 3.0, "response_length/max": 9.0, "response_length/min": 3.0,
                        "critic/lr": 0.5}
+
+
+@pytest.mark.parametrize("entries", [1, 3, 8, 9, 16, 37])
+def test_reducing_all_agents_at_once_gives_each_agent_its_solo_bits(entries):
+    """The batched trainer reduces a `(n, K)` table per metric; numpy's pairwise sums must not change any bit."""
+    table = np.random.default_rng(entries).standard_normal((entries, 5)).astype(np.float32)
+    names = ["actor/pg_loss", "response_length/max", "response_length/min"]
+    reduced = reduce_agent_metrics({name: table for name in names})
+    for k in range(5):
+        solo = reduce_metrics({name: table[:, k].tolist() for name in names})
+        assert {name: reduced[name][k] for name in names} == solo
 
 
 @pytest.mark.parametrize("value,encoded", [(float("nan"), "NaN"), (float("inf"), "Infinity"),

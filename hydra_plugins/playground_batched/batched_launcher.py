@@ -40,6 +40,8 @@ class BatchedLauncherConf:
     max_agents: int = 1024
     # the device batches train on; null: the jobs' own trainer.device
     device: Any = None
+    # torch threads of a batch on CPU: auto = every core for two or more agents; null = the jobs' trainer.num_threads
+    num_threads: Any = "auto"
 
 
 ConfigStore.instance().store(group="hydra/launcher", name="batched", node=BatchedLauncherConf, provider="playground")
@@ -56,10 +58,14 @@ class _Job:
 
 
 class BatchedLauncher(Launcher):
-    def __init__(self, max_agents: int = 1024, device: Any = None) -> None:
+    def __init__(self, max_agents: int = 1024, device: Any = None, num_threads: Any = "auto") -> None:
+        from playground.batched import batch_threads
+
         super().__init__()
         self.max_agents = int(max_agents)
         self.device = device
+        batch_threads(num_threads, 2)  # a bad value fails here, before any job runs
+        self.num_threads = num_threads
         self.config: DictConfig | None = None
         self.task_function: TaskFunction | None = None
         self.hydra_context: HydraContext | None = None
@@ -117,7 +123,7 @@ class BatchedLauncher(Launcher):
 
     # ---- the sweep ---------------------------------------------------------------------------------------
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        from playground.batched import plan_batches, train_batch
+        from playground.batched import batch_threads, plan_batches, train_batch
         from playground.config import ConfigError, validate
         from playground.train import check_scenario_applies
 
@@ -154,7 +160,8 @@ class BatchedLauncher(Launcher):
                 self._callback(job, "on_job_start", task_function=self.task_function)
             try:
                 statuses = train_batch([j.task_cfg for j in members], [j.output_dir for j in members],
-                                       [OmegaConf.to_container(j.config.hydra.overrides.task) for j in members])
+                                       [OmegaConf.to_container(j.config.hydra.overrides.task) for j in members],
+                                       num_threads=batch_threads(self.num_threads, len(members)))
                 outcome = [(JobStatus.COMPLETED, 0.0 if s == "finished" else None) for s in statuses]
             except Exception as error:  # noqa: BLE001 - recorded per job, as run_job records a task's failure
                 log.error(f"batch of jobs {[j.idx for j in members]} failed: {type(error).__name__}: {error}")
