@@ -1,4 +1,5 @@
-"""`make bench`: every benchmark, one JSON line per figure, each module in a fresh process (1 torch thread).
+"""`make bench`: every benchmark, one JSON line per figure, each module in a fresh process (one torch thread for a
+single run; batches of agents use every core, as `hydra/launcher=batched` does).
 
 A fresh process per benchmark keeps one's state (allocator settings, caches, imported modules) out of the next
 one's timings.
