@@ -35,6 +35,7 @@ def format_console_line(record: Mapping[str, Any], step: int) -> str:
     for key, value in record.items():
         if key == STEP or not isinstance(value, numbers.Number):
             continue
+        value = value.item() if hasattr(value, "item") else value  # numpy scalars print as np.float64(...) otherwise
         parts.append(f"{key}:{pprint.pformat(value)}")
     return " - ".join(parts)
 

@@ -279,13 +279,19 @@ class GymTask:
         w = self.windows[agent]
         if not w.score:
             return {}
-        out = {}
-        for prefix, values in (("critic/score", w.score), ("critic/rewards", w.rewards),
-                               ("episode/reward", w.score), ("episode/length", w.length)):
+        def stats(values: list[float], spread: bool) -> dict[str, float]:  # Python floats: records are plain data
             arr = np.asarray(values, dtype=np.float64)
-            out.update({f"{prefix}/mean": arr.mean(), f"{prefix}/max": arr.max(), f"{prefix}/min": arr.min()})
-            if prefix.startswith("critic"):
-                out[f"{prefix}/std"] = arr.std(ddof=1) if len(arr) > 1 else 0.0
+            out = {"mean": float(arr.mean()), "max": float(arr.max()), "min": float(arr.min())}
+            if spread:
+                out["std"] = float(arr.std(ddof=1)) if len(arr) > 1 else 0.0
+            return out
+
+        score, rewards, length = stats(w.score, True), stats(w.rewards, True), stats(w.length, False)
+        out = {}
+        for prefix, summary in (("critic/score", score), ("critic/rewards", rewards),
+                                ("episode/reward", score), ("episode/length", length)):
+            out.update({f"{prefix}/{name}": value for name, value in summary.items() if name != "std"
+                        or prefix.startswith("critic")})
         out[f"episode/success_rate_{self.name}"] = float(np.mean(w.success))
         return out
 
