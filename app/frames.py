@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from playground.diagnose.calibration import FAMILY_BANDS
-from playground.metrics import STEP, glossary_entry
+from playground.diagnose.calibration import bands_entry
+from playground.metrics import STEP
 
 TIMESTAMP_KEYS = ("timestamp", "_timestamp", "wall_time", "time/wall")
 STEP_TIME_KEYS = ("perf/time_per_step", "timing_s/step")
@@ -171,7 +171,7 @@ def ok_bands(metric: str, lo: float, hi: float, family: str | None = None) -> pd
         Columns lo, hi, where ("in" | "above" | "below" the data), text (e.g. "ok ≥ 0.3 ↑"), one row per
         contiguous ok range; empty when the guide gives none.
     """
-    entry = FAMILY_BANDS.get(family or "", {}).get(metric) or glossary_entry(metric)
+    entry = bands_entry(metric, family or "")  # the bands the engine's warn/bad marks come from
     rows: list[list[Any]] = []
     for band in (entry or {}).get("bands", []):
         if band.get("status") != "ok":

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
 from omegaconf import DictConfig, OmegaConf
 
 from playground.config import PER_AGENT_KEYS, batch_signature
@@ -157,8 +158,6 @@ def train_batch(cfgs: Sequence[DictConfig], run_dirs: Sequence[str | Path],
     `num_threads` replaces the jobs' `trainer.num_threads` on CPU (see `batch_threads`); `run.json` records the
     threads used.
     """
-    import torch
-
     from playground.train import prepare, run_facts, write_findings
     from playground.trainer import Trainer
 
@@ -168,6 +167,6 @@ def train_batch(cfgs: Sequence[DictConfig], run_dirs: Sequence[str | Path],
     extras = [run_facts(o, devices[0]) for o in overrides]
     trainer = Trainer(list(cfgs), list(run_dirs), devices[0], extra_infos=extras)
     statuses = trainer.fit()
-    for run_dir in run_dirs:
-        write_findings(run_dir)
+    for cfg, run_dir in zip(cfgs, run_dirs):
+        write_findings(run_dir, cfg)
     return statuses

@@ -49,6 +49,11 @@ PER_AGENT_KEYS = (
 )
 
 
+def uses_critic(cfg: DictConfig) -> bool:
+    """verl: a critic trains when `critic.enable` says so, by default exactly when the advantage estimator is GAE."""
+    return cfg.critic.enable if cfg.critic.enable is not None else cfg.algorithm.adv_estimator == "gae"
+
+
 class ConfigError(ValueError):
     """A config value outside its allowed range; the message is one line."""
 
@@ -216,9 +221,6 @@ class AgentHParams:
     def view3(self, key: str, **kw) -> torch.Tensor:
         return self.vector(key, **kw).view(-1, 1, 1)
 
-    def same(self, key: str) -> Any:
-        """A key every agent must share (a structural one); the batched launcher guarantees it."""
-        return _get(self.cfgs[0], key)
 
 
 def batch_signature(cfg: DictConfig) -> str:

@@ -24,7 +24,15 @@ from typing import Any
 import yaml
 
 from playground.diagnose import catalogue
-from playground.runs import read_findings, read_json, read_metrics_jsonl, read_run_info, write_json_atomic
+from playground.runs import (
+    METRICS,
+    RUN_INFO,
+    read_findings,
+    read_json,
+    read_metrics_jsonl,
+    read_run_info,
+    write_json_atomic,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 EXERCISES_DIR = ROOT / "exercises"
@@ -176,7 +184,7 @@ def mark_solved(run_dir: Path) -> bool:
     info = read_run_info(run_dir)
     if info is None:
         return False
-    write_json_atomic(run_dir / "run.json", {**info, "solved": True})
+    write_json_atomic(run_dir / RUN_INFO, {**info, "solved": True})
     return True
 
 
@@ -210,7 +218,7 @@ def parse_fix(text: str) -> list[str]:
 
 def last_value(run_dir: Path, metric: str) -> float | None:
     """The last finite value of `metric` in a run's metrics.jsonl."""
-    values = [r[metric] for r in read_metrics_jsonl(run_dir / "metrics.jsonl").records if metric in r]
+    values = [r[metric] for r in read_metrics_jsonl(run_dir / METRICS).records if metric in r]
     values = [v for v in values if math.isfinite(v)]
     return values[-1] if values else None
 
@@ -257,12 +265,16 @@ def run_fix(ex: Exercise, fix: list[str], run_dir: Path, steps: int | None = Non
     return judge(ex, run_dir)
 
 
+def _progress_path(ex: Exercise, root: Path | None) -> Path:
+    return (root or workshop_root()) / ex.id / PROGRESS
+
+
 def read_progress(ex: Exercise, root: Path | None = None) -> dict[str, Any]:
-    return read_json((root or workshop_root()) / ex.id / PROGRESS) or {}
+    return read_json(_progress_path(ex, root)) or {}
 
 
 def save_progress(ex: Exercise, data: dict[str, Any], root: Path | None = None) -> None:
-    path = (root or workshop_root()) / ex.id / PROGRESS
+    path = _progress_path(ex, root)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(path, data)
 

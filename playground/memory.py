@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import resource
 import sys
 
@@ -55,7 +56,8 @@ def reuse_freed_memory() -> None:
     _mallopt(_M_TRIM_THRESHOLD, 1024**3)
 
 
-def _libc():
+@functools.lru_cache(maxsize=1)
+def _libc():  # find_library runs `ldconfig -p`: once per process
     return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
 
 
@@ -94,7 +96,8 @@ class MemoryGuard:
         self.device = device
         self.limits = limits_gb
         self.num_agents = len(limits_gb)
-        self.measuring = device.type == "cpu" and any(limit is not None for limit in limits_gb)
+        # the cap is enforced here on CPU only (CUDA's allocator enforces its own); `measuring` is reset by close()
+        self.capped = self.measuring = device.type == "cpu" and any(limit is not None for limit in limits_gb)
         if self.measuring:
             _measure_live_memory()
         elif device.type == "cpu":
@@ -118,11 +121,11 @@ class MemoryGuard:
     def over_limit(self) -> list[bool]:
         """Which agents' share of the memory growth is past their cap (CPU guard)."""
         share = self.peak_growth / max(1, self.num_agents) / GIB
-        return [limit is not None and share > limit for limit in self.limits]
+        return [self.capped and limit is not None and share > limit for limit in self.limits]
 
     def check(self, where: str) -> None:
         """Measure, and raise `OutOfMemory` when every agent is past its cap (CPU only)."""
-        if self.cuda or all(limit is None for limit in self.limits):
+        if not self.capped:
             return
         self.peak_growth = max(self.peak_growth, _rss() - self.baseline)
         if all(self.over_limit()):  # a solo run stops at once; in a batch, the trainer stops agents one by one

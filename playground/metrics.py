@@ -107,14 +107,15 @@ ALIAS_PATTERNS: list[tuple[re.Pattern[str], str]] = [
 _SCALED_KEY = re.compile(r"^(?P<name>[^()]+)\((?P<scale>[0-9.eE+-]+)\)$")
 
 
+@functools.lru_cache(maxsize=4096)  # called per key of every record read or watched: few distinct keys
 def canonical_name(key: str) -> str:
     """Map a metric key from any verl version (or the guide's examples) to the guide's name."""
     key = key.strip()
     if key in ALIASES:
         return ALIASES[key]
     for pattern, repl in ALIAS_PATTERNS:
-        if pattern.match(key):
-            return pattern.sub(repl, key)
+        if match := pattern.match(key):
+            return match.expand(repl)
     return key
 
 
@@ -196,9 +197,7 @@ def to_json_value(value: float) -> float | str:
 
 
 def from_json_value(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return float(value)
-    if isinstance(value, (int, float)):
+    if isinstance(value, (int, float)):  # bool included
         return float(value)
     if isinstance(value, str):
         try:
@@ -212,21 +211,22 @@ GLOSSARY_PATH = Path(__file__).with_name("glossary.yaml")
 
 
 @functools.lru_cache(maxsize=1)
+def _glossary_document() -> dict[str, Any]:
+    """`glossary.yaml`, parsed once per process (it is large: the entries and the general notes)."""
+    import yaml
+
+    with open(GLOSSARY_PATH, encoding="utf-8") as f:
+        return yaml.safe_load(f)
+
+
 def glossary() -> dict[str, dict[str, Any]]:
     """The glossary: one entry per declared metric (see `glossary.yaml` for the schema)."""
-    import yaml
-
-    with open(GLOSSARY_PATH, encoding="utf-8") as f:
-        return yaml.safe_load(f)["metrics"]
+    return _glossary_document()["metrics"]
 
 
-@functools.lru_cache(maxsize=1)
 def glossary_notes() -> list[dict[str, str]]:
     """The glossary's general notes (en/zh pairs) shown above the entries."""
-    import yaml
-
-    with open(GLOSSARY_PATH, encoding="utf-8") as f:
-        return yaml.safe_load(f).get("notes", [])
+    return _glossary_document().get("notes", [])
 
 
 def glossary_entry(key: str) -> dict[str, Any] | None:
@@ -238,9 +238,23 @@ def band_status(key: str, value: float) -> str | None:
 
     A non-finite value is always "bad".
     """
-    entry = glossary_entry(key)
+    return status_in_bands(glossary_entry(key), value)
+
+
+def status_in_bands(entry: Mapping[str, Any] | None, value: float) -> str | None:
+    """The status of `value` in an entry's `bands` (glossary schema; `lo`/`hi` None = unbounded), judged on
+    |value| when the entry says `band_on_abs`; None when there are no bands, "bad" for a non-finite value."""
     if entry is None or not entry.get("bands"):
         return None
+    if not math.isfinite(value):
+        return "bad"
+    v = abs(value) if entry.get("band_on_abs") else value
+    for band in entry["bands"]:
+        lo = -math.inf if band.get("lo") is None else band["lo"]
+        hi = math.inf if band.get("hi") is None else band["hi"]
+        if lo <= v <= hi:
+            return band["status"]
+    return None
     if not math.isfinite(value):
         return "bad"
     v = abs(value) if entry.get("band_on_abs") else value

@@ -44,16 +44,17 @@ def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
     """Replace `path` in one rename, so a reader sees the old or the new file, never half of one."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(_jsonable(data), f, indent=1, allow_nan=False)
+        json.dump(jsonable(data), f, indent=1, allow_nan=False)
         f.write("\n")
     os.replace(tmp, path)
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
+    """`value` with every non-finite float written as "NaN", "Infinity" or "-Infinity" (JSON has neither)."""
     if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     if isinstance(value, float):
         return to_json_value(value)
     return value
@@ -101,7 +102,7 @@ class RunRecorder:
         if self._samples is None:
             self._samples = open(self.run_dir / SAMPLES, "a", encoding="utf-8")
         for sample in samples:
-            self._samples.write(json.dumps(_jsonable(sample), ensure_ascii=False, allow_nan=False) + "\n")
+            self._samples.write(json.dumps(jsonable(sample), ensure_ascii=False, allow_nan=False) + "\n")
         self._samples.flush()
 
     def finish(self, status: str, error: str | None = None, **fields: Any) -> None:

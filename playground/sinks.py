@@ -146,9 +146,6 @@ class RunLogger:
         if cfg.trainer.progress_bar and agent is None:
             self.sinks.append(ProgressBar(int(cfg.trainer.total_training_steps), f"{cfg.task.name}/{cfg.scenario}"))
 
-    def update_info(self, **fields: Any) -> None:
-        self.recorder.update(**fields)
-
     def log(self, record: Mapping[str, float]) -> None:
         step = int(record[STEP])
         self.recorder.log(record)

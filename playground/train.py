@@ -86,7 +86,7 @@ def run(cfg: DictConfig, run_dir: str | Path, overrides: Sequence[str] = ()) -> 
     device = prepare(cfg)
     trainer = Trainer([cfg], [run_dir], device, extra_infos=[run_facts(overrides, device)])
     status = trainer.fit()[0]
-    write_findings(run_dir)
+    write_findings(run_dir, cfg)
     return status
 
 
@@ -105,11 +105,12 @@ def compose(overrides: Sequence[str] = ()) -> DictConfig:
     return cfg
 
 
-def write_findings(run_dir: str | Path) -> None:
-    """Diagnose the finished run into `findings.json` (the explorer lists runs without re-diagnosing)."""
+def write_findings(run_dir: str | Path, cfg: DictConfig | None = None) -> None:
+    """Diagnose the finished run into `findings.json` (the explorer lists runs without re-diagnosing); `cfg`, the
+    run's config, spares reading back the `.hydra/config.yaml` written from it."""
     from playground.diagnose.engine import diagnose_run_dir
 
-    diagnose_run_dir(Path(run_dir))
+    diagnose_run_dir(Path(run_dir), config=cfg)
 
 
 @hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")

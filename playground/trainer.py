@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
@@ -21,9 +22,9 @@ from playground.algos.advantages import get_adv_estimator_fn
 from playground.algos.kl import get_kl_controller, kl_penalty
 from playground.algos.losses import agg_loss, explained_variance
 from playground.algos.masked import masked_mean
-from playground.config import AgentHParams
+from playground.config import AgentHParams, uses_critic
 from playground.memory import MemoryGuard, is_oom_error
-from playground.metrics import STEP, reduce_agent_metrics
+from playground.metrics import PER_TOKEN_PHASES, STEP, reduce_agent_metrics
 from playground.optim import AgentAdamW, lr_factor, warmup_steps
 from playground.sinks import RunLogger
 from playground.update import UpdateShape, update_actor, update_critic
@@ -68,7 +69,7 @@ class Trainer:
         self.hp = hp = AgentHParams(cfgs, device)
         self.task = make_task(cfgs, hp, device)
         actor_cfg, critic_cfg, algo = self.cfg.actor_rollout_ref.actor, self.cfg.critic, self.cfg.algorithm
-        self.use_critic = critic_cfg.enable if critic_cfg.enable is not None else algo.adv_estimator == "gae"
+        self.use_critic = uses_critic(self.cfg)
         self.use_kl_loss = bool(actor_cfg.use_kl_loss)
         self.use_kl_in_reward = bool(algo.use_kl_in_reward)
         self.total_steps = [int(c.trainer.total_training_steps) for c in cfgs]
@@ -76,9 +77,13 @@ class Trainer:
         self.stop_validated = [bool(c.trainer.get("stop_on_score_validated")) and self.task.val_score_metric is not None
                                for c in cfgs]
         self.max_steps = max(self.total_steps)
-        # read per step for every agent: plain ints, not OmegaConf lookups (~30 µs each)
+        # read every step: plain values, not OmegaConf lookups (~30 µs each)
         self.diverge_patience = int(self.cfg.trainer.diverge_patience)
         self.test_freq = int(self.cfg.trainer.test_freq)
+        self.critic_warmup = int(self.cfg.trainer.critic_warmup)
+        self.kl_penalty_type = str(algo.kl_penalty)
+        self.norm_adv, self.norm_adv_by_std_in_grpo = bool(algo.norm_adv), bool(algo.norm_adv_by_std_in_grpo)
+        self.policy_loss_mode, self.kl_loss_type = str(actor_cfg.policy_loss.loss_mode), str(actor_cfg.kl_loss_type)
         agent_dim = self.task.family == "gym"
         self.actor_opt = self._optimizer(self.task.actor.params, "actor_rollout_ref.actor.optim", agent_dim)
         self.critic_opt = self._optimizer(self.task.critic.params, "critic.optim", agent_dim) if self.use_critic \
@@ -160,9 +165,10 @@ class Trainer:
                     self.loggers[k].log({STEP: 0, **{key: float(v[k]) for key, v in val.items()}})
             for step in range(1, self.max_steps + 1):
                 records = self.train_step(step)
+                over_memory = self.memory.over_limit()
                 for k, record in enumerate(records):
                     if statuses[k] is None:
-                        statuses[k] = self._after_step(k, step, record)
+                        statuses[k] = self._after_step(k, step, record, over_memory[k])
                 if all(s is not None for s in statuses):
                     break
         except KeyboardInterrupt:
@@ -185,7 +191,7 @@ class Trainer:
                 statuses[k] = status
                 self.loggers[k].finish(status, error)
 
-    def _after_step(self, k: int, step: int, record: dict[str, float]) -> str | None:
+    def _after_step(self, k: int, step: int, record: dict[str, float], over_memory: bool) -> str | None:
         """Log agent k's step and decide whether it stops: its new status, or None to go on."""
         self.loggers[k].log(record)
         crashed = any(key in record and record[key] != record[key] or abs(record.get(key, 0.0)) == float("inf")
@@ -194,7 +200,7 @@ class Trainer:
         status, error, reason = None, None, None
         if self.nonfinite_streak[k] >= self.diverge_patience:
             status, error = "diverged", f"losses stayed non-finite for {self.nonfinite_streak[k]} steps"
-        elif self.memory.over_limit()[k]:
+        elif over_memory:
             status, error = "oom", "out of memory: this agent's share passed trainer.memory_limit_gb"
         elif self.watchers[k] is not None and self.watchers[k].update(record):
             status, reason = "finished", f"stop_on_finding: {self.watchers[k].finding_id} found"
@@ -251,16 +257,17 @@ class Trainer:
                         grad_clip=hp.vector("critic.grad_clip", none_as=float("inf")),
                         generators=self.shuffle_gens, active=self.active,
                         model_input_keys=task.model_input_keys, memory_guard=self.memory))
-            if self.cfg.trainer.critic_warmup <= step:
+            if self.critic_warmup <= step:
                 with self._timed(timing, "update_actor"):
-                    pre_update_entropy = metrics["actor/entropy_loss"][0]
-                    metrics.update(self._update_actor(batch))
+                    actor_metrics = self._update_actor(batch)
+                    in_update = actor_metrics.pop("actor/entropy_loss", None)
+                    metrics.update(actor_metrics)
                     # verl: when the update computes entropy (entropy_coeff != 0) its value replaces the pre-update
                     # one; per agent, since agents of a batch may differ in entropy_coeff
-                    if metrics["actor/entropy_loss"][0] is not pre_update_entropy:
-                        in_update = torch.stack(metrics["actor/entropy_loss"]).mean(0)
+                    if in_update is not None:
                         coeff = hp.vector("actor_rollout_ref.actor.entropy_coeff")
-                        metrics["actor/entropy_loss"] = [torch.where(coeff != 0, in_update, pre_update_entropy)]
+                        metrics["actor/entropy_loss"] = [torch.where(coeff != 0, torch.stack(in_update).mean(0),
+                                                                     metrics["actor/entropy_loss"][0])]
             if self.world_opt is not None:
                 metrics.update(self._update_world_model(batch))
         for name, (flops_fn, seconds) in {"actor": (task.actor_flops, timing.get("update_actor")),
@@ -286,7 +293,7 @@ class Trainer:
         mask = batch["response_mask"]
         if self.use_kl_in_reward:
             # verl's apply_kl_penalty: per-token KL to the reference, β from the controller before its update.
-            kld = kl_penalty(batch["old_log_probs"], batch["ref_log_prob"], self.cfg.algorithm.kl_penalty) * mask
+            kld = kl_penalty(batch["old_log_probs"], batch["ref_log_prob"], self.kl_penalty_type) * mask
             beta = self.kl_ctrl.value.to(self.device)
             batch["token_level_rewards"] = batch["token_level_scores"] - beta.view(-1, 1, 1) * kld
             seq_kl = masked_mean(kld, mask, dim=-1)  # per-sequence token mean, then mean over sequences
@@ -296,10 +303,9 @@ class Trainer:
             self.kl_ctrl.update(current_kl, n_steps=mask.shape[1])
         else:
             batch["token_level_rewards"] = batch["token_level_scores"]
-        algo = self.cfg.algorithm
         adv, ret = self.task.compute_advantage(
             batch, self.estimator, gamma=self.hp.view3("algorithm.gamma"), lam=self.hp.view3("algorithm.lam"),
-            norm_adv=bool(algo.norm_adv), norm_adv_by_std_in_grpo=bool(algo.norm_adv_by_std_in_grpo))
+            norm_adv=self.norm_adv, norm_adv_by_std_in_grpo=self.norm_adv_by_std_in_grpo)
         batch["advantages"], batch["returns"] = adv, ret
         return out
 
@@ -309,13 +315,13 @@ class Trainer:
         lr = self.actor_opt.lr
         metrics = update_actor(
             self.task, self.actor_opt, batch, self.actor_shape,
-            loss_mode=self.cfg.actor_rollout_ref.actor.policy_loss.loss_mode,
+            loss_mode=self.policy_loss_mode,
             clip_ratio=hp.view3(f"{prefix}.clip_ratio"),
             clip_ratio_low=hp.view3(f"{prefix}.clip_ratio_low", fallback=f"{prefix}.clip_ratio"),
             clip_ratio_high=hp.view3(f"{prefix}.clip_ratio_high", fallback=f"{prefix}.clip_ratio"),
             clip_ratio_c=hp.view3(f"{prefix}.clip_ratio_c"), entropy_coeff=hp.view3(f"{prefix}.entropy_coeff"),
             use_kl_loss=self.use_kl_loss, kl_loss_coef=hp.view3(f"{prefix}.kl_loss_coef"),
-            kl_loss_type=self.cfg.actor_rollout_ref.actor.kl_loss_type,
+            kl_loss_type=self.kl_loss_type,
             grad_clip=hp.vector(f"{prefix}.grad_clip", none_as=float("inf")), generators=self.shuffle_gens,
             active=self.active, memory_guard=self.memory)
         metrics = dict(metrics)
@@ -350,22 +356,25 @@ class Trainer:
             data.update(_masked_stats("critic/values", batch["values"], mask))
             data["critic/vf_explained_var"] = explained_variance(batch["returns"], batch["values"], mask)
         data.update(task.batch_metrics(batch))
-        # one host transfer per table, one reduction per metric for all agents, then plain Python floats per agent
-        reduced = reduce_agent_metrics({key: torch.stack([torch.as_tensor(v, device=self.device).float().reshape(self.K)
-                                                          for v in values]).cpu().numpy()
-                                        for key, values in metrics.items()})
-        data_cpu = {k: v.float().reshape(self.K).cpu().tolist() for k, v in data.items()}
+        # one host transfer for all metric tables and one for the batch statistics, one reduction per metric for
+        # all agents, then plain Python floats per agent
+        per_agent = lambda v: torch.as_tensor(v, device=self.device).float().reshape(self.K)  # noqa: E731
+        tables = [torch.stack([per_agent(v) for v in values]) for values in metrics.values()]
+        host = np.split(torch.cat(tables).cpu().numpy(), np.cumsum([len(t) for t in tables])[:-1])
+        reduced = reduce_agent_metrics(dict(zip(metrics, host)))
+        data_cpu = dict(zip(data, torch.stack([per_agent(v) for v in data.values()]).cpu().tolist()))
         task.record_step(batch)
         memory = self.memory.metrics()
         tokens = task.token_counts(batch)
+        timing_record = {f"timing_s/{name}": seconds for name, seconds in timing.items()}
         records = []
         for k in range(self.K):
             record = {STEP: float(step)}
             record.update({key: values[k] for key, values in reduced.items()})
             record.update({key: values[k] for key, values in data_cpu.items()})
             record.update(task.agent_metrics(k))
-            record.update({f"timing_s/{name}": seconds for name, seconds in timing.items()})
-            for phase in ("gen", "ref", "values", "adv", "update_critic", "update_actor"):
+            record.update(timing_record)
+            for phase in PER_TOKEN_PHASES:
                 if phase in timing:
                     divisor = tokens["response"] if phase == "gen" else tokens["total"]
                     record[f"timing_per_token_ms/{phase}"] = 1000 * timing[phase] / max(1, divisor[k])

@@ -94,7 +94,8 @@ def update_actor(actor, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape,
     on_policy = shape.ppo_epochs == 1 and shape.mini_batch_rows == rows
     compute_entropy = bool((entropy_coeff != 0).any())
     metrics = Metrics()
-    keys = [*actor.model_input_keys, "response_mask", "old_log_probs", "advantages", "ref_log_prob"]
+    keys = [*actor.model_input_keys, "response_mask", "advantages",  # only the fields the loss below reads
+            *(() if on_policy else ("old_log_probs",)), *(("ref_log_prob",) if use_kl_loss else ())]
     for micro_batches in iter_minibatches(rows, shape, generators, batch["response_mask"].device):
         optimizer.zero_grad()
         pg_loss_step = kl_loss_step = 0.0

@@ -24,7 +24,7 @@ def train(overrides: list[str], run_dir: Path):
     cfg = compose([*TINY, *overrides])
     trainer = Trainer([cfg], [run_dir], prepare(cfg), extra_infos=[{"overrides": overrides}])
     trainer.statuses = trainer.fit()
-    write_findings(run_dir)
+    write_findings(run_dir, cfg)
     return trainer
 
 

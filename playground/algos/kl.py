@@ -43,7 +43,7 @@ def kl_penalty(logprob: Tensor, ref_logprob: Tensor, kl_penalty: str) -> Tensor:
     forward_score = kl_penalty_forward(logprob, ref_logprob, kl_penalty[:-1])
     if kl_penalty in ("mse+", "k2+"):
         return forward_score
-    backward_score = 0.5 * (logprob - ref_logprob).square()
+    backward_score = kl_penalty_forward(logprob, ref_logprob, "k2")
     return backward_score - backward_score.detach() + forward_score.detach()
 
 

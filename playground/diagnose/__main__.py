@@ -9,6 +9,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from playground.diagnose.calibration import FAMILIES
 from playground.diagnose.engine import diagnose_path, diagnose_read
 from playground.diagnose.readers import parse_verl_text
 from playground.diagnose.report import dumps, format_report
@@ -23,7 +24,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--text", help='verl console lines pasted as text, e.g. "step:5 - actor/pg_loss:0.5 - ..."')
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of a report")
     parser.add_argument("--lang", choices=("en", "zh"), default="en", help="language of the report")
-    parser.add_argument("--family", choices=("gym", "token", "llm"),
+    parser.add_argument("--family", choices=FAMILIES,
                         help="thresholds to use (default: from run.json, else the guide's llm values)")
     return parser
 

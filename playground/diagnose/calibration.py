@@ -8,10 +8,9 @@ every entry names the healthy distribution it was derived from, how many seeds, 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-from playground.metrics import band_status, glossary_entry
+from playground.metrics import glossary_entry, status_in_bands
 
 FAMILIES = ("gym", "token", "llm")
 
@@ -119,32 +118,23 @@ FAMILY_BANDS: dict[str, dict[str, dict]] = {
 
 def family_band_status(key: str, value: float, family: str) -> str | None:
     """`metrics.band_status` with the family's own bands where it has them."""
-    entry = FAMILY_BANDS.get(family, {}).get(key)
-    if entry is None:
-        return band_status(key, value)
-    if not math.isfinite(value):
-        return "bad"
-    v = abs(value) if entry.get("band_on_abs") else value
-    for band in entry["bands"]:
-        lo = -math.inf if band["lo"] is None else band["lo"]
-        hi = math.inf if band["hi"] is None else band["hi"]
-        if lo <= v <= hi:
-            return band["status"]
-    return None
+    return status_in_bands(bands_entry(key, family), value)
 
 
-def _bands(key: str, family: str) -> dict | None:
+def bands_entry(key: str, family: str) -> dict | None:
+    """The entry whose bands judge `key` for a task family: the family's calibrated one, else the guide's;
+    None when neither gives bands."""
     entry = FAMILY_BANDS.get(family, {}).get(key) or glossary_entry(key)
     return entry if entry and entry.get("bands") else None
 
 
 def has_band(key: str, family: str) -> bool:
-    return _bands(key, family) is not None
+    return bands_entry(key, family) is not None
 
 
 def ok_range(key: str, family: str) -> str:
     """The family's (or the guide's) ok range of a metric in words, e.g. "ok 0.05 to 0.3"; "" if none."""
-    entry = _bands(key, family)
+    entry = bands_entry(key, family)
     if entry is None:
         return ""
     merged: list[list] = []  # adjacent ok bands read as one range

@@ -287,8 +287,7 @@ class Combine(Node):
 
     def _join(self, values) -> bool | None:
         if self.kind == "not":
-            v = next(iter(values))
-            return None if v is None else not v
+            return _negate(next(iter(values)))
         return _all(values) if self.kind == "all" else _any(values)
 
     def at(self, log: Log, i: int) -> bool | None:

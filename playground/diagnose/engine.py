@@ -274,7 +274,7 @@ def _healthy(log: Log, findings: list[Finding], notes: list[str]) -> Finding | N
         if not (rising or at_target):
             notes.append("no warning, but the score did not rise: not called healthy")
             return None
-    first, last = (log.steps[0], log.steps[-1]) if log.n else (0, 0)
+    first, last = log.steps[0], log.steps[-1]
     return Finding(id="healthy", severity="info", first_step=first, last_step=last, evidence=evidence,
                    explanation=dict(catalogue.EXPLANATIONS["healthy"]), fix="", rule="healthy")
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from playground.diagnose import catalogue
 from playground.diagnose.engine import Diagnosis, findings_document
+from playground.runs import jsonable
 
 LABELS: dict[str, dict[str, str]] = {
     "en": {"header": "== {source} (family {family}, {steps} steps)", "none": "no findings", "worst": "worst",
@@ -69,17 +69,6 @@ def format_report(results: Sequence[tuple[str, Diagnosis]], lang: str = "en") ->
     return "\n\n".join(format_diagnosis(source, d, lang) for source, d in results)
 
 
-def _jsonable(value: Any) -> Any:
-    """JSON has no NaN or Inf: write them as "NaN", "Infinity", "-Infinity" (as `metrics.jsonl` does)."""
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    return value
-
-
 def json_document(results: Sequence[tuple[str, Diagnosis]]) -> dict:
     """Every source's `findings.json` content, with its source and step count, in one document."""
     return {"version": 1, "results": [
@@ -87,4 +76,4 @@ def json_document(results: Sequence[tuple[str, Diagnosis]]) -> dict:
 
 
 def dumps(results: Sequence[tuple[str, Diagnosis]]) -> str:
-    return json.dumps(_jsonable(json_document(results)), ensure_ascii=False, indent=1, allow_nan=False)
+    return json.dumps(jsonable(json_document(results)), ensure_ascii=False, indent=1, allow_nan=False)

@@ -66,6 +66,13 @@ class EpisodeWindow:
         self.completed += len(score)
 
 
+def _window_stats(values: list[float]) -> dict[str, float]:
+    """Mean, max, min and (unbiased) std of an episode window, as Python floats: records are plain data."""
+    arr = np.asarray(values, dtype=np.float64)
+    std = float(arr.std(ddof=1)) if len(arr) > 1 else 0.0
+    return {"mean": float(arr.mean()), "max": float(arr.max()), "min": float(arr.min()), "std": std}
+
+
 class GymTask:
     """The gym family: envs, MLP actor/critic, optional world model, episodes and evaluation."""
 
@@ -79,7 +86,8 @@ class GymTask:
         self.num_envs, self.rollout_length = cfg.env.num_envs, cfg.env.rollout_length
         self.env = make_env(cfg, self.num_agents, self.num_envs, self.seeds, device)
         self.name = cfg.task.name
-        self.score_target = float(cfg.task.score_target)
+        self.by_return = cfg.task.success == "return"  # plain values, read every step
+        self.actor_epochs, self.critic_epochs = int(cfg.actor_rollout_ref.actor.ppo_epochs), int(cfg.critic.ppo_epochs)
         self.success_return = float(cfg.task.get("success_return", cfg.task.score_target))
         init_gens = [torch.Generator().manual_seed(s) for s in self.seeds]
         self.noise_gens = [torch.Generator().manual_seed(s + 1) for s in self.seeds]
@@ -130,10 +138,10 @@ class GymTask:
 
     def actor_flops(self) -> float:
         """verl's 6·N·T: forward + backward FLOPs of one agent's actor update (N = weights, T = rows × epochs)."""
-        return 6.0 * self.actor.net.num_params * self.rows_per_step * self.cfg.actor_rollout_ref.actor.ppo_epochs
+        return 6.0 * self.actor.net.num_params * self.rows_per_step * self.actor_epochs
 
     def critic_flops(self) -> float:
-        return 6.0 * self.critic.net.num_params * self.rows_per_step * self.cfg.critic.ppo_epochs
+        return 6.0 * self.critic.net.num_params * self.rows_per_step * self.critic_epochs
 
     def compute_scores(self, batch: Batch) -> None:
         """Rewards come from the env during `gen`; there is no separate reward model."""
@@ -252,7 +260,6 @@ class GymTask:
         score, rewards = to_np(batch["scores"]), to_np(batch["token_level_rewards"])
         valid, done = to_np(batch["response_mask"]) > 0, to_np(batch["terminated"] | batch["truncated"])
         terminated = to_np(batch["terminated"])
-        by_return = self.cfg.task.success == "return"
         ended_parts = []  # per time step: (agents, score, rewards, length, success) of the episodes that ended
         for t in range(t_len):
             v = valid[:, :, t]
@@ -263,7 +270,7 @@ class GymTask:
             if ended.any():
                 agents, _ = np.nonzero(ended)
                 ret = self.ep_score[ended]
-                success = ret >= self.success_return if by_return else terminated[:, :, t][ended]
+                success = ret >= self.success_return if self.by_return else terminated[:, :, t][ended]
                 ended_parts.append((agents, ret, self.ep_rewards[ended], self.ep_length[ended], success))
                 self.ep_score[ended] = 0.0
                 self.ep_rewards[ended] = 0.0
@@ -279,19 +286,11 @@ class GymTask:
         w = self.windows[agent]
         if not w.score:
             return {}
-        def stats(values: list[float], spread: bool) -> dict[str, float]:  # Python floats: records are plain data
-            arr = np.asarray(values, dtype=np.float64)
-            out = {"mean": float(arr.mean()), "max": float(arr.max()), "min": float(arr.min())}
-            if spread:
-                out["std"] = float(arr.std(ddof=1)) if len(arr) > 1 else 0.0
-            return out
-
-        score, rewards, length = stats(w.score, True), stats(w.rewards, True), stats(w.length, False)
-        out = {}
-        for prefix, summary in (("critic/score", score), ("critic/rewards", rewards),
-                                ("episode/reward", score), ("episode/length", length)):
-            out.update({f"{prefix}/{name}": value for name, value in summary.items() if name != "std"
-                        or prefix.startswith("critic")})
+        score, rewards, length = _window_stats(w.score), _window_stats(w.rewards), _window_stats(w.length)
+        out = {f"critic/score/{name}": value for name, value in score.items()}
+        out.update({f"critic/rewards/{name}": value for name, value in rewards.items()})
+        out.update({f"episode/reward/{name}": score[name] for name in ("mean", "max", "min")})
+        out.update({f"episode/length/{name}": length[name] for name in ("mean", "max", "min")})
         out[f"episode/success_rate_{self.name}"] = float(np.mean(w.success))
         return out
 

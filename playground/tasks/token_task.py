@@ -16,7 +16,7 @@ import torch
 from omegaconf import DictConfig
 from torch import Tensor
 
-from playground.config import AgentHParams
+from playground.config import AgentHParams, uses_critic
 from playground.models.tiny_gpt import (
     GPTConfig,
     TinyGPTCritic,
@@ -59,7 +59,7 @@ class TokenTask:
         torch.manual_seed(int(cfg.trainer.seed))
         self.model = copy.deepcopy(self.base.model).to(device).train()
         self.ref_model = self.base.model.to(device).eval().requires_grad_(False)
-        use_critic = cfg.critic.enable if cfg.critic.enable is not None else cfg.algorithm.adv_estimator == "gae"
+        use_critic = uses_critic(cfg)
         self.critic_model = TinyGPTCritic.from_base(self.model).to(device).train() if use_critic else None
         self.actor = _Params(self.model)
         self.critic = _CriticView(self.critic_model) if use_critic else None
@@ -68,6 +68,9 @@ class TokenTask:
         self.sample_gen = torch.Generator(device=device).manual_seed(seed + 1)
         self.n = int(cfg.actor_rollout_ref.rollout.n)
         self.temperature = float(cfg.actor_rollout_ref.rollout.temperature)
+        # read once: `_score` runs per response
+        self._reward_shape = {"format_score": float(cfg.reward.format_score),
+                              "partial_credit": bool(cfg.reward.partial_credit)}
         self.peak_flops = peak_flops(device_name(device), cfg.trainer.get("peak_flops"))
         self._last = None  # (examples, seq_lens, uid) of the current step
         self.steps_done = 0
@@ -130,7 +133,7 @@ class TokenTask:
         reward = self.cfg.reward
         results = [self._score(text, ex) for text, ex in zip(texts, examples)]
         seq_scores = torch.tensor([r["score"] for r in results], device=self.device)
-        self._texts, self._acc = texts, torch.tensor([r["acc"] for r in results])
+        self._texts = texts
         mask = batch["response_mask"][0]
         last = (mask.sum(-1).long() - 1).clamp(min=0)  # (bs,) the last valid response token
         scores = torch.zeros_like(mask)
@@ -145,9 +148,7 @@ class TokenTask:
 
     def _score(self, text: str, example) -> dict[str, float]:
         """The rule reward (`reward.format_score`, `reward.partial_credit` shape it; exact match is always 1)."""
-        reward = self.cfg.reward
-        return self.data.score(text, example, format_score=float(reward.format_score),
-                               partial_credit=bool(reward.partial_credit))
+        return self.data.score(text, example, **self._reward_shape)
 
     # ---- log-probs, reference, values ---------------------------------------------------------------
     def _log_prob(self, model, mb: Batch) -> tuple[Tensor, Tensor]:
