@@ -8,6 +8,7 @@ list reads only `run.json` and `findings.json`, never metrics.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -19,13 +20,13 @@ import streamlit as st
 import yaml
 
 from playground.diagnose.readers import parse_verl_text, read_any
-from playground.metrics import canonicalize, from_json_value
 from playground.runs import (
     FINDINGS,
     METRICS,
     SAMPLES,
     LogRead,
     find_runs,
+    metrics_record,
     read_findings,
     read_metrics_jsonl,
     read_run_info,
@@ -96,6 +97,7 @@ def _run_row(run_dir: Path, root: Path, warnings: list[tuple[str, str]]) -> dict
     findings = [f for f in (report or {}).get("findings", []) if isinstance(f, dict)]
     worst = max((f.get("severity", "info") for f in findings), key=lambda s: SEVERITY_ORDER.get(s, 0), default="")
     in_sweep = (run_dir.parent / "multirun.yaml").is_file()
+    mystery = bool(info.get("mystery")) and not info.get("solved")  # its findings stay hidden, even from sorting
     family = info.get("family") or ("token" if (run_dir / SAMPLES).is_file() else "")
     return {
         "run": str(run_dir), "name": str(Path(root.name) / run_dir.relative_to(root)), "root": str(root),
@@ -103,9 +105,9 @@ def _run_row(run_dir: Path, root: Path, warnings: list[tuple[str, str]]) -> dict
         "status": info.get("status", "unknown"), "task": info.get("task", ""), "family": family,
         "scenario": info.get("scenario", ""), "seed": info.get("seed"), "last_step": info.get("last_step"),
         "total_steps": info.get("total_steps"), "start_time": info.get("start_time"),
-        "end_time": info.get("end_time"), "mystery": bool(info.get("mystery")) and not info.get("solved"),
+        "end_time": info.get("end_time"), "mystery": mystery,
         "overrides": list(info.get("overrides") or _hydra_overrides(run_dir)), "findings": findings,
-        "worst": worst, "score_target": info.get("score_target"), "has_info": bool(info),
+        "worst": "" if mystery else worst, "score_target": info.get("score_target"), "has_info": bool(info),
     }
 
 
@@ -186,9 +188,9 @@ def _smoothed_last(path: str, stamp: Stamp, metric: str, weight: float, n: int) 
         except ValueError:
             continue
         if isinstance(obj, dict):
-            value = canonicalize({k: v for k, v in obj.items() if from_json_value(v) is not None}).get(metric)
+            value = metrics_record(obj).get(metric)
             if value is not None:
-                values.append(from_json_value(value))
+                values.append(value)
     return float(smooth_ema(values, weight)[-1]) if values else None
 
 
@@ -262,7 +264,7 @@ def diagnose_records(log: LogRead, info: dict | None = None, family: str | None 
         key: identifies the log for the cache (default: its source); its record count is added.
         report: False skips the diagnosis (the caller has `findings.json`) and returns only step_status.
     """
-    key = (key or log.source, len(log.records), json.dumps(info, sort_keys=True, default=str))
+    key = (key or (log.source, log_digest(log)), len(log.records), json.dumps(info, sort_keys=True, default=str))
     status, why = _engine("step_status", key, log.records, info, family)
     if not report:
         return None, status, why
@@ -270,18 +272,24 @@ def diagnose_records(log: LogRead, info: dict | None = None, family: str | None 
     return diagnosis, status, why or why_report
 
 
-def run_diagnosis(run: str) -> tuple[dict | None, dict | None, str | None]:
+def log_digest(log: LogRead) -> str:
+    """A short digest of a log's records: two logs with one source name (pasted, re-uploaded) stay apart."""
+    return hashlib.sha1(repr(log.records).encode()).hexdigest()[:16]
+
+
+def run_diagnosis(run: str, report: bool = True) -> tuple[dict | None, dict | None, str | None]:
     """A run's findings report and per-step statuses.
 
     The report is `findings.json` once the engine has written it (the run ended); before that, the engine
-    runs on the metrics so far. The step statuses always come from the engine.
+    runs on the metrics so far. The step statuses always come from the engine. `report=False`: the statuses only
+    (a live chart needs no report, and a running run has no `findings.json` to spare the engine).
     """
     info = run_info(run) or None
-    written = read_findings(run)
+    written = read_findings(run) if report else None
     key = (run, _stamp(Path(run) / METRICS))
-    report, status, why = diagnose_records(run_log(run), info, (info or {}).get("family"), key=key,
-                                           report=written is None)
-    return (written if written is not None else report), status, why
+    diagnosis, status, why = diagnose_records(run_log(run), info, (info or {}).get("family"), key=key,
+                                              report=report and written is None)
+    return (written if written is not None else diagnosis), status, why
 
 
 # ---- external logs ----

@@ -174,13 +174,24 @@ def run_sources(rows: pd.DataFrame, grouped: bool) -> tuple[list[Source], dict, 
         widgets.show_problems(row["name"], log.problems)
         if frame.empty or len(frame.columns) <= 1:
             continue
-        _, status, why = data.run_diagnosis(row["run"])
+        _, status, why = data.run_diagnosis(row["run"], report=False)
         group = group_names[row["label"]]
         key = (row["run"], len(log.records), log.records[-1].get(STEP))
         sources.append(Source(row["label"], key, group, row["family"]))
         frame_by_label[row["label"]] = frame
         status_by_label[row["label"]] = status
     return sources, frame_by_label, status_by_label, why
+
+
+def draw_run_panels(rows: pd.DataFrame, grouped: bool, choice: str) -> int:
+    """The chosen panels of the given runs, read now (call inside a fragment to stream); returns the charts drawn."""
+    sources, frame_by_label, status_by_label, why = run_sources(rows, grouped)
+    if why:
+        st.caption(widgets.t("engine_missing", why=why))
+    if not sources:
+        st.info(widgets.t("no_metrics"))
+        return 0
+    return draw_panels(sources, frame_by_label, status_by_label, choice)
 
 
 def draw_findings(report: dict | None, overrides: Sequence[str] | None, *, key: str,

@@ -146,20 +146,26 @@ def iter_jsonl(path: Path, problems: list[str]) -> Iterator[dict[str, Any]]:
         yield obj
 
 
+def metrics_record(obj: Mapping[str, Any]) -> dict[str, float]:
+    """One `metrics.jsonl` object as a record: numbers only (NaN/Inf strings decoded), keys under the guide's names;
+    verl's file logger writes `{"step": s, "data": {...}}`."""
+    if "data" in obj and isinstance(obj["data"], dict):
+        obj = {**obj["data"], STEP: obj.get("step", obj["data"].get(STEP))}
+    record = {}
+    for key, value in obj.items():
+        number_value = from_json_value(value)
+        if number_value is not None:
+            record[key] = number_value
+    return canonicalize(record)
+
+
 def read_metrics_jsonl(path: str | Path) -> LogRead:
     """Read a `metrics.jsonl` (ours, or verl's file logger's `{"step": s, "data": {...}}` lines)."""
     path = Path(path)
     problems: list[str] = []
     by_step: dict[int, dict[str, float]] = {}
     for number, obj in enumerate(iter_jsonl(path, problems), start=1):
-        if "data" in obj and isinstance(obj["data"], dict):  # verl's `file` logger
-            obj = {**obj["data"], STEP: obj.get("step", obj["data"].get(STEP))}
-        record = {}
-        for key, value in obj.items():
-            number_value = from_json_value(value)
-            if number_value is not None:
-                record[key] = number_value
-        record = canonicalize(record)
+        record = metrics_record(obj)
         step = record.get(STEP)
         if step is None or not math.isfinite(step):
             problems.append(f"{path.name} record {number}: no {STEP}, skipped")

@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 import data
+import frames
 import sections
 import widgets
 
@@ -18,8 +19,7 @@ def render() -> None:
     engine, why = data.engine_module()
     if engine is None:
         st.warning(widgets.t("engine_missing", why=why))
-    labels = dict(zip(rows["run"], rows["label"], strict=True))
-    run = st.selectbox(widgets.t("pick_run"), list(labels), format_func=widgets.run_options(table).get,
+    run = st.selectbox(widgets.t("pick_run"), list(rows["run"]), format_func=widgets.run_options(table).get,
                        key="diagnosis_run")
     row = rows[rows["run"] == run].iloc[0]
     st.markdown(f"**{row['name']}** · {row['task']} · {widgets.status_text(row['status'])} · "
@@ -44,8 +44,7 @@ def render() -> None:
     sections.draw_findings(report, row["overrides"], key="diag", max_step=None if pd.isna(last_step) else last_step)
     if row["overrides"]:
         st.caption(widgets.t("rerun_caption"))
-        st.code(info.get("command") or "python -m playground.train " + " ".join(row["overrides"]), language="bash",
-                wrap_lines=True)
+        st.code(info.get("command") or frames.fix_command(row["overrides"], ""), language="bash", wrap_lines=True)
 
 
 if __name__ == "__main__":

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-
 import streamlit as st
 
 import data
@@ -43,8 +41,7 @@ def render() -> None:
         return
     st.success(widgets.t("log_read", n=len(log.records), first=log.steps[0], last=log.steps[-1], kind=log.kind))
     report, status, why = data.diagnose_records(log)
-    digest = hashlib.sha1(repr(log.records[-1]).encode()).hexdigest()[:12]
-    source = sections.Source(label, (log.source, len(log.records), digest), label)
+    source = sections.Source(label, (log.source, len(log.records), data.log_digest(log)), label)
     frame = frames.records_frame(log.records)
     tab_panels, tab_diagnosis = st.tabs([widgets.t("nav_panels"), widgets.t("nav_diagnosis")])
     with tab_panels:

@@ -16,13 +16,7 @@ def panels_body(choice: str) -> int:
     table, _ = widgets.runs_table()
     rows = widgets.selected_runs(table)
     _, _, grouped = widgets.settings()
-    sources, frame_by_label, status_by_label, why = sections.run_sources(rows, grouped)
-    if why:
-        st.caption(widgets.t("engine_missing", why=why))
-    if not sources:
-        st.info(widgets.t("no_metrics"))
-        return 0
-    return sections.draw_panels(sources, frame_by_label, status_by_label, choice)
+    return sections.draw_run_panels(rows, grouped, choice)
 
 
 def render() -> None:

@@ -67,13 +67,7 @@ def _run(ex: dict) -> None:
               disabled=not listed)
     if not listed:
         st.caption(widgets.t("workshop_outside", path=str(Path(row["run"]).parent.parent)))
-    sources, frame_by_label, status_by_label, why = sections.run_sources(rows, grouped=False)
-    if why:
-        st.caption(widgets.t("engine_missing", why=why))
-    if not sources:
-        st.info(widgets.t("no_metrics"))
-        return
-    sections.draw_panels(sources, frame_by_label, status_by_label, "recommended")
+    sections.draw_run_panels(rows, grouped=False, choice="recommended")
 
 
 def render() -> None:
