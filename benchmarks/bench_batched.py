@@ -22,31 +22,21 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 
-from benchmarks.common import QUIET, emit, median, seconds_until
+from benchmarks.common import QUIET, emit, fit_timed, median, seconds_until
 from playground.runs import read_metrics_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
 A = "actor_rollout_ref.actor"
 FAST = ["task=cartpole", "+preset=fast"]
 TARGET = 475.0
-# Until conf/sweep/stability_map.yaml exists, the same kind of map from the command line: lr × clip ratio, 4 × 4.
-CLI_MAP = ["task=cartpole", f"{A}.optim.lr=1e-3,3e-3,1e-2,3e-2", f"{A}.clip_ratio=0.1,0.2,0.3,0.4",
-           "trainer.total_training_steps=30"]
 
 
 # ---- the fast preset ------------------------------------------------------------------------------------------
 def solve_fast(seed: int) -> dict:
     """One `+preset=fast` run: where it stopped, its training seconds, and whether both solve criteria hold."""
-    from playground.train import compose, prepare
-    from playground.trainer import Trainer
+    from playground.train import compose
 
-    cfg = compose([*QUIET, *FAST, f"trainer.seed={seed}"])
-    with tempfile.TemporaryDirectory() as tmp:
-        trainer = Trainer([cfg], [Path(tmp)], prepare(cfg))
-        start, cpu = time.perf_counter(), time.process_time()
-        trainer.fit()
-        fit_s, fit_cpu_s = time.perf_counter() - start, time.process_time() - cpu
-        records = read_metrics_jsonl(Path(tmp) / "metrics.jsonl").records
+    records, fit_s, fit_cpu_s, _ = fit_timed(compose([*QUIET, *FAST, f"trainer.seed={seed}"]))
     last = records[-1]
     train_mean, val = last.get("critic/score/mean", -math.inf), last.get("val/score", -math.inf)
     return {"seed": seed, "steps": int(last["training/global_step"]),
@@ -89,8 +79,8 @@ def agent_configs(k: int, steps: int) -> list:
     return cfgs
 
 
-def time_per_iteration(k: int, steps: int, repeats: int = 3, device: str = "cpu", threads: int = 1) -> dict:
-    """Wall ms per training step of K agents, the whole loop (rollout, update, records, run-dir writes).
+def time_per_iteration(k: int, steps: int, repeats: int = 3, threads: int = 1) -> dict:
+    """Wall ms per training step of K agents, the whole loop (rollout, update, records, run-dir writes), on CPU.
 
     `repeats` fresh Trainers of `steps` steps each: the median and the best wall time, and the process CPU time
     (with one thread, the wall time an undisturbed core would take: the machine is shared); `ms_in_step` is
@@ -101,7 +91,7 @@ def time_per_iteration(k: int, steps: int, repeats: int = 3, device: str = "cpu"
 
     cfgs = agent_configs(k, steps)
     for cfg in cfgs:
-        OmegaConf.update(cfg, "trainer.device", device)
+        OmegaConf.update(cfg, "trainer.device", "cpu")  # not auto: these are the 2-core CPU figures
         OmegaConf.update(cfg, "trainer.num_threads", threads)
     walls, cpus, in_step = [], [], []
     for _ in range(repeats):
@@ -114,7 +104,7 @@ def time_per_iteration(k: int, steps: int, repeats: int = 3, device: str = "cpu"
             records = read_metrics_jsonl(Path(tmp) / "0" / "metrics.jsonl").records
         in_step += [r["timing_s/step"] for r in records[1:]]  # the first step pays one-off allocations
     env_steps = k * trainer.task.rows_per_step
-    return {"K": k, "threads": threads if device == "cpu" else None,
+    return {"K": k, "threads": threads,
             "ms_per_iteration": round(1000 * median(walls), 2), "ms_best": round(1000 * min(walls), 2),
             "cpu_ms_per_iteration": round(1000 * median(cpus), 2),
             "ms_in_step": round(1000 * median(in_step), 2), "agg_env_steps_per_s": round(env_steps / median(walls))}
@@ -137,12 +127,6 @@ def bench_k(ks: tuple[int, ...], steps: int, repeats: int) -> None:
 
 
 # ---- a sweep through the two launchers ------------------------------------------------------------------------
-def sweep_args() -> tuple[list[str], str]:
-    if (ROOT / "conf" / "sweep" / "stability_map.yaml").is_file():
-        return ["+sweep=stability_map"], "+sweep=stability_map"
-    return CLI_MAP, "CLI stand-in for +sweep=stability_map (4 lr x 4 clip_ratio, CartPole, 30 steps)"
-
-
 def run_sweep(launcher: list[str], args: list[str]) -> tuple[float, int]:
     """Wall seconds of `python -m playground.train -m <args> <launcher>` and the number of run dirs it made."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -159,7 +143,7 @@ def run_sweep(launcher: list[str], args: list[str]) -> tuple[float, int]:
 
 
 def bench_sweep() -> None:
-    args, what = sweep_args()
+    args, what = ["+sweep=stability_map"], "+sweep=stability_map"
     batched, jobs = run_sweep(["hydra/launcher=batched"], args)
     joblib, _ = run_sweep(["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"], args)
     emit("sweep_wall_batched_s", round(batched, 1), "s", sweep=what, jobs=jobs)

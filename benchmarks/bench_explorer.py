@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-ENTRY = str(ROOT / "app" / "streamlit_app.py")
 sys.path[:0] = [str(ROOT / "app"), str(ROOT)]  # the app's modules import each other by name
 
+from tests.app.app_helpers import ENTRY  # noqa: E402
 from tests.app.fake_runs import finding, write_run  # noqa: E402
 
 

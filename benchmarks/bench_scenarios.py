@@ -28,19 +28,6 @@ def scenarios(task: str) -> list[str]:
     return [sid for sid in conf["task"]["scenarios"] if sid != "healthy"]
 
 
-def warm_sft_cache(cfg) -> None:
-    """Build (or load) the scenario's SFT base, so the timing below starts from a cached base."""
-    from playground.models.tiny_gpt import GPTConfig
-    from playground.tasks.sft import SFTConfig, build_base_model
-    from playground.tasks.token_data import make_task
-
-    t, m = cfg.task, cfg.actor_rollout_ref.model
-    data = make_task(t.name, min_digits=t.min_digits, max_digits=t.max_digits, num_val=t.num_val, seed=t.data_seed)
-    model = GPTConfig(vocab_size=data.tokenizer.vocab_size, block_size=m.block_size, n_layer=m.n_layer,
-                      n_head=m.n_head, n_embd=m.n_embd)
-    build_base_model(data, model, SFTConfig(**cfg.sft))
-
-
 def time_to_signature(task: str, sid: str, seed: int) -> dict:
     """Run the scenario until its finding appears (a crash: until the trainer stops it as diverged)."""
     from playground.diagnose.engine import diagnose_run_dir
@@ -52,8 +39,10 @@ def time_to_signature(task: str, sid: str, seed: int) -> dict:
     if sid != "training_crash":
         overrides.append(f"trainer.stop_on_finding={sid}")
     cfg = compose(overrides)
-    if cfg.task.family == "token":
-        warm_sft_cache(cfg)
+    if cfg.task.family == "token":  # build (or load) the SFT base first: the timing starts from a cached base
+        from playground.tasks.token_task import base_model_for
+
+        base_model_for(cfg)
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
         Trainer([cfg], [Path(tmp)], prepare(cfg)).fit()
@@ -64,7 +53,7 @@ def time_to_signature(task: str, sid: str, seed: int) -> dict:
     finding = next((f for f in diagnosis.findings if f.id == sid), None)
     first = finding.first_step if finding else None
     return {"first_step": first, "to_signature_s": round(seconds_until(records, first), 2) if first else None,
-            "wall_s": round(wall, 2), "status": status, "steps": diagnosis.steps}
+            "wall_s": round(wall, 2), "status": status, "steps": diagnosis.steps, "family": cfg.task.family}
 
 
 def main() -> None:
@@ -77,7 +66,7 @@ def main() -> None:
         for sid in scenarios(task):
             for seed in args.seeds:
                 r = time_to_signature(task, sid, seed)
-                budget = BUDGET_S["token" if task in ("reverse", "addition") else "gym"]
+                budget = BUDGET_S[r["family"]]
                 emit("scenario_seconds_to_signature", r["to_signature_s"], "s", task=task, scenario=sid, seed=seed,
                      first_step=r["first_step"], wall_s=r["wall_s"], status=r["status"],
                      within_budget=(r["first_step"] is not None or r["status"] == "oom") and r["wall_s"] <= budget,

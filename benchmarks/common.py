@@ -21,19 +21,27 @@ def emit(figure: str, value, unit: str, **extra) -> None:
     print(json.dumps({"figure": figure, "value": value, "unit": unit, **extra}), flush=True)
 
 
-def train(overrides: list[str]) -> tuple[list[dict], float, object]:
-    """Train in this process; returns the metric records, the wall seconds of `fit`, and the trainer."""
-    from playground.train import compose, prepare
+def fit_timed(cfg) -> tuple[list[dict], float, float, object]:
+    """Train a composed config in this process (into a temporary run dir); returns the metric records, the wall
+    and process-CPU seconds of `fit`, and the trainer."""
+    from playground.train import prepare
     from playground.trainer import Trainer
 
-    torch.set_num_threads(1)
-    cfg = compose([*QUIET, *overrides])
     with tempfile.TemporaryDirectory() as tmp:
         trainer = Trainer([cfg], [Path(tmp)], prepare(cfg))
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         trainer.fit()
-        wall = time.perf_counter() - start
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu
         records = read_metrics_jsonl(Path(tmp) / "metrics.jsonl").records
+    return records, wall, cpu, trainer
+
+
+def train(overrides: list[str]) -> tuple[list[dict], float, object]:
+    """Train in this process; returns the metric records, the wall seconds of `fit`, and the trainer."""
+    from playground.train import compose
+
+    torch.set_num_threads(1)
+    records, wall, _, trainer = fit_timed(compose([*QUIET, *overrides]))
     return records, wall, trainer
 
 

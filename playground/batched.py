@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from playground.config import PER_AGENT_KEYS, batch_signature
+from playground.config import batch_signature, leaf_values, structural_values
 
 MAX_LISTED_KEYS = 3  # a reason line names at most this many differing keys, then "and N more"
 ABSENT = "(absent)"  # a key one config has and the other lacks
@@ -25,32 +25,12 @@ def unbatchable_reason(cfg: DictConfig) -> str | None:
     """Why a job must run alone in its own process, or None when it can join a batch."""
     if cfg.task.family == "token":
         return "token tasks run one per process"
-    from playground.envs.torch_classic import TORCH_ENVS
+    from playground.envs.torch_classic import uses_torch_port
 
     backend, env_id = cfg.env.backend, cfg.task.env_id
-    if backend == "gymnasium" or (backend == "auto" and env_id not in TORCH_ENVS):
+    if not uses_torch_port(backend, env_id):
         return f"env.backend={backend} steps {env_id} with gymnasium on the host (batches need a torch port)"
     return None
-
-
-def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(node, dict):
-        out: dict[str, Any] = {}
-        for key, value in node.items():
-            out.update(_flatten(value, f"{prefix}{key}."))
-        return out if out or not prefix else {prefix[:-1]: {}}
-    return {prefix[:-1]: node}
-
-
-def leaf_values(cfg: DictConfig) -> dict[str, Any]:
-    """The resolved config as `dotted.key -> value` (lists stay whole), without the `hydra` node."""
-    plain = OmegaConf.to_container(cfg, resolve=True)
-    plain.pop("hydra", None)
-    return _flatten(plain)
-
-
-def _structural(leaves: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in leaves.items() if k not in PER_AGENT_KEYS}
 
 
 def config_diff(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, Any, Any]]:
@@ -93,6 +73,7 @@ def plan_batches(cfgs: Sequence[DictConfig], max_agents: int = 1024, job_ids: Se
     errors = errors or {}
     plan = BatchPlan()
     groups: dict[str, list[int]] = {}
+    leaves: dict[int, dict[str, Any]] = {}  # each batchable job's flattened config, resolved once
     for pos, cfg in enumerate(cfgs):
         if pos in errors:
             continue
@@ -100,8 +81,8 @@ def plan_batches(cfgs: Sequence[DictConfig], max_agents: int = 1024, job_ids: Se
         if reason is not None:
             plan.solo[pos] = reason
         else:
-            groups.setdefault(batch_signature(cfg), []).append(pos)
-    leaves = {pos: leaf_values(cfgs[pos]) for members in groups.values() for pos in members}
+            leaves[pos] = leaf_values(cfg)
+            groups.setdefault(batch_signature(cfg, leaves[pos]), []).append(pos)
     ranked = sorted(groups.values(), key=lambda m: (-len(m), m[0]))
     for members in ranked:
         if len(members) > 1:
@@ -114,7 +95,7 @@ def plan_batches(cfgs: Sequence[DictConfig], max_agents: int = 1024, job_ids: Se
             plan.solo[pos] = "no other job in this sweep can be batched with it"
             continue
         ref = others[0]
-        diff = config_diff(_structural(leaves[pos]), _structural(leaves[ref[0]]))
+        diff = config_diff(structural_values(leaves[pos]), structural_values(leaves[ref[0]]))
         shown = ", ".join(f"{k} ({mine} vs {theirs})" for k, mine, theirs in diff[:MAX_LISTED_KEYS])
         if len(diff) > MAX_LISTED_KEYS:
             shown += f" and {len(diff) - MAX_LISTED_KEYS} more"

@@ -223,15 +223,30 @@ class AgentHParams:
 
 
 
-def batch_signature(cfg: DictConfig) -> str:
-    """The part of a config that fixes tensor shapes: configs with equal signatures can train as one batch."""
+def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(node, dict):
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            out.update(_flatten(value, f"{prefix}{key}."))
+        return out if out or not prefix else {prefix[:-1]: {}}
+    return {prefix[:-1]: node}
+
+
+def leaf_values(cfg: DictConfig) -> dict[str, Any]:
+    """The resolved config as `dotted.key -> value` (lists stay whole), without the `hydra` node."""
     plain = OmegaConf.to_container(cfg, resolve=True)
     plain.pop("hydra", None)
-    for key in PER_AGENT_KEYS:
-        parts = key.split(".")
-        node = plain
-        for part in parts[:-1]:
-            node = node.get(part, {}) if isinstance(node, dict) else {}
-        if isinstance(node, dict):
-            node.pop(parts[-1], None)
-    return OmegaConf.to_yaml(OmegaConf.create(plain))
+    return _flatten(plain)
+
+
+def structural_values(leaves: dict[str, Any]) -> dict[str, Any]:
+    """The flattened config without `PER_AGENT_KEYS`: what must be equal for agents to share a batch."""
+    return {k: v for k, v in leaves.items() if k not in PER_AGENT_KEYS}
+
+
+def batch_signature(cfg: DictConfig, leaves: dict[str, Any] | None = None) -> str:
+    """The part of a config that fixes tensor shapes: configs with equal signatures can train as one batch.
+
+    `leaves`: the config's `leaf_values`, when the caller has them already.
+    """
+    return repr(sorted(structural_values(leaf_values(cfg) if leaves is None else leaves).items()))

@@ -346,6 +346,11 @@ class Pendulum(TorchClassicEnv):
 TORCH_ENVS: dict[str, type[TorchClassicEnv]] = {cls.env_id: cls for cls in (CartPole, Acrobot, MountainCar, Pendulum)}
 
 
+def uses_torch_port(backend: str, env_id: str) -> bool:
+    """Whether `env.backend` steps `env_id` with a port here: always for `torch`, for `auto` where one exists."""
+    return backend == "torch" or (backend == "auto" and env_id in TORCH_ENVS)
+
+
 def make_torch_env(env_id: str, num_agents: int, num_envs: int, seeds: Sequence[int],
                    device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> TorchClassicEnv:
     """Build `num_agents` x `num_envs` envs of `env_id` on `device`, agent k seeded with `seeds[k]`."""

@@ -18,6 +18,7 @@ from torch import Tensor
 
 from playground.config import AgentHParams
 from playground.envs.gym_vector import GymnasiumEnv
+from playground.envs.torch_classic import TORCH_ENVS, make_torch_env, uses_torch_port
 from playground.models.mlp import GymActor, GymCritic, WorldModel
 from playground.perf import device_name, peak_flops
 from playground.update import Batch
@@ -28,11 +29,7 @@ EVAL_SEED_OFFSET = 1_000_003  # evaluation episodes start from states training n
 def make_env(cfg: DictConfig, num_agents: int, num_envs: int, seeds: list[int], device: torch.device):
     """The env backend `env.backend` names: torch-native ports where they exist (`auto`), else gymnasium."""
     backend, env_id = cfg.env.backend, cfg.task.env_id
-    try:
-        from playground.envs.torch_classic import TORCH_ENVS, make_torch_env
-    except ImportError:  # pragma: no cover - the torch ports are part of the package
-        TORCH_ENVS = {}
-    if backend == "torch" or (backend == "auto" and env_id in TORCH_ENVS):
+    if uses_torch_port(backend, env_id):
         if env_id not in TORCH_ENVS:
             raise ValueError(f"env.backend=torch has no port of {env_id!r}; known: {sorted(TORCH_ENVS)}")
         return make_torch_env(env_id, num_agents, num_envs, seeds, device=device)

@@ -38,6 +38,15 @@ def _stats(prefix: str, x: Tensor) -> dict[str, Tensor]:
     return {f"{prefix}/mean": x.mean().view(1), f"{prefix}/max": x.max().view(1), f"{prefix}/min": x.min().view(1)}
 
 
+def base_model_for(cfg: DictConfig):
+    """The task's data, the model's config and the SFT base model (built once, then loaded from the cache)."""
+    t, m = cfg.task, cfg.actor_rollout_ref.model
+    data = make_task(t.name, min_digits=t.min_digits, max_digits=t.max_digits, num_val=t.num_val, seed=t.data_seed)
+    model_cfg = GPTConfig(vocab_size=data.tokenizer.vocab_size, block_size=m.block_size, n_layer=m.n_layer,
+                          n_head=m.n_head, n_embd=m.n_embd)
+    return data, model_cfg, build_base_model(data, model_cfg, SFTConfig(**cfg.sft))
+
+
 class TokenTask:
     """The token family: prompts, the SFT base, actor/critic/reference models, rewards, validation, samples."""
 
@@ -48,14 +57,8 @@ class TokenTask:
             raise ValueError("token tasks train one agent per process (the batched launcher runs them in turn)")
         cfg = self.cfg = cfgs[0]
         self.hp, self.device, self.num_agents = hp, device, 1
-        t = cfg.task
-        self.data = make_task(t.name, min_digits=t.min_digits, max_digits=t.max_digits, num_val=t.num_val,
-                              seed=t.data_seed)
+        self.data, self.model_cfg, self.base = base_model_for(cfg)
         self.tokenizer = self.data.tokenizer
-        m = cfg.actor_rollout_ref.model
-        self.model_cfg = GPTConfig(vocab_size=self.tokenizer.vocab_size, block_size=m.block_size, n_layer=m.n_layer,
-                                   n_head=m.n_head, n_embd=m.n_embd)
-        self.base = build_base_model(self.data, self.model_cfg, SFTConfig(**cfg.sft))
         torch.manual_seed(int(cfg.trainer.seed))
         self.model = copy.deepcopy(self.base.model).to(device).train()
         self.ref_model = self.base.model.to(device).eval().requires_grad_(False)

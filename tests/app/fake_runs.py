@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-STEP = "training/global_step"
+from playground.metrics import STEP
 
 
 def _gym_record(t: int, steps: int, rng: np.random.Generator, unstable: bool) -> dict[str, float]:
