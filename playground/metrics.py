@@ -255,12 +255,3 @@ def status_in_bands(entry: Mapping[str, Any] | None, value: float) -> str | None
         if lo <= v <= hi:
             return band["status"]
     return None
-    if not math.isfinite(value):
-        return "bad"
-    v = abs(value) if entry.get("band_on_abs") else value
-    for band in entry["bands"]:
-        lo = -math.inf if band.get("lo") is None else band["lo"]
-        hi = math.inf if band.get("hi") is None else band["hi"]
-        if lo <= v <= hi:
-            return band["status"]
-    return None
