@@ -11,9 +11,12 @@ import os
 import subprocess
 import sys
 import time
+import urllib.request
+import webbrowser
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+EXPLORER_URL = "http://127.0.0.1:8599"  # .streamlit/config.toml's address and port
 DEMO_RUNS = [
     ("cartpole-healthy", ["task=cartpole"]),
     ("reverse-healthy", ["task=reverse"]),
@@ -59,9 +62,13 @@ def main(argv: list[str] | None = None) -> int:
                                cwd=ROOT, env=env)
     print(f"training the demo runs in the background into {root}; the explorer shows them as they stream in")
     env["PLAYGROUND_RUNS"] = os.pathsep.join([str(root), str(ROOT / "outputs"), str(ROOT / "multirun")])
-    explorer = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app", "--server.headless", "false"],
-                                cwd=ROOT, env=env)
+    # headless (the config's default), and the browser opened here: a non-headless first start of Streamlit asks
+    # for an e-mail address on stdin and serves nothing until it gets one
+    explorer = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app"], cwd=ROOT, env=env)
     try:
+        if _wait_until_serving(explorer):
+            print(f"the explorer is at {EXPLORER_URL}")
+            webbrowser.open(EXPLORER_URL)
         while explorer.poll() is None:
             time.sleep(0.5)
     except KeyboardInterrupt:
@@ -72,6 +79,19 @@ def main(argv: list[str] | None = None) -> int:
                 proc.terminate()
                 proc.wait(timeout=10)
     return 0
+
+
+def _wait_until_serving(explorer: subprocess.Popen, timeout_s: float = 60.0) -> bool:
+    """Poll Streamlit's health endpoint until it answers (False if the process ends or the time runs out)."""
+    deadline = time.monotonic() + timeout_s
+    while explorer.poll() is None and time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{EXPLORER_URL}/_stcore/health", timeout=2) as response:
+                if response.read() == b"ok":
+                    return True
+        except OSError:
+            time.sleep(0.3)
+    return False
 
 
 if __name__ == "__main__":
