@@ -15,8 +15,6 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
-from playground.algos.masked import entropy_from_logits
-
 
 def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     """verl's convention for left padding: position = cumsum(mask) - 1, clipped at 0. `(B, T)` -> `(B, T)`."""
@@ -243,7 +241,10 @@ def compute_log_prob(
     P = input_ids.size(1) - R
     logits = model(input_ids, attention_mask, position_ids)[:, P - 1:P + R - 1] / temperature  # (bs, R, V)
     log_probs = torch.log_softmax(logits, dim=-1).gather(-1, responses.unsqueeze(-1)).squeeze(-1)
-    return log_probs, entropy_from_logits(logits)
+    # `masked.entropy_from_logits` in value, written out in this op order on purpose: the order sets how autograd
+    # sums the gradient paths into `logits`, and the token scenarios are calibrated on these exact bits
+    entropy = torch.logsumexp(logits, dim=-1) - (torch.softmax(logits, dim=-1) * logits).sum(-1)
+    return log_probs, entropy
 
 
 def compute_values(
