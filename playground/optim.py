@@ -76,7 +76,7 @@ class AgentAdamW:
             `(K,)` the gradient norm before clipping (verl's `grad_norm`), NaN/Inf kept as measured.
         """
         norm = self.grad_norm()
-        moves = torch.isfinite(norm)
+        moves = norm < math.inf  # a norm is >= 0 or NaN: one op where isfinite takes four
         if active is not None:
             moves = moves & active
         coef = None if grad_clip is None else torch.clamp(grad_clip / (norm + 1e-6), max=1.0)
@@ -87,7 +87,7 @@ class AgentAdamW:
         steps = self.step_count.clamp(min=1)
         step_size = self.lr / (1 - self.beta1**steps)
         bias2_sqrt = torch.sqrt(1 - self.beta2**steps)
-        decay = 1 - self.lr * self.weight_decay
+        decay = 1 - self.lr * self.weight_decay if self.decays else None
         for p, m, v in zip(self.params, self.exp_avg, self.exp_avg_sq):
             if p.grad is None:
                 continue

@@ -35,30 +35,31 @@ class UpdateShape:
     loss_agg_mode: str
 
 
-def iter_minibatches(rows: int, shape: UpdateShape, generators: Sequence[torch.Generator],
-                     device: torch.device) -> Iterator[list[Tensor | slice]]:
-    """Yield, per optimizer step, the row selections of its micro-batches: `(K, b)` indices or slices.
+def iter_minibatches(batch: Batch, keys: Sequence[str], shape: UpdateShape,
+                     generators: Sequence[torch.Generator]) -> Iterator[list[Batch]]:
+    """Yield, per optimizer step, its micro-batches: the listed fields, each `(K, micro_batch_rows, ...)`.
 
     With `shuffle`, each agent permutes its rows with its own generator, so an agent's updates do not
-    depend on which other agents share the batch.
+    depend on which other agents share the batch. Each epoch gathers every field once, micro-batch first
+    (`(n_micro, K, rows, ...)`), so that each micro-batch is a contiguous view: one gather per field and
+    epoch instead of one per field and micro-batch.
     """
+    fields = {k: batch[k] for k in keys if k in batch}
+    rows = batch["response_mask"].shape[1]
+    micro_rows, micro_per_step = shape.micro_batch_rows, shape.mini_batch_rows // shape.micro_batch_rows
+    device = batch["response_mask"].device
     for _ in range(shape.ppo_epochs):
         if shape.shuffle:
             perm = torch.stack([torch.randperm(rows, generator=g) for g in generators]).to(device)
-        for start in range(0, rows, shape.mini_batch_rows):
-            micro = []
-            for m in range(start, start + shape.mini_batch_rows, shape.micro_batch_rows):
-                micro.append(perm[:, m:m + shape.micro_batch_rows] if shape.shuffle
-                             else slice(m, m + shape.micro_batch_rows))
-            yield micro
-
-
-def select(batch: Batch, rows: Tensor | slice, keys: Sequence[str]) -> Batch:
-    """The given rows of every listed field, keeping the agent dim."""
-    if isinstance(rows, slice):
-        return {k: batch[k][:, rows] for k in keys if k in batch}
-    agents = torch.arange(rows.shape[0], device=rows.device).unsqueeze(1)
-    return {k: batch[k][agents, rows] for k in keys if k in batch}
+            num_agents = perm.shape[0]
+            order = perm.view(num_agents, -1, micro_rows).transpose(0, 1)  # (n_micro, K, micro_rows)
+            agents = torch.arange(num_agents, device=device).view(1, num_agents, 1)
+            epoch = {k: x[agents, order] for k, x in fields.items()}
+            micro = [{k: x[j] for k, x in epoch.items()} for j in range(order.shape[0])]
+        else:
+            micro = [{k: x[:, m:m + micro_rows] for k, x in fields.items()} for m in range(0, rows, micro_rows)]
+        for first in range(0, len(micro), micro_per_step):
+            yield micro[first:first + micro_per_step]
 
 
 class Metrics(defaultdict):
@@ -96,11 +97,10 @@ def update_actor(actor, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape,
     metrics = Metrics()
     keys = [*actor.model_input_keys, "response_mask", "advantages",  # only the fields the loss below reads
             *(() if on_policy else ("old_log_probs",)), *(("ref_log_prob",) if use_kl_loss else ())]
-    for micro_batches in iter_minibatches(rows, shape, generators, batch["response_mask"].device):
+    for micro_batches in iter_minibatches(batch, keys, shape, generators):
         optimizer.zero_grad()
         pg_loss_step = kl_loss_step = 0.0
-        for rows_sel in micro_batches:
-            mb = select(batch, rows_sel, keys)
+        for mb in micro_batches:
             mask = mb["response_mask"]
             log_prob, entropy = actor.log_prob_and_entropy(mb)
             old_log_prob = log_prob.detach() if on_policy else mb["old_log_probs"]
@@ -141,14 +141,12 @@ def update_critic(critic, optimizer: AgentAdamW, batch: Batch, shape: UpdateShap
         lists of `(K,)` tensors: `critic/vf_clipfrac`, `critic/vpred_mean` per micro-batch; `critic/vf_loss`
         and `critic/grad_norm` per optimizer step.
     """
-    rows = batch["response_mask"].shape[1]
     metrics = Metrics()
     keys = [*model_input_keys, "response_mask", "returns", "values"]
-    for micro_batches in iter_minibatches(rows, shape, generators, batch["response_mask"].device):
+    for micro_batches in iter_minibatches(batch, keys, shape, generators):
         optimizer.zero_grad()
         vf_loss_step = 0.0
-        for rows_sel in micro_batches:
-            mb = select(batch, rows_sel, keys)
+        for mb in micro_batches:
             mask = mb["response_mask"]
             vpreds = critic.values(mb)
             vf_loss, vf_clipfrac = compute_value_loss(vpreds, mb["returns"], mb["values"], mask, cliprange_value,
@@ -158,7 +156,7 @@ def update_critic(critic, optimizer: AgentAdamW, batch: Batch, shape: UpdateShap
                 memory_guard.check("update_critic")
             (vf_loss * weight).sum().backward()
             vf_loss_step = vf_loss_step + vf_loss.detach() * weight
-            metrics.add({"critic/vf_clipfrac": vf_clipfrac, "critic/vpred_mean": masked_mean(vpreds, mask)})
+            metrics.add({"critic/vf_clipfrac": vf_clipfrac, "critic/vpred_mean": masked_mean(vpreds.detach(), mask)})
         grad_norm = optimizer.step(grad_clip, active)
         metrics.add({"critic/vf_loss": vf_loss_step, "critic/grad_norm": grad_norm})
     return metrics

@@ -54,8 +54,13 @@ def test_micro_batches_accumulate_to_the_mini_batch_gradient():
 def test_minibatch_rows_cover_the_batch_each_epoch_per_agent():
     shape = UpdateShape(ppo_epochs=2, mini_batch_rows=4, micro_batch_rows=2, shuffle=True, loss_agg_mode="token-mean")
     gens = [torch.Generator().manual_seed(s) for s in (0, 1)]
-    steps = list(iter_minibatches(8, shape, gens, torch.device("cpu")))
+    row_ids = torch.arange(8).repeat(2, 1)  # (K=2, 8): each field value names its row
+    batch = {"response_mask": torch.ones(2, 8, 1), "row": row_ids, "tenfold": 10 * row_ids, "unused": row_ids}
+    steps = list(iter_minibatches(batch, ["row", "tenfold", "response_mask"], shape, gens))
     assert len(steps) == 4 and all(len(micro) == 2 for micro in steps)
-    first_epoch = torch.cat([m for step in steps[:2] for m in step], dim=1)
+    micro_batches = [mb for step in steps for mb in step]
+    assert all(set(mb) == {"row", "tenfold", "response_mask"} and mb["row"].shape == (2, 2) for mb in micro_batches)
+    assert all(torch.equal(mb["tenfold"], 10 * mb["row"]) for mb in micro_batches)  # fields stay row-aligned
+    first_epoch = torch.cat([mb["row"] for step in steps[:2] for mb in step], dim=1)
     assert sorted(first_epoch[0].tolist()) == list(range(8)) and sorted(first_epoch[1].tolist()) == list(range(8))
     assert first_epoch[0].tolist() != first_epoch[1].tolist()  # each agent its own permutation

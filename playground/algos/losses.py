@@ -95,14 +95,15 @@ def compute_policy_loss_vanilla(
 
     negative_approx_kl = torch.clamp(log_prob - old_log_prob, min=-20.0, max=20.0)
     ratio = torch.exp(negative_approx_kl)
-    ppo_kl = masked_mean(-negative_approx_kl, response_mask)
+    ppo_kl = masked_mean(-negative_approx_kl.detach(), response_mask)  # a metric: no graph to build
 
-    pg_losses1 = -advantages * ratio
-    pg_losses2 = -advantages * torch.clamp(ratio, 1 - clip_low, 1 + clip_high)
+    neg_advantages = -advantages
+    pg_losses1 = neg_advantages * ratio
+    pg_losses2 = neg_advantages * torch.clamp(ratio, 1 - clip_low, 1 + clip_high)
     clip_pg_losses1 = torch.maximum(pg_losses1, pg_losses2)
     pg_clipfrac = masked_mean((pg_losses2 > pg_losses1).to(ratio.dtype), response_mask)
 
-    pg_losses3 = -advantages * clip_ratio_c
+    pg_losses3 = neg_advantages * clip_ratio_c
     clip_pg_losses2 = torch.minimum(pg_losses3, clip_pg_losses1)
     negative = advantages < 0
     pg_clipfrac_lower = masked_mean(((clip_pg_losses1 > pg_losses3) & negative).to(ratio.dtype), response_mask)

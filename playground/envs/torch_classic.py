@@ -61,6 +61,7 @@ class TorchClassicEnv:
         # 0-dim operands: a Python number costs a scalar-tensor wrap (~1 µs on CPU) in every op it meets
         self._one, self._zero = torch.ones((), dtype=torch.int64, device=self.device), self._pool_base.new_zeros(())
         self._max_steps = torch.full((), self.max_episode_steps, dtype=torch.int64, device=self.device)
+        self._look_on_host = self.device.type == "cpu"  # on a GPU a look at `done` would be a host sync per step
         self.state: Tensor | None = None  # (K, N, state_dim)
         self.elapsed = torch.zeros(num_agents, num_envs, dtype=torch.int64, device=self.device)
 
@@ -128,11 +129,17 @@ class TorchClassicEnv:
         elapsed = self.elapsed + self._one
         done = terminated | (elapsed >= self._max_steps)
         truncated = done ^ terminated  # time limit reached and not terminated
-        self.state = torch.where(done.unsqueeze(-1), self._pool[self._cursor], next_state)
-        self._cursor = self._cursor + done
-        self.elapsed = torch.where(done, self._zero, elapsed)
+        if self._look_on_host and not bool(done.any()):
+            # no episode ends, as on most steps: on the CPU one look costs less than the reset ops it skips
+            self.state, self.elapsed = next_state, elapsed
+        else:
+            self.state = torch.where(done.unsqueeze(-1), self._pool[self._cursor], next_state)
+            self._cursor = self._cursor + done
+            self.elapsed = torch.where(done, self._zero, elapsed)
         if self.obs_is_state:
-            obs, final_obs = self._get_obs(self.state), next_state.to(torch.float32)
+            obs = self._get_obs(self.state)
+            # where nothing was reset the final observation is the observation (a copy: never env.state itself)
+            final_obs = obs if self.state is next_state else next_state.to(torch.float32)
         else:  # one pass of the trig over both (post-reset, true next) states
             obs, final_obs = self._get_obs(torch.stack((self.state, next_state))).unbind(0)
         return EnvStep(obs, reward, terminated, truncated, final_obs)
@@ -182,6 +189,7 @@ class CartPole(TorchClassicEnv):
         self._four_thirds_l = self._const(4.0 / 3.0 * self.length)
         # |x| > x_threshold or |theta| > theta_threshold; velocities never terminate
         self._thresholds = self._const([self.x_threshold, math.inf, self.theta_threshold_radians, math.inf])
+        self._unit_reward = torch.ones(self.num_agents, self.num_envs, device=self.device)  # shared, never written
 
     def _transition(self, state, action):
         _, x_dot, theta, theta_dot = state.unbind(-1)
@@ -195,7 +203,7 @@ class CartPole(TorchClassicEnv):
         # euler: every component moves along the derivative taken at the old state
         next_state = torch.add(state, torch.stack((x_dot, xacc, theta_dot, thetaacc), -1), alpha=self.tau)
         terminated = (next_state.abs() > self._thresholds).any(-1)
-        return next_state, torch.ones_like(terminated, dtype=torch.float32), terminated
+        return next_state, self._unit_reward, terminated
 
 
 class Acrobot(TorchClassicEnv):

@@ -169,8 +169,8 @@ class GymTask:
         noise = _noise(self.noise_gens, (t_len, n, size), self.device, gumbel=discrete)
         obs_l, act_l, rew_l, term_l, trunc_l, final_l, valid_l = [], [], [], [], [], [], []
         obs = self.obs
-        for t in range(t_len):
-            action = self.actor.act(obs, noise[:, t])
+        for step_noise in noise.unbind(1):
+            action = self.actor.act(obs, step_noise)
             env_action = action if discrete else torch.clamp(action, self.action_low, self.action_high)
             step = self.env.step(env_action)
             obs_l.append(obs)
