@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -43,7 +44,22 @@ def demo_commands(root: Path) -> list[list[str]]:
 
 def run_demo_sweep(root: Path) -> None:
     for command in demo_commands(root):
-        subprocess.run(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        run = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            run.wait()
+        finally:
+            _stop(run)  # stopped early: the run records `interrupted` and keeps its metrics
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def _exit_on_sigterm(signum, frame) -> None:
+    """A SIGTERM ends the demo as Ctrl-C does: `finally` blocks stop the processes it started."""
+    sys.exit(128 + signum)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     root = (ROOT / args.runs).resolve()
     root.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     if args.no_explorer:
         run_demo_sweep(root)
         print(f"demo runs written to {root}")
@@ -75,9 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         pass
     finally:
         for proc in (explorer, trainer):
-            if proc.poll() is None:
-                proc.terminate()
-                proc.wait(timeout=10)
+            _stop(proc)
     return 0
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,6 +23,15 @@ from playground.config import ConfigError, resolve_device, validate
 
 CONF_DIR = os.environ.get("PLAYGROUND_CONF_DIR", str(Path(__file__).resolve().parents[1] / "conf"))
 EXIT_BAD_CONFIG = 2
+
+
+class Terminated(KeyboardInterrupt):
+    """A SIGTERM (`kill`, a job scheduler, the demo stopping), raised where the run is: it ends as Ctrl-C does,
+    with status `interrupted` and every metric so far kept."""
+
+
+def _raise_terminated(signum, frame) -> None:
+    raise Terminated(f"terminated by signal {signal.Signals(signum).name}")
 
 
 def known_options(group: str) -> list[str]:
@@ -121,9 +131,9 @@ def hydra_main(cfg: DictConfig) -> float | None:
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(EXIT_BAD_CONFIG)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
         print("interrupted: run.json says so; metrics so far are kept", file=sys.stderr)
-        sys.exit(130)
+        sys.exit(128 + signal.SIGTERM if isinstance(stop, Terminated) else 130)  # the shell's codes
     return 0.0 if status == "finished" else None
 
 
@@ -134,6 +144,7 @@ def main() -> None:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(EXIT_BAD_CONFIG)
     sys.argv = [sys.argv[0], *with_default_scenario(sys.argv[1:])]
+    signal.signal(signal.SIGTERM, _raise_terminated)
     hydra_main()
 
 

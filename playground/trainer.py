@@ -171,8 +171,8 @@ class Trainer:
                         statuses[k] = self._after_step(k, step, record, over_memory[k])
                 if all(s is not None for s in statuses):
                     break
-        except KeyboardInterrupt:
-            self._finish_all(statuses, "interrupted", "interrupted by the user (Ctrl-C)")
+        except KeyboardInterrupt as stop:
+            self._finish_all(statuses, "interrupted", str(stop) or "interrupted by the user (Ctrl-C)")
             raise
         except Exception as error:  # noqa: BLE001 - every failure becomes a status with its message
             if is_oom_error(error):

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 import torch
 
 from playground.metrics import is_known
@@ -80,7 +81,8 @@ def test_non_finite_losses_end_the_run_as_diverged(train_run, monkeypatch):
     assert trainer.statuses == ["diverged"]
 
 
-def test_ctrl_c_ends_with_status_interrupted(tmp_path):
+@pytest.mark.parametrize("signum, exit_code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl_c", "sigterm"])
+def test_a_stopped_run_ends_with_status_interrupted(tmp_path, signum, exit_code):
     run_dir = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-m", "playground.train", *SMALL, "trainer.total_training_steps=100000",
                              "trainer.logger=[]", "trainer.progress_bar=false", f"hydra.run.dir={run_dir}"],
@@ -93,11 +95,12 @@ def test_ctrl_c_ends_with_status_interrupted(tmp_path):
     deadline = time.time() + 60
     while time.time() < deadline and not (metrics.exists() and metrics.stat().st_size > 0):
         time.sleep(0.1)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    assert proc.returncode == exit_code, err
     info = read_run_info(run_dir)
     assert info["status"] == "interrupted" and info["last_step"] >= 1
+    assert ("SIGTERM" in info["error"]) == (signum == signal.SIGTERM)
     assert len(read_metrics_jsonl(metrics).records) == info["last_step"]
 
 
