@@ -34,6 +34,7 @@ class LogRead:
     problems: list[str] = field(default_factory=list)  # lines or files that could not be read, in words
     source: str = ""
     kind: str = "jsonl"  # jsonl | verl_console | tensorboard
+    out_of_memory: bool = False  # a console log that reports an out-of-memory error
 
     @property
     def steps(self) -> list[int]:

@@ -36,7 +36,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("give a PATH or --text, not both")
     if args.text is not None:
         read = parse_verl_text(args.text, name="text")
-        results = [("text", diagnose_read(read, family=args.family, text=args.text))]
+        results = [("text", diagnose_read(read, family=args.family))]
     else:
         try:
             results = diagnose_path(args.path, family=args.family)

@@ -7,7 +7,6 @@ Thresholds are the metrics guide's; a task family's own values come only from `c
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -26,7 +25,6 @@ VERL_GRAD_CLIP = 1.0  # verl's default actor grad_clip, assumed for logs that do
 SHORT_RUN = 5  # fewer score values than this: too short to tell whether the score rose
 KINDS = ("point", "window", "trend", "run")
 SHORTCUT_KEYS = ("actor/ppo_kl", "actor/pg_clipfrac", "actor/pg_clipfrac_lower")
-_OOM_TEXT = re.compile(r"CUDA out of memory|OutOfMemoryError|out of memory", re.IGNORECASE)
 
 
 @dataclass
@@ -413,9 +411,9 @@ def diagnose_run_dir(run_dir: str | Path, *, family: str | None = None, config: 
     return diagnosis
 
 
-def diagnose_read(read, *, family: str | None = None, text: str | None = None) -> Diagnosis:
-    """Diagnose a `LogRead` from any reader; `text` (a console log's text) is searched for an OOM error."""
-    info = {"status": "oom"} if text is not None and _OOM_TEXT.search(text) else None
+def diagnose_read(read, *, family: str | None = None) -> Diagnosis:
+    """Diagnose a `LogRead` from any reader; a console log that reports an out-of-memory error counts as `oom`."""
+    info = {"status": "oom"} if read.out_of_memory else None
     diagnosis = diagnose(read.records, info=info, family=family)
     diagnosis.problems, diagnosis.source = list(read.problems), read.source
     if info:
@@ -443,7 +441,4 @@ def diagnose_path(path: str | Path, *, family: str | None = None) -> list[tuple[
         if runs:
             return [(str(run), diagnose_run_dir(run, family=family)) for run in runs]
     read = read_any(path)
-    text = None
-    if read.kind == "verl_console":
-        text = path.read_text(encoding="utf-8", errors="replace")
-    return [(read.source or str(path), diagnose_read(read, family=family, text=text))]
+    return [(read.source or str(path), diagnose_read(read, family=family))]

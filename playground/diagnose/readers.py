@@ -19,6 +19,7 @@ from playground.runs import METRICS, LogRead, read_metrics_jsonl
 # bar without its newline) is ignored. The lookbehind keeps `training/global_step:3` from matching.
 _STEP = re.compile(r"(?<![\w/@.\-])step:(\d+)(?=\s+-\s|\s*-?\s*$)")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\[[0-9;]*m")  # also colour codes whose ESC was lost in a paste
+_OOM_TEXT = re.compile(r"CUDA out of memory|OutOfMemoryError|out of memory", re.IGNORECASE)
 _RAY_PREFIX = re.compile(r"^\((?:[A-Za-z_][\w.\-]*\s+)?pid=\d+(?:,\s*ip=[^)\s]+)?\)\s?")
 _RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
 _COMMENT = re.compile(r"(?:^|\s)#.*$")  # the guide's examples annotate lines with `# ...`
@@ -134,12 +135,14 @@ class _ConsoleParser:
         self.by_step: dict[int, dict[str, float]] = {}
         self._pending: _StepLine | None = None
         self._bad_values: dict[str, list] = {}  # key -> [index in problems, count]
+        self.out_of_memory = False
 
     def _where(self, first: int, last: int | None = None) -> str:
         lines = f"line {first}" if last in (None, first) else f"lines {first}-{last}"
         return f"{self.name} {lines}" if self.name else lines
 
     def feed(self, number: int, raw: str) -> None:
+        self.out_of_memory = self.out_of_memory or bool(_OOM_TEXT.search(raw))
         segments = [s for s in raw.rstrip("\r\n").split("\r") if s.strip()]  # tqdm redraws with `\r`
         if not segments:
             self._finish()  # a wrapped line never contains a blank line
@@ -199,7 +202,8 @@ class _ConsoleParser:
         if not self.by_step and not self.problems:
             self.problems.append(f"{self.name or 'text'}: no verl step lines (`step:N - key:value - ...`) found")
         records = [self.by_step[s] for s in sorted(self.by_step)]
-        return LogRead(records=records, problems=self.problems, source=source, kind="verl_console")
+        return LogRead(records=records, problems=self.problems, source=source, kind="verl_console",
+                       out_of_memory=self.out_of_memory)
 
 
 def _parse_lines(lines: Iterable[str], name: str, source: str) -> LogRead:

@@ -327,3 +327,10 @@ def test_watcher_accepts_a_dictconfig_and_healthy():
     assert [watcher.update(r) for r in records][9] is True
     with pytest.raises(ValueError):
         FindingWatcher("no_such_id", {})
+
+
+def test_a_console_log_that_reports_out_of_memory_is_diagnosed_oom():
+    [(_, crashed)] = diagnose_path(FIXTURES / "ray_main_task.log")  # ends in a RayTaskError(OutOfMemoryError)
+    assert "out_of_memory" in crashed.ids() and "the log reports an out-of-memory error" in crashed.notes
+    [(_, clean)] = diagnose_path(FIXTURES / "guide_11_4_example1.log")
+    assert "out_of_memory" not in clean.ids()
