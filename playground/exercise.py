@@ -138,17 +138,18 @@ def composed(overrides: list[str], progress_bar: bool = True):
     return cfg, overrides
 
 
-def train(overrides: list[str], run_dir: Path, progress_bar: bool = True, isolated: bool | None = None
-          ) -> tuple[str, float]:
+def train(overrides: list[str], run_dir: Path, progress_bar: bool = True, isolated: bool | None = None,
+          checked: tuple | None = None) -> tuple[str, float]:
     """Train `python -m playground.train <overrides>` into a fresh `run_dir`; returns (status, seconds).
 
     Args:
         isolated: train in a fresh process (default: when a memory cap is set, since on CPU the cap and
             `perf/max_memory_allocated_gb` measure the whole process, which earlier runs in it have grown).
+        checked: what `composed(overrides, progress_bar)` returned, when the caller has already checked them.
     """
     from playground.train import run
 
-    cfg, overrides = composed(overrides, progress_bar)
+    cfg, overrides = checked or composed(overrides, progress_bar)
     shutil.rmtree(run_dir, ignore_errors=True)
     start = time.perf_counter()
     if isolated if isolated is not None else cfg.trainer.memory_limit_gb is not None:
@@ -260,8 +261,9 @@ def fix_overrides(ex: Exercise, fix: list[str], steps: int | None = None) -> lis
 
 
 def run_fix(ex: Exercise, fix: list[str], run_dir: Path, steps: int | None = None, progress_bar: bool = True,
-            isolated: bool | None = None) -> Verdict:
-    train(fix_overrides(ex, fix, steps), run_dir, progress_bar, isolated)
+            isolated: bool | None = None, checked: tuple | None = None) -> Verdict:
+    """Train the mystery config with `fix` applied and judge it; `checked` as in `train`."""
+    train(fix_overrides(ex, fix, steps), run_dir, progress_bar, isolated, checked)
     return judge(ex, run_dir)
 
 
@@ -302,8 +304,8 @@ def check(ex: Exercise, diagnosis: str, fix_text: str | None, root: Path | None 
     if diagnosis not in catalogue.FAILURE_IDS:
         raise ExerciseError(f"unknown diagnosis id {diagnosis!r}: one of {', '.join(catalogue.FAILURE_IDS)}")
     fix = parse_fix(fix_text) if fix_text is not None else None
-    if fix is not None:
-        composed(fix_overrides(ex, fix, steps))  # a fix that does not apply fails before anything is recorded
+    # a fix that does not apply fails here, before anything is recorded
+    checked = composed(fix_overrides(ex, fix, steps), progress_bar) if fix is not None else None
     run_dir = mystery_dir(ex, root)
     if (read_run_info(run_dir) or {}).get("status") == "running":
         raise ExerciseError(say("running", lang, n=ex.number))
@@ -326,7 +328,7 @@ def check(ex: Exercise, diagnosis: str, fix_text: str | None, root: Path | None 
     attempt = int(progress.get("fixes", 0)) + 1
     fix_dir = (root or workshop_root()) / ex.id / f"fix-{attempt}"
     print(say("fix_running", lang, run=fix_dir), flush=True)
-    verdict = run_fix(ex, fix, fix_dir, steps, progress_bar)
+    verdict = run_fix(ex, fix, fix_dir, steps, progress_bar, checked=checked)
     progress["fixes"] = attempt
     if verdict.status != "finished":
         lines.append(say("status_bad", lang, status=verdict.status, error=verdict.error))
