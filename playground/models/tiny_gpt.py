@@ -121,13 +121,14 @@ class Trunk(nn.Module):
     ) -> torch.Tensor:
         """Hidden states `(B, T, C)`. With a cache, the inputs are the T new positions only."""
         B, T = input_ids.size()
-        if int(position_ids.max()) >= self.config.block_size:
+        past = 0 if kv_cache is None else kv_cache.length
+        # A position counts the real tokens before it, so it is at most its column: only a sequence wider than the
+        # context can hold one past it, and only then is the exact check (a host sync on a GPU) needed.
+        if past + T > self.config.block_size and int(position_ids.max()) >= self.config.block_size:
             raise ValueError(f"position {int(position_ids.max())} >= block_size {self.config.block_size}; "
                              "raise model block_size to cover max prompt + response tokens")
         key_mask = attention_mask.bool()  # (B, T)
-        past = 0
         if kv_cache is not None:
-            past = kv_cache.length
             kv_cache.key_mask[:, past:past + T] = key_mask
             key_mask = kv_cache.key_mask[:, :past + T]  # (B, S)
         q_pos = torch.arange(past, past + T, device=input_ids.device)[:, None]  # (T, 1)
