@@ -160,7 +160,7 @@ class GymTask:
         return {"val/score": self.validate()}
 
     # ---- gen ----------------------------------------------------------------------------------------
-    @torch.no_grad()  # not inference_mode: the batch's tensors are saved for backward in the update
+    @torch.no_grad()
     def generate(self) -> Batch:
         """Roll out T steps of N envs per agent; returns the batch in env-major rows `(K, N·T, ...)`."""
         k, n, t_len = self.num_agents, self.num_envs, self.rollout_length
@@ -169,18 +169,21 @@ class GymTask:
         noise = _noise(self.noise_gens, (t_len, n, size), self.device, gumbel=discrete)
         obs_l, act_l, rew_l, term_l, trunc_l, final_l, valid_l = [], [], [], [], [], [], []
         obs = self.obs
-        for step_noise in noise.unbind(1):
-            action = self.actor.act(obs, step_noise)
-            env_action = action if discrete else torch.clamp(action, self.action_low, self.action_high)
-            step = self.env.step(env_action)
-            obs_l.append(obs)
-            act_l.append(action)
-            rew_l.append(step.reward)
-            term_l.append(step.terminated)
-            trunc_l.append(step.truncated)
-            final_l.append(step.final_obs)
-            valid_l.append(getattr(step, "valid", None))
-            obs = step.obs
+        # Inference mode spares each of the rollout's many small ops autograd's bookkeeping. The batch is stacked
+        # from these tensors outside it, into ordinary tensors that the update can save for backward.
+        with torch.inference_mode():
+            for step_noise in noise.unbind(1):
+                action = self.actor.act(obs, step_noise)
+                env_action = action if discrete else torch.clamp(action, self.action_low, self.action_high)
+                step = self.env.step(env_action)
+                obs_l.append(obs)
+                act_l.append(action)
+                rew_l.append(step.reward)
+                term_l.append(step.terminated)
+                trunc_l.append(step.truncated)
+                final_l.append(step.final_obs)
+                valid_l.append(getattr(step, "valid", None))
+                obs = step.obs
         self.obs = obs
         self.env_steps += k * n * t_len
 
