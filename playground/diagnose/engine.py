@@ -320,11 +320,12 @@ def diagnose(records: list[dict[str, float]], *, info: dict | None = None, famil
 
 
 def findings_document(diagnosis: Diagnosis) -> dict:
-    """What `findings.json` holds."""
-    return {"version": 1, "findings": [f.to_dict() for f in diagnosis.findings],
-            "worst_severity": diagnosis.worst_severity(), "notes": list(diagnosis.notes),
-            "diagnosed_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "family": diagnosis.family, "problems": list(diagnosis.problems)}
+    """What `findings.json` holds: the diagnosis, versioned and dated, less what it was read from (the run dir
+    is where the file lies)."""
+    document = {"version": 1, **diagnosis.to_dict()}
+    del document["source"], document["steps"]
+    document["diagnosed_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return document
 
 
 def step_status(records: list[dict[str, float]], *, family: str | None = None,
