@@ -105,11 +105,10 @@ def _metric_spec(keys: tuple, metric: str | tuple, settings: tuple, x_title: str
         grouped_runs = {r for r, g in labels.items() if g in set(groups["group"])}
         groups = groups.rename(columns={"group": "series"})
         long = long[~long["run"].isin(grouped_runs)]
-    long = long.rename(columns={"run": "series"})
+    statuses = {label: (s or {}).get(metric) for label, s in _statuses.items()}
+    long = frames.attach_status(long, statuses).rename(columns={"run": "series"})
     drawn = long if groups is None else pd.concat([long, groups.rename(columns={"mean": "smoothed"})])
     bands = frames.ok_bands(metric, *_data_range(drawn), family=family)
-    statuses = {label: (s or {}).get(metric) for label, s in _statuses.items()}
-    long = frames.attach_status(long.rename(columns={"series": "run"}), statuses).rename(columns={"run": "series"})
     chart = charts.metric_chart(long, metric, bands=bands, groups=groups, x_title=x_title, smoothed=weight > 0,
                                 title=title)
     return charts.to_spec(chart)

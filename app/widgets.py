@@ -281,6 +281,12 @@ def run_options(table: pd.DataFrame) -> dict[str, str]:
     return out
 
 
+def pick_run(table: pd.DataFrame, rows: pd.DataFrame, key: str) -> tuple[str, pd.Series]:
+    """One run of the selected `rows`, picked in a select box: its run dir and its row of the runs table."""
+    run = st.selectbox(t("pick_run"), list(rows["run"]), format_func=run_options(table).get, key=key)
+    return run, rows[rows["run"] == run].iloc[0]
+
+
 def selected_runs(table: pd.DataFrame) -> pd.DataFrame:
     """The rows of the runs shown (chosen in the sidebar), in the order chosen."""
     chosen = st.session_state.get("runs", [])

@@ -19,9 +19,7 @@ def render() -> None:
     engine, why = data.engine_module()
     if engine is None:
         st.warning(widgets.t("engine_missing", why=why))
-    run = st.selectbox(widgets.t("pick_run"), list(rows["run"]), format_func=widgets.run_options(table).get,
-                       key="diagnosis_run")
-    row = rows[rows["run"] == run].iloc[0]
+    run, row = widgets.pick_run(table, rows, key="diagnosis_run")
     st.markdown(f"**{row['name']}** · {row['task']} · {widgets.status_text(row['status'])} · "
                 f"{widgets.t('col_step')} {widgets.integer(row['last_step'])}")
     if row["status"] == "running":

@@ -81,9 +81,7 @@ def render() -> None:
     if picked is None:
         return
     table, rows = picked
-    run = st.selectbox(widgets.t("pick_run"), list(rows["run"]), format_func=widgets.run_options(table).get,
-                       key="samples_run")
-    row = rows[rows["run"] == run].iloc[0]
+    run, row = widgets.pick_run(table, rows, key="samples_run")
     frame = data.metrics_frame(run)
     if row["family"] == "token":
         st.caption(widgets.t("samples_token_note"))
