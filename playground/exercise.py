@@ -14,7 +14,6 @@ import math
 import os
 import shlex
 import shutil
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -143,20 +142,16 @@ def train(overrides: list[str], run_dir: Path, progress_bar: bool = True, isolat
     """Train `python -m playground.train <overrides>` into a fresh `run_dir`; returns (status, seconds).
 
     Args:
-        isolated: train in a fresh process (default: when a memory cap is set, since on CPU the cap and
-            `perf/max_memory_allocated_gb` measure the whole process, which earlier runs in it have grown).
+        isolated: train in a fresh process (default: `train.needs_own_process`, i.e. when a memory cap is set).
         checked: what `composed(overrides, progress_bar)` returned, when the caller has already checked them.
     """
-    from playground.train import run
+    from playground.train import needs_own_process, run, run_in_own_process
 
     cfg, overrides = checked or composed(overrides, progress_bar)
     shutil.rmtree(run_dir, ignore_errors=True)
     start = time.perf_counter()
-    if isolated if isolated is not None else cfg.trainer.memory_limit_gb is not None:
-        subprocess.run([sys.executable, "-m", "playground.train", *overrides, f"hydra.run.dir='{run_dir}'"],
-                       cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.DEVNULL,
-                       stderr=None if progress_bar else subprocess.DEVNULL, check=False)
-        status = (read_run_info(run_dir) or {}).get("status", "failed")
+    if isolated if isolated is not None else needs_own_process(cfg):
+        status = run_in_own_process(overrides, run_dir, show_stderr=progress_bar)
     else:
         status = run(cfg, run_dir, overrides)
     return status, time.perf_counter() - start

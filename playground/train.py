@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shlex
 import signal
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -98,6 +99,23 @@ def run(cfg: DictConfig, run_dir: str | Path, overrides: Sequence[str] = ()) -> 
     status = trainer.fit()[0]
     write_findings(run_dir, cfg)
     return status
+
+
+def needs_own_process(cfg: DictConfig) -> bool:
+    """A memory-capped run is judged on its process's memory growth (on CPU), which earlier runs in the same
+    process move (an exercise session, a long test session): such a run trains in a process of its own."""
+    return cfg.trainer.memory_limit_gb is not None
+
+
+def run_in_own_process(overrides: Sequence[str], run_dir: str | Path, show_stderr: bool = False) -> str:
+    """`python -m playground.train <overrides>` into `run_dir` in a child process; returns the status run.json
+    records ("failed" when the child wrote none)."""
+    from playground.runs import read_run_info
+
+    subprocess.run([sys.executable, "-m", "playground.train", *overrides, f"hydra.run.dir='{run_dir}'"],
+                   cwd=Path(__file__).resolve().parents[1], env={**os.environ, "OMP_NUM_THREADS": "1"},
+                   stdout=subprocess.DEVNULL, stderr=None if show_stderr else subprocess.DEVNULL, check=False)
+    return (read_run_info(Path(run_dir)) or {}).get("status", "failed")
 
 
 def compose(overrides: Sequence[str] = ()) -> DictConfig:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,17 +19,15 @@ TINY = ["trainer.logger=[]", "trainer.progress_bar=false"]
 def train(overrides: list[str], run_dir: Path):
     """Train `python -m playground.train <overrides>` in this process; returns the Trainer (models inspectable).
 
-    A run under a memory cap trains in a fresh process instead, and None is returned, as the exercises do: on CPU
-    the cap measures the process's memory growth, and in a long test process that depends on the runs before it
-    (the reverse out_of_memory fix grows 0.02 GiB alone, past its 0.05 cap after some hundred other tests).
+    A memory-capped run trains in a process of its own instead (`train.needs_own_process`), and None is returned:
+    in a long test process the reverse out_of_memory fix grew past its 0.05 GiB cap, against 0.02 GiB alone.
     """
-    from playground.train import compose, prepare, write_findings
+    from playground.train import compose, needs_own_process, prepare, run_in_own_process, write_findings
     from playground.trainer import Trainer
 
     cfg = compose([*TINY, *overrides])
-    if cfg.trainer.memory_limit_gb is not None:
-        subprocess.run([sys.executable, "-m", "playground.train", *TINY, *overrides, f"hydra.run.dir={run_dir}"],
-                       cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, check=False)
+    if needs_own_process(cfg):
+        run_in_own_process([*TINY, *overrides], run_dir)
         return None
     trainer = Trainer([cfg], [run_dir], prepare(cfg), extra_infos=[{"overrides": overrides}])
     trainer.statuses = trainer.fit()
