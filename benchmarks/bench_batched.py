@@ -143,9 +143,9 @@ def run_sweep(launcher: list[str], args: list[str]) -> tuple[float, int]:
 
 
 def bench_sweep() -> None:
-    args, what = ["+sweep=stability_map"], "+sweep=stability_map"
-    batched, jobs = run_sweep(["hydra/launcher=batched"], args)
-    joblib, _ = run_sweep(["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"], args)
+    what = "+sweep=stability_map"
+    batched, jobs = run_sweep(["hydra/launcher=batched"], [what])
+    joblib, _ = run_sweep(["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"], [what])
     emit("sweep_wall_batched_s", round(batched, 1), "s", sweep=what, jobs=jobs)
     emit("sweep_wall_joblib2_s", round(joblib, 1), "s", sweep=what, jobs=jobs,
          speedup_of_batched=round(joblib / batched, 2))

@@ -222,7 +222,6 @@ class AgentHParams:
         return self.vector(key, **kw).view(-1, 1, 1)
 
 
-
 def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
     if isinstance(node, dict):
         out: dict[str, Any] = {}

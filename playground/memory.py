@@ -26,7 +26,8 @@ class OutOfMemory(RuntimeError):
 
 # glibc mallopt parameters
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
-_GLIBC_MMAP_THRESHOLD, _GLIBC_MMAP_THRESHOLD_MAX = 128 * 1024, 32 * 1024 * 1024
+_GLIBC_DEFAULT_THRESHOLD = 128 * 1024  # glibc's default for both thresholds
+_GLIBC_MMAP_THRESHOLD_MAX = 32 * 1024 * 1024
 
 
 def _measure_live_memory() -> None:
@@ -36,8 +37,8 @@ def _measure_live_memory() -> None:
     earlier work and no longer show as growth; a fixed threshold and a trim at the start keep the guard's
     measurement independent of what the process did before (e.g. other runs in the same process).
     """
-    _mallopt(_M_MMAP_THRESHOLD, _GLIBC_MMAP_THRESHOLD)
-    _mallopt(_M_TRIM_THRESHOLD, _GLIBC_MMAP_THRESHOLD)  # glibc's default: free memory at the heap top goes back
+    _mallopt(_M_MMAP_THRESHOLD, _GLIBC_DEFAULT_THRESHOLD)
+    _mallopt(_M_TRIM_THRESHOLD, _GLIBC_DEFAULT_THRESHOLD)  # free memory at the heap top goes back to the OS
     try:
         _libc().malloc_trim(0)
     except (OSError, AttributeError):  # not glibc: the guard still measures, less exactly

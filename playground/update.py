@@ -48,16 +48,16 @@ def iter_minibatches(batch: Batch, keys: Sequence[str], shape: UpdateShape,
     rows = batch["response_mask"].shape[1]
     micro_rows, micro_per_step = shape.micro_batch_rows, shape.mini_batch_rows // shape.micro_batch_rows
     device = batch["response_mask"].device
+    agents = torch.arange(len(generators), device=device).view(1, -1, 1)  # (1, K, 1), beside the permutations
+    in_order = None if shape.shuffle else [{k: x[:, m:m + micro_rows] for k, x in fields.items()}
+                                          for m in range(0, rows, micro_rows)]  # views, the same every epoch
     for _ in range(shape.ppo_epochs):
+        micro = in_order
         if shape.shuffle:
             perm = torch.stack([torch.randperm(rows, generator=g) for g in generators]).to(device)
-            num_agents = perm.shape[0]
-            order = perm.view(num_agents, -1, micro_rows).transpose(0, 1)  # (n_micro, K, micro_rows)
-            agents = torch.arange(num_agents, device=device).view(1, num_agents, 1)
+            order = perm.view(len(generators), -1, micro_rows).transpose(0, 1)  # (n_micro, K, micro_rows)
             epoch = {k: x[agents, order] for k, x in fields.items()}
             micro = [{k: x[j] for k, x in epoch.items()} for j in range(order.shape[0])]
-        else:
-            micro = [{k: x[:, m:m + micro_rows] for k, x in fields.items()} for m in range(0, rows, micro_rows)]
         for first in range(0, len(micro), micro_per_step):
             yield micro[first:first + micro_per_step]
 
