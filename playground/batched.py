@@ -12,13 +12,56 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
-from playground.config import batch_signature, leaf_values, structural_values
-
+# Hyperparameters that may differ between agents trained together as one batch (`hydra/launcher=batched`).
+PER_AGENT_KEYS = (
+    "actor_rollout_ref.actor.optim.lr", "actor_rollout_ref.actor.optim.weight_decay",
+    "actor_rollout_ref.actor.optim.lr_warmup_steps", "actor_rollout_ref.actor.optim.lr_warmup_steps_ratio",
+    "actor_rollout_ref.actor.optim.min_lr_ratio", "actor_rollout_ref.actor.optim.lr_scheduler_type",
+    "critic.optim.lr", "critic.optim.weight_decay", "critic.optim.lr_warmup_steps",
+    "critic.optim.lr_warmup_steps_ratio", "critic.optim.min_lr_ratio", "critic.optim.lr_scheduler_type",
+    "actor_rollout_ref.actor.clip_ratio", "actor_rollout_ref.actor.clip_ratio_low",
+    "actor_rollout_ref.actor.clip_ratio_high", "actor_rollout_ref.actor.clip_ratio_c",
+    "actor_rollout_ref.actor.entropy_coeff", "actor_rollout_ref.actor.kl_loss_coef",
+    "actor_rollout_ref.actor.grad_clip", "critic.grad_clip", "critic.cliprange_value",
+    "algorithm.gamma", "algorithm.lam", "algorithm.kl_ctrl.kl_coef", "algorithm.kl_ctrl.target_kl",
+    "algorithm.kl_ctrl.horizon", "reward.scale", "reward.noise_std",
+    "trainer.seed", "trainer.total_training_steps", "trainer.memory_limit_gb", "trainer.stop_on_finding",
+    "trainer.stop_on_score", "trainer.stop_on_score_validated",
+    "trainer.experiment_name", "trainer.mystery", "scenario",
+)
 MAX_LISTED_KEYS = 3  # a reason line names at most this many differing keys, then "and N more"
 ABSENT = "(absent)"  # a key one config has and the other lacks
+
+
+def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(node, dict):
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            out.update(_flatten(value, f"{prefix}{key}."))
+        return out if out or not prefix else {prefix[:-1]: {}}
+    return {prefix[:-1]: node}
+
+
+def leaf_values(cfg: DictConfig) -> dict[str, Any]:
+    """The resolved config as `dotted.key -> value` (lists stay whole), without the `hydra` node."""
+    plain = OmegaConf.to_container(cfg, resolve=True)
+    plain.pop("hydra", None)
+    return _flatten(plain)
+
+
+def structural_values(leaves: dict[str, Any]) -> dict[str, Any]:
+    """The flattened config without `PER_AGENT_KEYS`: what must be equal for agents to share a batch."""
+    return {k: v for k, v in leaves.items() if k not in PER_AGENT_KEYS}
+
+
+def batch_signature(cfg: DictConfig, leaves: dict[str, Any] | None = None) -> str:
+    """The part of a config that fixes tensor shapes: configs with equal signatures can train as one batch.
+
+    `leaves`: the config's `leaf_values`, when the caller has them already.
+    """
+    return repr(sorted(structural_values(leaf_values(cfg) if leaves is None else leaves).items()))
 
 
 def unbatchable_reason(cfg: DictConfig) -> str | None:
@@ -118,8 +161,8 @@ def batch_threads(setting: Any, num_agents: int) -> int | None:
     `trainer.num_threads`).
 
     "auto" gives a batch of two or more agents every core this process may use: its tensors are large enough to
-    split (on 2 cores, K = 64 fast-preset agents took 81 instead of 124 ms per step, K = 16 25 instead of 31 ms),
-    and a given thread count still gives the same metrics on every run. A lone agent keeps its config's threads.
+    split (measured in docs/tuning.md), and a given thread count still gives the same metrics on every run. A lone
+    agent keeps its config's threads.
     """
     if setting is None or (setting == "auto" and num_agents < 2):
         return None
@@ -139,15 +182,6 @@ def train_batch(cfgs: Sequence[DictConfig], run_dirs: Sequence[str | Path],
     `num_threads` replaces the jobs' `trainer.num_threads` on CPU (see `batch_threads`); `run.json` records the
     threads used.
     """
-    from playground.train import prepare, run_facts, write_findings
-    from playground.trainer import Trainer
+    from playground.train import fit
 
-    devices = [prepare(cfg) for cfg in cfgs]  # validates every job before any compute
-    if num_threads is not None and devices[0].type == "cpu":
-        torch.set_num_threads(num_threads)
-    extras = [run_facts(o, devices[0]) for o in overrides]
-    trainer = Trainer(list(cfgs), list(run_dirs), devices[0], extra_infos=extras)
-    statuses = trainer.fit()
-    for cfg, run_dir in zip(cfgs, run_dirs):
-        write_findings(run_dir, cfg)
-    return statuses
+    return fit(cfgs, run_dirs, overrides, num_threads=num_threads).statuses

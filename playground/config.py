@@ -1,24 +1,33 @@
-"""Checks a composed config before any compute, and gathers per-agent hyperparameters.
+"""The config `python -m playground.train` runs: composed from `conf/` and checked before any compute.
 
 A bad value stops the run with one line naming the key, the value and the allowed range. Keys follow
 verl's config tree; the playground-only ones are listed in `PLAYGROUND_KEYS` (and in the README).
+This module loads neither torch nor anything that trains or diagnoses, so the explorer checks knobs with it.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
-import torch
 from omegaconf import DictConfig, OmegaConf
 
-from playground.algos.advantages import ADV_ESTIMATORS
-from playground.algos.kl import KL_ESTIMATORS
-from playground.algos.losses import LOSS_AGG_MODES, POLICY_LOSSES
+from playground.algos.names import (
+    ADV_ESTIMATORS,
+    GROUP_ESTIMATORS,
+    KL_ESTIMATORS,
+    LOSS_AGG_MODES,
+    POLICY_LOSSES,
+)
+from playground.failures import FAILURE_IDS
 
+CONF_DIR = os.environ.get("PLAYGROUND_CONF_DIR", str(Path(__file__).resolve().parents[1] / "conf"))
 LOGGERS = ("console", "jsonl", "tensorboard", "wandb")
-GROUP_ESTIMATORS = ("grpo", "rloo")
+# Applies to every task: a workshop exercise (`playground.exercise`) brings its own overrides.
+ANY_TASK_SCENARIOS = ("mystery",)
 
 # Knobs verl does not have, named by the playground (the README lists them with their meaning).
 PLAYGROUND_KEYS = (
@@ -29,25 +38,6 @@ PLAYGROUND_KEYS = (
     "trainer.num_threads", "trainer.progress_bar", "trainer.samples_per_step", "trainer.mystery",
     "actor_rollout_ref.actor.grad_clip=null (clipping off)", "critic.grad_clip=null",
 )
-
-# Hyperparameters that may differ between agents trained together as one batch (`hydra/launcher=batched`).
-PER_AGENT_KEYS = (
-    "actor_rollout_ref.actor.optim.lr", "actor_rollout_ref.actor.optim.weight_decay",
-    "actor_rollout_ref.actor.optim.lr_warmup_steps", "actor_rollout_ref.actor.optim.lr_warmup_steps_ratio",
-    "actor_rollout_ref.actor.optim.min_lr_ratio", "actor_rollout_ref.actor.optim.lr_scheduler_type",
-    "critic.optim.lr", "critic.optim.weight_decay", "critic.optim.lr_warmup_steps",
-    "critic.optim.lr_warmup_steps_ratio", "critic.optim.min_lr_ratio", "critic.optim.lr_scheduler_type",
-    "actor_rollout_ref.actor.clip_ratio", "actor_rollout_ref.actor.clip_ratio_low",
-    "actor_rollout_ref.actor.clip_ratio_high", "actor_rollout_ref.actor.clip_ratio_c",
-    "actor_rollout_ref.actor.entropy_coeff", "actor_rollout_ref.actor.kl_loss_coef",
-    "actor_rollout_ref.actor.grad_clip", "critic.grad_clip", "critic.cliprange_value",
-    "algorithm.gamma", "algorithm.lam", "algorithm.kl_ctrl.kl_coef", "algorithm.kl_ctrl.target_kl",
-    "algorithm.kl_ctrl.horizon", "reward.scale", "reward.noise_std",
-    "trainer.seed", "trainer.total_training_steps", "trainer.memory_limit_gb", "trainer.stop_on_finding",
-    "trainer.stop_on_score", "trainer.stop_on_score_validated",
-    "trainer.experiment_name", "trainer.mystery", "scenario",
-)
-
 
 def uses_critic(cfg: DictConfig) -> bool:
     """verl: a critic trains when `critic.enable` says so, by default exactly when the advantage estimator is GAE."""
@@ -117,24 +107,23 @@ def validate(cfg: DictConfig) -> None:
     _check(cfg, "trainer.stop_on_score", lambda x: x is None or _number(x), "null or a number")
     _check(cfg, "trainer.stop_on_score_validated", lambda x: isinstance(x, bool), "true or false")
     _check(cfg, "trainer.device", _device_ok, "'auto', 'cpu', or 'cuda[:N]' with CUDA present")
-    loggers = _get(cfg, "trainer.logger")
-    loggers = [loggers] if isinstance(loggers, str) else list(loggers or [])
-    for name in loggers:
+    for name in logger_names(cfg):
         if name not in LOGGERS:
             raise ConfigError(f"trainer.logger contains {name!r}: allowed {list(LOGGERS)}")
     finding = _get(cfg, "trainer.stop_on_finding")
-    if finding is not None:
-        from playground.diagnose.catalogue import FAILURE_IDS
-
-        if finding not in FAILURE_IDS:
-            raise ConfigError(f"trainer.stop_on_finding={finding!r} is out of range: allowed one of {FAILURE_IDS}")
+    if finding is not None and finding not in FAILURE_IDS:
+        raise ConfigError(f"trainer.stop_on_finding={finding!r} is out of range: allowed one of {FAILURE_IDS}")
     (_validate_gym if family == "gym" else _validate_token)(cfg)
 
 
 def _device_ok(x: Any) -> bool:
     if x in ("auto", "cpu"):
         return True
-    return isinstance(x, str) and x.startswith("cuda") and torch.cuda.is_available()
+    if not (isinstance(x, str) and x.startswith("cuda")):
+        return False
+    import torch  # only to ask for CUDA: the device names one
+
+    return torch.cuda.is_available()
 
 
 def _check_minibatches(cfg: DictConfig, batch: int, unit: str, per_unit: int = 1) -> None:
@@ -161,9 +150,6 @@ def _validate_gym(cfg: DictConfig) -> None:
 
 
 def _validate_token(cfg: DictConfig) -> None:
-    from playground.tasks.token_data import TASKS
-
-    _check(cfg, "task.name", lambda x: x in TASKS, f"one of {sorted(TASKS)}")
     _check(cfg, "data.max_response_length", lambda x: isinstance(x, int) and x >= 1, "an integer >= 1")
     _check(cfg, "data.max_prompt_length", lambda x: isinstance(x, int) and x >= 2, "an integer >= 2")
     _check(cfg, "data.train_batch_size", lambda x: isinstance(x, int) and x >= 1, "an integer >= 1")
@@ -187,65 +173,55 @@ def _validate_token(cfg: DictConfig) -> None:
     _check_minibatches(cfg, _get(cfg, "data.train_batch_size"), "prompts", per_unit=n)
 
 
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+def logger_names(cfg: DictConfig) -> list[str]:
+    """`trainer.logger` as a list of sink names (verl takes one name or a list)."""
+    loggers = _get(cfg, "trainer.logger")
+    return [loggers] if isinstance(loggers, str) else list(loggers or [])
 
 
-class AgentHParams:
-    """Per-agent hyperparameters of K configs as `(K,)` tensors (`view3` gives `(K, 1, 1)`)."""
-
-    def __init__(self, cfgs: Sequence[DictConfig], device: torch.device):
-        self.cfgs = list(cfgs)
-        self.device = device
-        self._cache: dict[tuple, torch.Tensor] = {}  # configs do not change during a run
-
-    def vector(self, key: str, none_as: float | None = None, fallback: str | None = None) -> torch.Tensor:
-        """`(K,)` values of `key`; a null value becomes `none_as`, or the value of the `fallback` key."""
-        cached = self._cache.get((key, none_as, fallback))
-        if cached is not None:
-            return cached
-        values = []
-        for cfg in self.cfgs:
-            value = _get(cfg, key)
-            if value is None:
-                value = _get(cfg, fallback) if fallback is not None else none_as
-            if value is None:
-                raise ConfigError(f"{key} is null and has no default")
-            values.append(float(value))
-        vector = torch.tensor(values, dtype=torch.float32, device=self.device)
-        self._cache[(key, none_as, fallback)] = vector
-        return vector
-
-    def view3(self, key: str, **kw) -> torch.Tensor:
-        return self.vector(key, **kw).view(-1, 1, 1)
+# ---- composing: the overrides as the command line takes them --------------------------------------------------
+def known_options(group: str) -> list[str]:
+    return sorted(p.stem for p in (Path(CONF_DIR) / group).glob("*.yaml"))
 
 
-def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(node, dict):
-        out: dict[str, Any] = {}
-        for key, value in node.items():
-            out.update(_flatten(value, f"{prefix}{key}."))
-        return out if out or not prefix else {prefix[:-1]: {}}
-    return {prefix[:-1]: node}
+def check_group_overrides(argv: Sequence[str]) -> None:
+    """Unknown `task=` / `scenario=` values fail with one line (Hydra's own message spans many)."""
+    for arg in argv:
+        for group in ("task", "scenario"):
+            if arg.startswith(f"{group}="):
+                for value in arg.split("=", 1)[1].split(","):
+                    if value and value not in known_options(group):
+                        raise ConfigError(f"{group}={value!r} is unknown: allowed one of {known_options(group)}")
 
 
-def leaf_values(cfg: DictConfig) -> dict[str, Any]:
-    """The resolved config as `dotted.key -> value` (lists stay whole), without the `hydra` node."""
-    plain = OmegaConf.to_container(cfg, resolve=True)
-    plain.pop("hydra", None)
-    return _flatten(plain)
+def with_default_scenario(overrides: Sequence[str]) -> list[str]:
+    """`task=X` without `scenario=` runs the task's `default_scenario`, if any (MountainCar has no healthy run)."""
+    overrides = list(overrides)
+    tasks = [o.split("=", 1)[1] for o in overrides if o.startswith("task=")]
+    if len(tasks) != 1 or "," in tasks[0] or any(o.startswith(("scenario=", "+scenario=")) for o in overrides):
+        return overrides
+    path = Path(CONF_DIR) / "task" / f"{tasks[0]}.yaml"
+    default = OmegaConf.select(OmegaConf.load(path), "task.default_scenario") if path.is_file() else None
+    return [*overrides, f"scenario={default}"] if default else overrides
 
 
-def structural_values(leaves: dict[str, Any]) -> dict[str, Any]:
-    """The flattened config without `PER_AGENT_KEYS`: what must be equal for agents to share a batch."""
-    return {k: v for k, v in leaves.items() if k not in PER_AGENT_KEYS}
+def check_scenario_applies(cfg: DictConfig) -> None:
+    applicable = list(cfg.task.get("scenarios", []))
+    if cfg.scenario not in applicable and cfg.scenario not in ANY_TASK_SCENARIOS:
+        raise ConfigError(f"scenario={cfg.scenario!r} does not apply to task={cfg.task.name!r}: allowed {applicable}")
 
 
-def batch_signature(cfg: DictConfig, leaves: dict[str, Any] | None = None) -> str:
-    """The part of a config that fixes tensor shapes: configs with equal signatures can train as one batch.
+def compose(overrides: Sequence[str] = ()) -> DictConfig:
+    """The config `python -m playground.train <overrides>` would run, composed in-process (tests, benchmarks, the
+    explorer), resolved; not yet validated (`validate`)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
 
-    `leaves`: the config's `leaf_values`, when the caller has them already.
-    """
-    return repr(sorted(structural_values(leaf_values(cfg) if leaves is None else leaves).items()))
+    check_group_overrides(overrides)
+    overrides = with_default_scenario(overrides)
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = hydra_compose(config_name="config", overrides=list(overrides))
+    OmegaConf.resolve(cfg)
+    return cfg

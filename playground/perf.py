@@ -1,4 +1,5 @@
-"""Model FLOPs utilisation: verl's peak-FLOPs table (`verl/utils/flops_counter.py`, v0.7) and the lookup.
+"""The training device (`trainer.device`) and its model FLOPs utilisation: verl's peak-FLOPs table
+(`verl/utils/flops_counter.py`, v0.7) and the lookup.
 
 MFU = achieved FLOP/s of an update (6·N·T for the matmul parameters, as verl counts) ÷ the device's promised
 dense BF16 peak. A tiny model on a CPU sits far below the guide's 20 % (the catalogue's `low_mfu` is info).
@@ -15,6 +16,13 @@ PEAK_FLOPS: dict[str, float] = {
     "L40S": 362.05e12, "L40": 181.05e12, "A40": 149.7e12, "L20": 119.5e12, "H20": 148e12,
     "910B": 354e12, "Ascend910": 354e12, "RTX 3070 Ti": 21.75e12,
 }
+
+
+def resolve_device(name: str) -> torch.device:
+    """The device `trainer.device` names: `auto` is CUDA when present, else the CPU."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
 
 
 def device_name(device: torch.device) -> str:

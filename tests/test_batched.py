@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from playground.batched import (
+    batch_signature,
     batch_threads,
     config_diff,
     leaf_values,
@@ -24,7 +25,7 @@ from playground.batched import (
     train_batch,
     unbatchable_reason,
 )
-from playground.train import compose
+from playground.config import compose
 
 ROOT = Path(__file__).resolve().parents[1]
 # A small CartPole run: 8 envs × 16 steps, 2 mini-batches of 64 × 2 epochs, 10 steps, 10 eval episodes.
@@ -121,6 +122,12 @@ def test_batch_threads_auto_gives_a_batch_every_core_and_a_lone_agent_its_own_se
     for bad in (0, -1, "many", 1.5, True):
         with pytest.raises(ValueError, match="hydra.launcher.num_threads"):
             batch_threads(bad, 8)
+
+
+def test_batch_signature_ignores_per_agent_keys_only():
+    base = batch_signature(compose(["task=cartpole"]))
+    assert batch_signature(compose(["task=cartpole", f"{LR}=1e-2", "trainer.seed=7"])) == base
+    assert batch_signature(compose(["task=cartpole", "env.num_envs=8"])) != base
 
 
 def test_config_diff_lists_changed_added_and_removed_keys():

@@ -1,7 +1,9 @@
+import subprocess
+import sys
+
 import pytest
 
-from playground.config import ConfigError, batch_signature, validate
-from playground.train import check_group_overrides, check_scenario_applies, compose
+from playground.config import ConfigError, check_group_overrides, check_scenario_applies, compose, validate
 
 A = "actor_rollout_ref.actor"
 
@@ -49,7 +51,7 @@ def test_unknown_task_and_inapplicable_scenario():
 
 
 def test_defaults_are_valid_for_every_task():
-    from playground.train import known_options
+    from playground.config import known_options
 
     for task in known_options("task"):
         cfg = compose([f"task={task}"])
@@ -58,7 +60,9 @@ def test_defaults_are_valid_for_every_task():
     assert compose(["task=mountaincar"]).scenario == "no_learning_signal"  # its default: it has no healthy run
 
 
-def test_batch_signature_ignores_per_agent_keys_only():
-    base = batch_signature(compose(["task=cartpole"]))
-    assert batch_signature(compose(["task=cartpole", f"{A}.optim.lr=1e-2", "trainer.seed=7"])) == base
-    assert batch_signature(compose(["task=cartpole", "env.num_envs=8"])) != base
+def test_importing_the_config_loads_nothing_that_trains_or_diagnoses():
+    """`python -c "import playground.config"`: the explorer checks knobs with it, so it must stay light."""
+    code = ("import sys, playground.config; print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch' or "
+            "m.startswith(('playground.tasks', 'playground.diagnose', 'playground.trainer', 'playground.models'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

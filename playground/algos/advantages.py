@@ -12,11 +12,12 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from playground.algos import names
 from playground.algos.masked import masked_whiten
 from playground.algos.registry import Registry
 
 AdvantageFn = Callable[..., tuple[Tensor, Tensor]]
-ADV_ESTIMATORS: Registry[AdvantageFn] = Registry("algorithm.adv_estimator")
+ADV_ESTIMATORS: Registry[AdvantageFn] = Registry("algorithm.adv_estimator", names.ADV_ESTIMATORS)
 register_adv_est = ADV_ESTIMATORS.register
 get_adv_estimator_fn = ADV_ESTIMATORS.get
 

@@ -12,10 +12,9 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from playground.algos import names
 from playground.algos.masked import TOKEN_DIMS, masked_mean, masked_sum, masked_var
 from playground.algos.registry import Registry
-
-LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 
 
 def agg_loss(
@@ -31,7 +30,7 @@ def agg_loss(
 
     Args:
         loss_mat: `(bs, T)` per-token loss. loss_mask: `(bs, T)`.
-        loss_agg_mode: one of `LOSS_AGG_MODES`.
+        loss_agg_mode: one of `names.LOSS_AGG_MODES`.
 
     Returns:
         `()` (or `(K,)` for batched agents).
@@ -46,13 +45,13 @@ def agg_loss(
     if loss_agg_mode == "seq-mean-token-mean":
         seq_losses = seq_losses / (seq_tokens + 1e-8)
     elif loss_agg_mode != "seq-mean-token-sum":
-        raise ValueError(f"loss_agg_mode={loss_agg_mode!r} is unknown; known: {list(LOSS_AGG_MODES)}")
+        raise ValueError(f"loss_agg_mode={loss_agg_mode!r} is unknown; known: {list(names.LOSS_AGG_MODES)}")
     seq_mask = (seq_tokens > 0).to(loss_mat.dtype)  # fully masked sequences do not count
     return masked_sum(seq_losses, seq_mask, dim=-1) / seq_mask.sum(dim=-1)
 
 
 PolicyLossFn = Callable[..., tuple[Tensor, dict[str, Tensor]]]
-POLICY_LOSSES: Registry[PolicyLossFn] = Registry("actor_rollout_ref.actor.policy_loss.loss_mode")
+POLICY_LOSSES: Registry[PolicyLossFn] = Registry("actor_rollout_ref.actor.policy_loss.loss_mode", names.POLICY_LOSSES)
 register_policy_loss = POLICY_LOSSES.register
 get_policy_loss_fn = POLICY_LOSSES.get
 

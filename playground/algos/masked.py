@@ -65,3 +65,14 @@ def entropy_from_logits(logits: Tensor) -> Tensor:
     """
     pd = torch.softmax(logits, dim=-1)
     return torch.logsumexp(logits, dim=-1) - (pd * logits).sum(dim=-1)
+
+
+def masked_stats(prefix: str, values: Tensor, mask: Tensor | None = None) -> dict[str, Tensor]:
+    """`prefix/{mean,max,min}` per agent: over the token dims where `mask` is set (verl's `compute_data_metrics`),
+    or, without a mask, over every entry of each agent's `(K, rows)`."""
+    if mask is None:
+        return {f"{prefix}/mean": values.mean(-1), f"{prefix}/max": values.amax(-1), f"{prefix}/min": values.amin(-1)}
+    valid = mask.bool()
+    return {f"{prefix}/mean": masked_mean(values, mask),
+            f"{prefix}/max": torch.where(valid, values, -torch.inf).amax(dim=TOKEN_DIMS),
+            f"{prefix}/min": torch.where(valid, values, torch.inf).amin(dim=TOKEN_DIMS)}

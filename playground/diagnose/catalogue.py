@@ -1,6 +1,6 @@
-"""The failure-mode catalogue (`shared/reference/failure-modes.md`): ids, severities, the guide's causes and fixes.
+"""What the diagnosis says of each catalogue id (`playground.failures`): the guide's cause and its fix.
 
-Every scenario (`scenario=<id>`) and every finding the diagnosis engine reports carries one of these ids. The
+The
 explanations paraphrase the metrics guide (section in brackets); the fixes are Hydra overrides with verl's keys
 (playground keys where verl has none), rendered against the run's config by `render_fix`.
 """
@@ -10,54 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-INFO_IDS = ("healthy", "converged", "value_drift", "generation_bottleneck", "update_bottleneck", "low_mfu")
-CRITICAL_IDS = ("training_crash", "out_of_memory", "gradient_explosion")
-WARNING_IDS = (
-    "lr_too_high", "lr_too_low", "critic_undertrained", "entropy_collapse", "no_learning_signal",
-    "overly_deterministic", "vanishing_gradient", "grad_clip_saturation", "unstable_policy_loss",
-    "advantage_not_normalized", "reward_variance_too_large", "kl_drift", "response_truncation",
-    "prompt_truncation",
-)
-FAILURE_IDS = (*INFO_IDS, *WARNING_IDS, *CRITICAL_IDS)
-# The ids a scenario reproduces: every non-info id, plus the healthy baseline.
-SCENARIO_IDS = ("healthy", *WARNING_IDS, *CRITICAL_IDS)
-SEVERITY_ORDER = ("info", "warning", "critical")
-
-
-def severity(finding_id: str) -> str:
-    if finding_id in INFO_IDS:
-        return "info"
-    if finding_id in CRITICAL_IDS:
-        return "critical"
-    return "warning"
-
-
-# Short titles for reports.
-TITLES: dict[str, dict[str, str]] = {
-    "healthy": {"en": "healthy training", "zh": "训练健康"},
-    "converged": {"en": "converged", "zh": "已收敛"},
-    "lr_too_high": {"en": "learning rate too high", "zh": "学习率过高"},
-    "lr_too_low": {"en": "learning rate too low", "zh": "学习率过低"},
-    "critic_undertrained": {"en": "critic under-trained", "zh": "Critic 学习不足"},
-    "entropy_collapse": {"en": "entropy collapse (premature convergence)", "zh": "熵崩塌（策略过早收敛）"},
-    "no_learning_signal": {"en": "no learning signal", "zh": "没有学习信号"},
-    "overly_deterministic": {"en": "overly deterministic policy", "zh": "策略过于确定"},
-    "gradient_explosion": {"en": "gradient explosion", "zh": "梯度爆炸"},
-    "training_crash": {"en": "training crash (NaN/Inf)", "zh": "训练崩溃（NaN/Inf）"},
-    "vanishing_gradient": {"en": "vanishing gradient", "zh": "梯度消失"},
-    "grad_clip_saturation": {"en": "gradient clipping saturated", "zh": "梯度频繁被裁剪"},
-    "unstable_policy_loss": {"en": "unstable policy loss", "zh": "策略损失剧烈波动"},
-    "advantage_not_normalized": {"en": "advantages not normalised", "zh": "优势未归一化"},
-    "reward_variance_too_large": {"en": "reward variance too large", "zh": "奖励方差过大"},
-    "value_drift": {"en": "value loss drifts up again", "zh": "价值损失先降后升"},
-    "kl_drift": {"en": "KL to the reference drifts up", "zh": "与参考策略的 KL 持续上升"},
-    "response_truncation": {"en": "responses truncated", "zh": "响应被截断"},
-    "prompt_truncation": {"en": "prompts truncated", "zh": "提示被截断"},
-    "out_of_memory": {"en": "out of memory", "zh": "内存溢出"},
-    "generation_bottleneck": {"en": "generation is the bottleneck", "zh": "生成是瓶颈"},
-    "update_bottleneck": {"en": "actor update is the bottleneck", "zh": "Actor 更新是瓶颈"},
-    "low_mfu": {"en": "low MFU", "zh": "MFU 偏低"},
-}
+from playground.metrics import fmt
 
 # The guide's cause and remedy in words, per id.
 EXPLANATIONS: dict[str, dict[str, str]] = {
@@ -232,29 +185,21 @@ def config_value(config: Mapping[str, Any] | None, key: str) -> Any:
     return node
 
 
-def _format(value: Any) -> str:
-    if isinstance(value, bool) or value is None:
-        return {True: "True", False: "False", None: "null"}[value]
-    if isinstance(value, int):
-        return str(value)
-    return f"{value:.4g}"
-
-
 def _apply(op: str, current: Any) -> str:
     if op.startswith("="):
         return op[1:]
     if op.startswith("raise:"):
         floor = float(op[len("raise:"):])
         if isinstance(current, (int, float)) and not isinstance(current, bool):
-            return _format(max(floor, float(current) * 10))
-        return _format(floor)
+            return fmt(max(floor, float(current) * 10))
+        return fmt(floor)
     if not isinstance(current, (int, float)) or isinstance(current, bool):
         return f"<current{op}>"
     factor = float(op[1:])
     value = {"*": current * factor, "/": current / factor, "+": current + factor}[op[0]]
     if isinstance(current, int):
         return str(max(1, int(round(value))))
-    return _format(value)
+    return fmt(value)
 
 
 def render_fix(finding_id: str, family: str, config: Mapping[str, Any] | None = None,
