@@ -21,12 +21,15 @@ from omegaconf import DictConfig, OmegaConf
 from playground.algos.advantages import get_adv_estimator_fn
 from playground.algos.kl import get_kl_controller, kl_penalty
 from playground.algos.losses import agg_loss, explained_variance
-from playground.algos.masked import masked_mean
-from playground.config import AgentHParams, uses_critic
+from playground.algos.masked import masked_mean, masked_stats
+from playground.config import uses_critic
+from playground.hparams import AgentHParams
 from playground.memory import MemoryGuard, is_oom_error
 from playground.metrics import PER_TOKEN_PHASES, STEP, reduce_agent_metrics
 from playground.optim import AgentAdamW, lr_factor, warmup_steps
 from playground.sinks import RunLogger
+from playground.tasks import build_task
+from playground.tasks.base import Task
 from playground.update import UpdateShape, update_actor, update_critic
 
 # Metrics whose non-finite value means the numbers have broken down (training_crash).
@@ -34,40 +37,23 @@ CRASH_KEYS = ("actor/pg_loss", "critic/vf_loss", "actor/grad_norm", "critic/grad
               "critic/values/mean", "critic/advantages/mean")
 
 
-def make_task(cfgs: Sequence[DictConfig], hp: AgentHParams, device: torch.device):
-    if cfgs[0].task.family == "gym":
-        from playground.tasks.gym_task import GymTask
-
-        return GymTask(list(cfgs), hp, device)
-    from playground.tasks.token_task import TokenTask
-
-    return TokenTask(list(cfgs), hp, device)
-
-
-def _masked_stats(prefix: str, x: torch.Tensor, mask: torch.Tensor) -> dict[str, torch.Tensor]:
-    """`prefix/{mean,max,min}` over valid tokens, per agent."""
-    valid = mask.bool()
-    return {f"{prefix}/mean": masked_mean(x, mask),
-            f"{prefix}/max": torch.where(valid, x, -torch.inf).amax(dim=(-2, -1)),
-            f"{prefix}/min": torch.where(valid, x, torch.inf).amin(dim=(-2, -1))}
-
-
 class Trainer:
     """Trains K agents (K = 1 for an ordinary run) that share a task, network and batch shapes.
 
     Args:
-        cfgs: one resolved config per agent; they may differ only in `config.PER_AGENT_KEYS`.
+        cfgs: one resolved config per agent; they may differ only in `batched.PER_AGENT_KEYS`.
         run_dirs: one output dir per agent (Hydra's job dirs).
         extra_infos: per agent, more facts for `run.json` (overrides, the rerun command, the device).
+        task: the task to train on, built by the caller; default `tasks.build_task` (the config's family).
     """
 
     def __init__(self, cfgs: Sequence[DictConfig], run_dirs: Sequence[str | Path], device: torch.device,
-                 extra_infos: Sequence[dict] | None = None):
+                 extra_infos: Sequence[dict] | None = None, task: Task | None = None):
         self.cfgs, self.cfg = list(cfgs), cfgs[0]
         self.K = len(cfgs)
         self.device = device
         self.hp = hp = AgentHParams(cfgs, device)
-        self.task = make_task(cfgs, hp, device)
+        self.task = build_task(cfgs, hp, device) if task is None else task
         actor_cfg, critic_cfg, algo = self.cfg.actor_rollout_ref.actor, self.cfg.critic, self.cfg.algorithm
         self.use_critic = uses_critic(self.cfg)
         self.use_kl_loss = bool(actor_cfg.use_kl_loss)
@@ -84,19 +70,18 @@ class Trainer:
         self.kl_penalty_type = str(algo.kl_penalty)
         self.norm_adv, self.norm_adv_by_std_in_grpo = bool(algo.norm_adv), bool(algo.norm_adv_by_std_in_grpo)
         self.policy_loss_mode, self.kl_loss_type = str(actor_cfg.policy_loss.loss_mode), str(actor_cfg.kl_loss_type)
-        agent_dim = self.task.family == "gym"
+        agent_dim = self.task.batched_params
         self.actor_opt = self._optimizer(self.task.actor.params, "actor_rollout_ref.actor.optim", agent_dim)
         self.critic_opt = self._optimizer(self.task.critic.params, "critic.optim", agent_dim) if self.use_critic \
             else None
         self.world_opt = None
-        if getattr(self.task, "world_model", None) is not None:
+        if self.task.world_model is not None:
             self.world_opt = AgentAdamW(self.task.world_model.params, hp.vector("world_model.lr"))
         self.kl_ctrl = get_kl_controller(algo.kl_ctrl.type, hp.vector("algorithm.kl_ctrl.kl_coef"),
                                          hp.vector("algorithm.kl_ctrl.target_kl"),
                                          hp.vector("algorithm.kl_ctrl.horizon"))
-        rows = self.task.rows_per_step
-        self.actor_shape = self._update_shape(actor_cfg, rows)
-        self.critic_shape = self._update_shape(critic_cfg, rows)
+        self.actor_shape = self._update_shape(actor_cfg)
+        self.critic_shape = self._update_shape(critic_cfg)
         self.shuffle_gens = [torch.Generator().manual_seed(int(c.trainer.seed) + 2) for c in cfgs]
         self.estimator = get_adv_estimator_fn(algo.adv_estimator)
         self.memory = MemoryGuard([c.trainer.memory_limit_gb for c in cfgs], device)
@@ -117,7 +102,7 @@ class Trainer:
         return AgentAdamW(params, self.hp.vector(f"{prefix}.lr"), betas=tuple(opt.betas), eps=opt.eps,
                           weight_decay=self.hp.vector(f"{prefix}.weight_decay"), agent_dim=agent_dim)
 
-    def _update_shape(self, role_cfg: DictConfig, rows: int) -> UpdateShape:
+    def _update_shape(self, role_cfg: DictConfig) -> UpdateShape:
         # verl: a mini-batch counts prompts (× rollout.n sequences); a micro-batch counts sequences
         mini = role_cfg.ppo_mini_batch_size * self.task.rows_per_unit
         micro = role_cfg.ppo_micro_batch_size_per_gpu
@@ -270,13 +255,15 @@ class Trainer:
                                                                      metrics["actor/entropy_loss"][0])]
             if self.world_opt is not None:
                 metrics.update(self._update_world_model(batch))
-        for name, (flops_fn, seconds) in {"actor": (task.actor_flops, timing.get("update_actor")),
-                                          "critic": (task.critic_flops, timing.get("update_critic"))}.items():
+        for role, shape in (("actor", self.actor_shape), ("critic", self.critic_shape)):
+            seconds = timing.get(f"update_{role}")
             if seconds:
-                metrics[f"perf/mfu/{name}"] = [torch.full((self.K,), flops_fn() / seconds / task.peak_flops)]
+                flops = task.update_flops(batch, role, shape.ppo_epochs)
+                metrics[f"perf/mfu/{role}"] = [torch.full((self.K,), flops / seconds / task.peak_flops)]
         records = self._records(step, batch, metrics, timing)
-        for k, samples in enumerate(task.step_samples()):
-            self.loggers[k].log_samples(samples)
+        for k, samples in enumerate(task.samples(batch, step)):
+            if samples:
+                self.loggers[k].log_samples(samples)
         # agents evaluated now: on their test steps, and an agent that stops on its score as it stops
         testing = [bool(self.active[k]) and (self._is_test_step(step, k) or self._reached_score(k, r))
                    for k, r in enumerate(records)]
@@ -332,7 +319,7 @@ class Trainer:
 
     def _update_world_model(self, batch) -> dict[str, list]:
         self.world_opt.zero_grad()
-        loss = self.task.world_model_loss(batch)
+        loss = self.task.world_model.loss(batch)
         loss.sum().backward()
         grad_norm = self.world_opt.step(None, self.active)
         return {"world_model/loss": [loss.detach()], "world_model/grad_norm": [grad_norm]}
@@ -344,16 +331,16 @@ class Trainer:
 
     def _validate(self, timing: dict[str, float]) -> dict[str, torch.Tensor]:
         with self._timed(timing, "testing"):
-            return self.task.validate_metrics()
+            return self.task.validate()
 
     # ---- records ---------------------------------------------------------------------------------------
     def _records(self, step: int, batch, metrics: dict[str, list], timing: dict[str, float]) -> list[dict]:
         """Reduce everything to one flat record per agent, with one host transfer for the tensors."""
         task, mask = self.task, batch["response_mask"]
-        data = {**_masked_stats("critic/advantages", batch["advantages"], mask),
-                **_masked_stats("critic/returns", batch["returns"], mask)}
+        data = {**masked_stats("critic/advantages", batch["advantages"], mask),
+                **masked_stats("critic/returns", batch["returns"], mask)}
         if self.use_critic:
-            data.update(_masked_stats("critic/values", batch["values"], mask))
+            data.update(masked_stats("critic/values", batch["values"], mask))
             data["critic/vf_explained_var"] = explained_variance(batch["returns"], batch["values"], mask)
         data.update(task.batch_metrics(batch))
         # one host transfer for all metric tables and one for the batch statistics, one reduction per metric for
@@ -363,7 +350,7 @@ class Trainer:
         host = np.split(torch.cat(tables).cpu().numpy(), np.cumsum([len(t) for t in tables])[:-1])
         reduced = reduce_agent_metrics(dict(zip(metrics, host)))
         data_cpu = dict(zip(data, torch.stack([per_agent(v) for v in data.values()]).cpu().tolist()))
-        task.record_step(batch)
+        task.record_step(batch, step)
         memory = self.memory.metrics()
         tokens = task.token_counts(batch)
         timing_record = {f"timing_s/{name}": seconds for name, seconds in timing.items()}
@@ -372,7 +359,7 @@ class Trainer:
             record = {STEP: float(step)}
             record.update({key: values[k] for key, values in reduced.items()})
             record.update({key: values[k] for key, values in data_cpu.items()})
-            record.update(task.agent_metrics(k))
+            record.update(task.agent_metrics(k, step))
             record.update(timing_record)
             for phase in PER_TOKEN_PHASES:
                 if phase in timing:

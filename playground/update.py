@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -21,7 +22,9 @@ from playground.algos.losses import agg_loss, compute_value_loss, get_policy_los
 from playground.algos.masked import masked_mean
 from playground.optim import AgentAdamW
 
-Batch = dict[str, Tensor]
+# A step's rows: tensors `(K, rows, ...)`, and per-agent lists `[K][rows]` for fields that are not tensors (texts),
+# as verl's `DataProto` has `batch` and `non_tensor_batch`; the update reads only tensor fields.
+Batch = dict[str, Any]
 
 
 @dataclass
@@ -80,7 +83,8 @@ def update_actor(actor, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape,
                  memory_guard=None) -> Metrics:
     """verl's `update_policy`: clipped surrogate − entropy bonus + KL loss, per mini-batch one step.
 
-    `actor` has `log_prob_and_entropy(mini_batch)` and `model_input_keys` (the batch fields its forward reads).
+    `actor` is the task (`tasks.base.Task`): its `log_prob_and_entropy(mini_batch)` and `model_input_keys` (the batch
+    fields its forward reads).
 
     `entropy_coeff`, `kl_loss_coef` and the clip ratios are `(K, 1, 1)`; `grad_clip` is `(K,)` (inf = off).
     With one mini-batch and one epoch the old log-probs are replaced by the current ones (verl's

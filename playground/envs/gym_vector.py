@@ -8,7 +8,6 @@ returned here with `valid = False`, so the trainer masks it out of the loss and 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -16,15 +15,7 @@ import torch
 from torch import Tensor
 
 import playground.envs.probes  # noqa: F401  (registers the probe ids)
-
-
-class GymStep(NamedTuple):
-    obs: Tensor  # (K, N, obs_dim) the next policy input
-    reward: Tensor  # (K, N)
-    terminated: Tensor  # (K, N) bool
-    truncated: Tensor  # (K, N) bool
-    final_obs: Tensor  # (K, N, obs_dim) the true next observation (== obs: gymnasium resets one step later)
-    valid: Tensor  # (K, N) bool: False on the no-op step that follows each episode's end
+from playground.envs import EnvStep
 
 
 class GymnasiumEnv:
@@ -59,7 +50,7 @@ class GymnasiumEnv:
         self._autoreset[:] = False
         return self._tensor(obs)
 
-    def step(self, action: Tensor) -> GymStep:
+    def step(self, action: Tensor) -> EnvStep:
         actions = action.detach().cpu().numpy()
         results = [env.step(a) for env, a in zip(self.envs, actions)]
         obs = self._tensor([r[0].reshape(len(r[0]), -1) for r in results])
@@ -67,7 +58,7 @@ class GymnasiumEnv:
         truncated = np.stack([r[3] for r in results])
         valid = ~self._autoreset
         self._autoreset = terminated | truncated
-        return GymStep(
+        return EnvStep(
             obs=obs,
             reward=self._tensor([r[1] for r in results]),
             terminated=torch.as_tensor(terminated, device=self.device),

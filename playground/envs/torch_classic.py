@@ -8,18 +8,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
-
-class EnvStep(NamedTuple):
-    obs: Tensor  # (K, N, obs_dim) float32, already the reset observation where done
-    reward: Tensor  # (K, N) float32
-    terminated: Tensor  # (K, N) bool
-    truncated: Tensor  # (K, N) bool, time limit reached and not terminated
-    final_obs: Tensor  # (K, N, obs_dim) float32, the true next observation before any reset
+from playground.envs import EnvStep
 
 
 class TorchClassicEnv:
@@ -159,6 +152,9 @@ class TorchClassicEnv:
         self.state = state.to(self.device, self.dtype).clone()
         self.elapsed = (torch.zeros(shape, dtype=torch.int64, device=self.device) if elapsed is None
                         else elapsed.to(self.device, torch.int64).expand(shape).clone())
+
+    def close(self) -> None:
+        """Nothing to release (gymnasium's envs hold processes or renderers; these hold tensors)."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.env_id}, K={self.num_agents}, N={self.num_envs}, {self.device})"

@@ -188,8 +188,11 @@ class WorldModel:
     def params(self) -> list[Tensor]:
         return [self.net.flat]
 
-    def loss(self, obs: Tensor, actions: Tensor, next_obs: Tensor, reward: Tensor, mask: Tensor) -> Tensor:
-        """Masked mean squared error per agent `(K,)`; inputs `(K, B, ...)`, mask `(K, B)`."""
+    def loss(self, batch: dict[str, Tensor]) -> Tensor:
+        """Masked mean squared error per agent `(K,)` of predicting `final_obs` and the raw reward (`scores`) from
+        `obs` and `actions` (a gym batch: `(K, B, ...)`)."""
+        obs, actions, next_obs = batch["obs"], batch["actions"], batch["final_obs"]
+        reward, mask = batch["scores"].squeeze(-1), batch["response_mask"].squeeze(-1)
         if self.discrete:
             actions = torch.nn.functional.one_hot(actions, self.action_size).to(obs.dtype)
         pred = self.net.forward(torch.cat([obs, actions], dim=-1))

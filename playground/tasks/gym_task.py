@@ -16,11 +16,12 @@ import torch
 from omegaconf import DictConfig
 from torch import Tensor
 
-from playground.config import AgentHParams
 from playground.envs.gym_vector import GymnasiumEnv
 from playground.envs.torch_classic import TORCH_ENVS, make_torch_env, uses_torch_port
+from playground.hparams import AgentHParams
 from playground.models.mlp import GymActor, GymCritic, WorldModel
 from playground.perf import device_name, peak_flops
+from playground.tasks.base import Task
 from playground.update import Batch
 
 EVAL_SEED_OFFSET = 1_000_003  # evaluation episodes start from states training never saw
@@ -70,10 +71,14 @@ def _window_stats(values: list[float]) -> dict[str, float]:
     return {"mean": float(arr.mean()), "max": float(arr.max()), "min": float(arr.min()), "std": std}
 
 
-class GymTask:
+class GymTask(Task):
     """The gym family: envs, MLP actor/critic, optional world model, episodes and evaluation."""
 
     family = "gym"
+    score_metric = "critic/score/mean"  # what `task.score_target` and `trainer.stop_on_score` are measured on
+    val_score_metric = "val/score"  # what `trainer.stop_on_score_validated` checks at the stop
+    model_input_keys = ("obs", "actions")  # what the actor and critic read from a mini-batch
+    batched_params = True  # K agents' weights as rows of one tensor
 
     def __init__(self, cfgs: list[DictConfig], hp: AgentHParams, device: torch.device):
         cfg = cfgs[0]
@@ -84,7 +89,6 @@ class GymTask:
         self.env = make_env(cfg, self.num_agents, self.num_envs, self.seeds, device)
         self.name = cfg.task.name
         self.by_return = cfg.task.success == "return"  # plain values, read every step
-        self.actor_epochs, self.critic_epochs = int(cfg.actor_rollout_ref.actor.ppo_epochs), int(cfg.critic.ppo_epochs)
         self.success_return = float(cfg.task.get("success_return", cfg.task.score_target))
         init_gens = [torch.Generator().manual_seed(s) for s in self.seeds]
         self.noise_gens = [torch.Generator().manual_seed(s + 1) for s in self.seeds]
@@ -94,7 +98,7 @@ class GymTask:
                               init_log_std=cfg.actor_rollout_ref.model.get("init_log_std", 0.0), device=device)
         self.critic = GymCritic(self.env.obs_dim, list(cfg.critic.model.hidden_sizes), init_gens, device=device)
         self.ref_flat = self.actor.net.flat.detach().clone()  # the frozen reference policy: the initial one
-        self.world_model = None
+        self.rows_per_step = self.num_envs * self.rollout_length  # transitions per agent per step
         if cfg.world_model.enable:
             size = self.env.num_actions if self.env.discrete else self.env.action_dim
             self.world_model = WorldModel(self.env.obs_dim, size, list(cfg.world_model.hidden_sizes), init_gens,
@@ -118,46 +122,14 @@ class GymTask:
                 "max_entropy": self.actor.max_entropy(), "env_id": self.cfg.task.env_id,
                 "env_backend": type(self.env).__name__, "score_metric": self.score_metric}
 
-    score_metric = "critic/score/mean"  # what `task.score_target` and `trainer.stop_on_score` are measured on
-    val_score_metric = "val/score"  # what `trainer.stop_on_score_validated` checks at the stop
-
-    @property
-    def rows_per_step(self) -> int:
-        """Transitions per agent per step: the batch (`env.num_envs` × `env.rollout_length`)."""
-        return self.num_envs * self.rollout_length
-
-    model_input_keys = ("obs", "actions")  # what the actor and critic read from a mini-batch
-    rows_per_unit = 1  # ppo_mini_batch_size counts transitions
-
     def token_counts(self, batch: Batch) -> dict[str, list[int]]:
         """One env step is one token: the response and all tokens are the transitions of the step."""
         return {"response": [self.rows_per_step] * self.num_agents, "total": [self.rows_per_step] * self.num_agents}
 
-    def actor_flops(self) -> float:
-        """verl's 6·N·T: forward + backward FLOPs of one agent's actor update (N = weights, T = rows × epochs)."""
-        return 6.0 * self.actor.net.num_params * self.rows_per_step * self.actor_epochs
-
-    def critic_flops(self) -> float:
-        return 6.0 * self.critic.net.num_params * self.rows_per_step * self.critic_epochs
-
-    def compute_scores(self, batch: Batch) -> None:
-        """Rewards come from the env during `gen`; there is no separate reward model."""
-
-    def batch_metrics(self, batch: Batch) -> dict[str, Tensor]:
-        return {}
-
-    def step_samples(self) -> list[list[dict]]:
-        """Gym runs keep no text samples; episodes are in the metrics."""
-        return []
-
-    def record_step(self, batch: Batch) -> None:
-        self.record_episodes(batch)
-
-    def agent_metrics(self, agent: int) -> dict[str, float]:
-        return self.episode_metrics(agent)
-
-    def validate_metrics(self) -> dict[str, Tensor]:
-        return {"val/score": self.validate()}
+    def update_flops(self, batch: Batch, role: str, epochs: int) -> float:
+        """verl's 6·N·T: forward + backward FLOPs of one agent's update (N = weights, T = rows × epochs)."""
+        net = self.actor.net if role == "actor" else self.critic.net
+        return 6.0 * net.num_params * self.rows_per_step * epochs
 
     # ---- gen ----------------------------------------------------------------------------------------
     @torch.no_grad()
@@ -182,7 +154,7 @@ class GymTask:
                 term_l.append(step.terminated)
                 trunc_l.append(step.truncated)
                 final_l.append(step.final_obs)
-                valid_l.append(getattr(step, "valid", None))
+                valid_l.append(step.valid)
                 obs = step.obs
         self.obs = obs
         self.env_steps += k * n * t_len
@@ -247,13 +219,8 @@ class GymTask:
                              next_values=series(batch["next_values"]), dones=dones, **kwargs)
         return adv.reshape(k, n * t_len, 1), ret.reshape(k, n * t_len, 1)
 
-    # ---- world model --------------------------------------------------------------------------------
-    def world_model_loss(self, batch: Batch) -> Tensor:
-        return self.world_model.loss(batch["obs"], batch["actions"], batch["final_obs"],
-                                     batch["scores"].squeeze(-1), batch["response_mask"].squeeze(-1))
-
     # ---- metrics ------------------------------------------------------------------------------------
-    def record_episodes(self, batch: Batch) -> None:
+    def record_step(self, batch: Batch, step: int) -> None:
         """Fold this rollout into each agent's window of completed episodes (host side, once per step)."""
         k, n, t_len = self.num_agents, self.num_envs, self.rollout_length
         to_np = lambda x: x.reshape(k, n, t_len).detach().cpu().numpy()  # noqa: E731
@@ -281,7 +248,7 @@ class GymTask:
                 mine = agents == agent
                 self.windows[agent].extend(*(f[mine].tolist() for f in fields))
 
-    def episode_metrics(self, agent: int) -> dict[str, float]:
+    def agent_metrics(self, agent: int, step: int) -> dict[str, float]:
         """`critic/score/*`, `critic/rewards/*`, `episode/*` over the window; absent before any episode ends."""
         w = self.windows[agent]
         if not w.score:
@@ -296,8 +263,8 @@ class GymTask:
 
     # ---- testing ------------------------------------------------------------------------------------
     @torch.inference_mode()
-    def validate(self) -> Tensor:
-        """Mean return of `env.eval_episodes` fresh episodes per agent with greedy actions: `val/score` `(K,)`."""
+    def validate(self) -> dict[str, Tensor]:
+        """`val/score`: the mean return of `env.eval_episodes` fresh episodes per agent with greedy actions `(K,)`."""
         episodes = self.cfg.env.eval_episodes
         env = make_env(self.cfg, self.num_agents, episodes, [s + EVAL_SEED_OFFSET for s in self.seeds], self.device)
         obs = env.reset()
@@ -313,6 +280,5 @@ class GymTask:
             obs = step.obs
             if not bool(running.any()):
                 break
-        if hasattr(env, "close"):
-            env.close()
-        return returns.mean(dim=1)
+        env.close()
+        return {"val/score": returns.mean(dim=1)}

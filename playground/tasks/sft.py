@@ -11,7 +11,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,8 @@ from typing import Any
 import torch
 
 from playground.models.tiny_gpt import GPTConfig, TinyGPT, compute_log_prob, generate, position_ids_from_mask
-from playground.tasks.token_data import Example, TokenTask
+from playground.runs import write_atomic
+from playground.tasks.token_data import Example, PromptSet
 
 # Bump when a change here or in the model alters the weights a config produces: old cache entries then miss.
 SFT_CODE_VERSION = 1
@@ -57,7 +57,7 @@ def cache_root(cache_dir: Path | str | None = None) -> Path:
     return Path(os.environ.get("PLAYGROUND_CACHE", Path.home() / ".cache" / "ppo-playground"))
 
 
-def cache_key(task: TokenTask, model_cfg: GPTConfig, sft_cfg: SFTConfig) -> str:
+def cache_key(task: PromptSet, model_cfg: GPTConfig, sft_cfg: SFTConfig) -> str:
     """Hash of everything that determines the base model's weights."""
     blob = json.dumps({"task": task.config, "model": dataclasses.asdict(model_cfg),
                        "sft": dataclasses.asdict(sft_cfg), "version": SFT_CODE_VERSION}, sort_keys=True)
@@ -65,7 +65,7 @@ def cache_key(task: TokenTask, model_cfg: GPTConfig, sft_cfg: SFTConfig) -> str:
 
 
 @torch.no_grad()
-def greedy_accuracy(model: TinyGPT, task: TokenTask, examples: list[Example], batch_size: int = 512) -> float:
+def greedy_accuracy(model: TinyGPT, task: PromptSet, examples: list[Example], batch_size: int = 512) -> float:
     """Exact-match accuracy of greedy responses (verl's val_kwargs: temperature 0, n 1)."""
     was_training = model.training
     model.eval()
@@ -81,7 +81,7 @@ def greedy_accuracy(model: TinyGPT, task: TokenTask, examples: list[Example], ba
     return correct / len(examples)
 
 
-def sft_loss(model: TinyGPT, task: TokenTask, examples: list[Example]) -> torch.Tensor:
+def sft_loss(model: TinyGPT, task: PromptSet, examples: list[Example]) -> torch.Tensor:
     """Token-mean cross-entropy on answer + EOS given the left-padded prompt (the RL batch layout)."""
     prompt_ids, prompt_mask = task.collate_prompts(examples)  # (bs, P)
     target_ids, target_mask = task.collate_targets(examples)  # (bs, A)
@@ -92,7 +92,7 @@ def sft_loss(model: TinyGPT, task: TokenTask, examples: list[Example]) -> torch.
     return -(log_probs * target_mask).sum() / target_mask.sum()
 
 
-def train_sft(task: TokenTask, model_cfg: GPTConfig, sft_cfg: SFTConfig) -> tuple[TinyGPT, dict[str, Any]]:
+def train_sft(task: PromptSet, model_cfg: GPTConfig, sft_cfg: SFTConfig) -> tuple[TinyGPT, dict[str, Any]]:
     """Trains from scratch until the first eval with accuracy >= target_acc_lo. Deterministic on CPU."""
     if model_cfg.vocab_size != task.tokenizer.vocab_size:
         raise ValueError(f"model vocab_size {model_cfg.vocab_size} != tokenizer vocab_size {task.tokenizer.vocab_size}")
@@ -132,7 +132,7 @@ def train_sft(task: TokenTask, model_cfg: GPTConfig, sft_cfg: SFTConfig) -> tupl
 
 
 def build_base_model(
-    task: TokenTask, model_cfg: GPTConfig, sft_cfg: SFTConfig, cache_dir: Path | str | None = None
+    task: PromptSet, model_cfg: GPTConfig, sft_cfg: SFTConfig, cache_dir: Path | str | None = None
 ) -> BaseModel:
     """Loads the base model from `<cache>/sft/<key>.pt`, or trains and caches it.
 
@@ -152,18 +152,7 @@ def build_base_model(
     meta = {"task": task.config, "model": dataclasses.asdict(model_cfg), "sft": dataclasses.asdict(sft_cfg),
             "version": SFT_CODE_VERSION}
     path.parent.mkdir(parents=True, exist_ok=True)
-    _atomic_write(path, lambda f: torch.save({"state_dict": model.state_dict(), "info": {**info, **meta}}, f))
-    _atomic_write(path.with_suffix(".json"), lambda f: f.write(json.dumps({**info, **meta}, indent=1).encode()))
+    write_atomic(path, lambda f: torch.save({"state_dict": model.state_dict(), "info": {**info, **meta}}, f))
+    write_atomic(path.with_suffix(".json"), lambda f: f.write(json.dumps({**info, **meta}, indent=1).encode()))
     return BaseModel(model, info["val_accuracy"], info["steps"], info["seconds"], path, cached=False,
                      history=info["history"])
-
-
-def _atomic_write(path: Path, write) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -16,7 +16,9 @@ import torch
 from omegaconf import DictConfig
 from torch import Tensor
 
-from playground.config import AgentHParams, uses_critic
+from playground.algos.masked import masked_stats
+from playground.config import uses_critic
+from playground.hparams import AgentHParams
 from playground.models.tiny_gpt import (
     GPTConfig,
     TinyGPTCritic,
@@ -24,33 +26,36 @@ from playground.models.tiny_gpt import (
     compute_log_prob,
     compute_values,
     count_flops,
+    count_params,
     generate,
 )
 from playground.perf import device_name, peak_flops
+from playground.tasks.base import Task
 from playground.tasks.sft import SFTConfig, build_base_model
-from playground.tasks.token_data import make_task, pass_at_k
+from playground.tasks.token_data import make_prompts, pass_at_k, score
 from playground.update import Batch
-
-
-def _stats(prefix: str, x: Tensor) -> dict[str, Tensor]:
-    """`prefix/{mean,max,min}` of a `(bs,)` tensor as `(1,)` tensors."""
-    x = x.float()
-    return {f"{prefix}/mean": x.mean().view(1), f"{prefix}/max": x.max().view(1), f"{prefix}/min": x.min().view(1)}
 
 
 def base_model_for(cfg: DictConfig):
     """The task's data, the model's config and the SFT base model (built once, then loaded from the cache)."""
     t, m = cfg.task, cfg.actor_rollout_ref.model
-    data = make_task(t.name, min_digits=t.min_digits, max_digits=t.max_digits, num_val=t.num_val, seed=t.data_seed)
+    data = make_prompts(t.name, min_digits=t.min_digits, max_digits=t.max_digits, num_val=t.num_val, seed=t.data_seed)
     model_cfg = GPTConfig(vocab_size=data.tokenizer.vocab_size, block_size=m.block_size, n_layer=m.n_layer,
                           n_head=m.n_head, n_embd=m.n_embd)
     return data, model_cfg, build_base_model(data, model_cfg, SFTConfig(**cfg.sft))
 
 
-class TokenTask:
-    """The token family: prompts, the SFT base, actor/critic/reference models, rewards, validation, samples."""
+class TokenTask(Task):
+    """The token family: prompts, the SFT base, actor/critic/reference models, rewards, validation, samples.
+
+    Besides the interface's fields, its batch carries verl's per-row facts: `uid` (the prompt's group id),
+    `prompt_length`, `response_length` (tensors), and `ground_truth`, `prompt_text`, `response_text` (lists).
+    """
 
     family = "token"
+    score_metric = "val/accuracy"  # what `task.score_target` and `trainer.stop_on_score` are measured on
+    val_score_metric = None  # the score is measured on validation already
+    model_input_keys = ("input_ids", "attention_mask", "position_ids", "responses")
 
     def __init__(self, cfgs: list[DictConfig], hp: AgentHParams, device: torch.device):
         if len(cfgs) != 1:
@@ -71,32 +76,19 @@ class TokenTask:
         self.sample_gen = torch.Generator(device=device).manual_seed(seed + 1)
         self.n = int(cfg.actor_rollout_ref.rollout.n)
         self.temperature = float(cfg.actor_rollout_ref.rollout.temperature)
-        # read once: `_score` runs per response
+        # read once: the reward is scored per response
         self._reward_shape = {"format_score": float(cfg.reward.format_score),
                               "partial_credit": bool(cfg.reward.partial_credit)}
         self.peak_flops = peak_flops(device_name(device), cfg.trainer.get("peak_flops"))
-        self._last = None  # (examples, seq_lens, uid) of the current step
-        self.steps_done = 0
+        self.rows_per_step = int(cfg.data.train_batch_size) * self.n
+        self.rows_per_unit = self.n  # ppo_mini_batch_size counts prompts: × rollout.n sequences (verl)
 
-    score_metric = "val/accuracy"  # what `task.score_target` and `trainer.stop_on_score` are measured on
-    val_score_metric = None  # the score is measured on validation already
-
-    # ---- run.json facts and sizes -------------------------------------------------------------------
+    # ---- run.json facts -----------------------------------------------------------------------------
     def describe(self) -> dict:
         return {"action_space": "token", "max_entropy": math.log(self.tokenizer.vocab_size),
                 "base_val_accuracy": self.base.val_accuracy, "sft_steps": self.base.steps,
                 "sft_cached": self.base.cached, "score_metric": self.score_metric,
-                "num_params": sum(p.numel() for p in self.model.parameters())}
-
-    @property
-    def rows_per_step(self) -> int:
-        return int(self.cfg.data.train_batch_size) * self.n
-
-    # what the actor and critic read from a mini-batch
-    model_input_keys = ("input_ids", "attention_mask", "position_ids", "responses")
-    @property
-    def rows_per_unit(self) -> int:
-        return self.n  # ppo_mini_batch_size counts prompts: × rollout.n sequences (verl)
+                "num_params": count_params(self.model_cfg)}
 
     # ---- gen / reward -------------------------------------------------------------------------------
     @torch.no_grad()
@@ -122,21 +114,20 @@ class TokenTask:
         prompt_ids, prompt_mask, out = self._generate(examples, temperature=self.temperature,
                                                       top_p=float(rollout.top_p), do_sample=True)
         input_ids, attention_mask, position_ids = build_sequences(prompt_ids, prompt_mask, out)
-        self._last = (examples, attention_mask.sum(-1).tolist(), uid, prompt_mask.sum(-1))
-        self.steps_done += 1
         one = lambda x: x.unsqueeze(0)  # noqa: E731 - the agent dim
         return {"input_ids": one(input_ids), "attention_mask": one(attention_mask),
                 "position_ids": one(position_ids), "responses": one(out.responses),
-                "response_mask": one(out.response_mask.float())}
+                "response_mask": one(out.response_mask.float()), "uid": one(uid),
+                "prompt_length": one(prompt_mask.sum(-1)), "response_length": one(out.response_mask.sum(-1)),
+                "ground_truth": [[e.answer for e in examples]], "prompt_text": [[e.prompt for e in examples]]}
 
     def compute_scores(self, batch: Batch) -> None:
         """The rule reward of each response on its last valid token; the reward trained on adds scale/noise."""
-        examples = self._last[0]
         texts = self.data.decode_responses(batch["responses"][0].cpu())
         reward = self.cfg.reward
-        results = [self._score(text, ex) for text, ex in zip(texts, examples)]
+        results = [score(text, answer, **self._reward_shape) for text, answer in zip(texts, batch["ground_truth"][0])]
         seq_scores = torch.tensor([r["score"] for r in results], device=self.device)
-        self._texts = texts
+        batch["response_text"] = [texts]
         mask = batch["response_mask"][0]
         last = (mask.sum(-1).long() - 1).clamp(min=0)  # (bs,) the last valid response token
         scores = torch.zeros_like(mask)
@@ -148,10 +139,6 @@ class TokenTask:
         level_scores = torch.zeros_like(mask)
         level_scores[torch.arange(len(last)), last] = trained
         batch["scores"], batch["token_level_scores"] = scores.unsqueeze(0), level_scores.unsqueeze(0)
-
-    def _score(self, text: str, example) -> dict[str, float]:
-        """The rule reward (`reward.format_score`, `reward.partial_credit` shape it; exact match is always 1)."""
-        return self.data.score(text, example, **self._reward_shape)
 
     # ---- log-probs, reference, values ---------------------------------------------------------------
     def _log_prob(self, model, mb: Batch) -> tuple[Tensor, Tensor]:
@@ -166,62 +153,50 @@ class TokenTask:
     def ref_log_prob(self, batch: Batch) -> Tensor:
         return self._log_prob(self.ref_model, batch)[0]
 
-    def compute_values(self, batch: Batch) -> None:
-        batch["values"] = self.critic.values(batch)
-
     def compute_advantage(self, batch: Batch, estimator, **kwargs) -> tuple[Tensor, Tensor]:
         return estimator(token_level_rewards=batch["token_level_rewards"], values=batch.get("values"),
-                         response_mask=batch["response_mask"], index=self._last[2], **kwargs)
+                         response_mask=batch["response_mask"], index=batch["uid"][0], **kwargs)
 
     # ---- metrics ------------------------------------------------------------------------------------
     def batch_metrics(self, batch: Batch) -> dict[str, Tensor]:
         """verl's `compute_data_metrics` for sequences: scores, rewards, lengths (per agent, `(1,)`)."""
-        mask = batch["response_mask"][0]
-        resp_len = mask.sum(-1)
-        prompt_len = self._last[3].float()
-        alive = resp_len > 0  # verl excludes aborted (empty) responses from score statistics
-        score = batch["scores"][0].sum(-1)[alive]
+        resp_len, prompt_len = batch["response_length"].float(), batch["prompt_length"].float()
+        alive = resp_len[0] > 0  # verl excludes aborted (empty) responses from score statistics
+        seq_score = batch["scores"][0].sum(-1)[alive]
         rewards = batch["token_level_rewards"][0].sum(-1)[alive]
-        out = {**_stats("critic/score", score), **_stats("critic/rewards", rewards),
-               **_stats("response_length", resp_len), **_stats("prompt_length", prompt_len)}
-        out["critic/score/std"] = score.std().view(1) if len(score) > 1 else torch.zeros(1)
+        out = {**masked_stats("critic/score", seq_score.unsqueeze(0)),
+               **masked_stats("critic/rewards", rewards.unsqueeze(0)),
+               **masked_stats("response_length", resp_len), **masked_stats("prompt_length", prompt_len)}
+        out["critic/score/std"] = seq_score.std().view(1) if len(seq_score) > 1 else torch.zeros(1)
         out["critic/rewards/std"] = rewards.std().view(1) if len(rewards) > 1 else torch.zeros(1)
         data = self.cfg.data
-        out["response_length/clip_ratio"] = (resp_len == data.max_response_length).float().mean().view(1)
-        out["prompt_length/clip_ratio"] = (prompt_len == data.max_prompt_length).float().mean().view(1)
+        out["response_length/clip_ratio"] = (resp_len == data.max_response_length).float().mean(-1)
+        out["prompt_length/clip_ratio"] = (prompt_len == data.max_prompt_length).float().mean(-1)
         return out
 
     def token_counts(self, batch: Batch) -> dict[str, list[int]]:
         return {"response": [int(batch["response_mask"].sum())], "total": [int(batch["attention_mask"].sum())]}
 
-    def actor_flops(self) -> float:
-        return count_flops(self.model_cfg, self._last[1]) * self.cfg.actor_rollout_ref.actor.ppo_epochs
+    def update_flops(self, batch: Batch, role: str, epochs: int) -> float:
+        """The actor and the critic share the trunk's size: the same FLOPs per token for both."""
+        return count_flops(self.model_cfg, batch["attention_mask"][0].sum(-1).tolist()) * epochs
 
-    def critic_flops(self) -> float:
-        return count_flops(self.model_cfg, self._last[1]) * self.cfg.critic.ppo_epochs
-
-    def step_samples(self) -> list[list[dict]]:
-        """Per agent, the rollouts of this step for `samples.jsonl`."""
-        return [self.samples]
-
-    def record_step(self, batch: Batch) -> None:
-        """Keep a few rollouts of this step for `samples.jsonl`."""
-        examples = self._last[0]
-        count = min(int(self.cfg.trainer.samples_per_step), len(examples))
-        resp_len = batch["response_mask"][0].sum(-1)
+    def samples(self, batch: Batch, step: int) -> list[list[dict]]:
+        """The first `trainer.samples_per_step` rollouts of this step."""
+        count = min(int(self.cfg.trainer.samples_per_step), batch["response_mask"].shape[1])
+        resp_len = batch["response_length"][0]
         scores = batch["scores"][0].sum(-1)
-        self.samples = [{"step": self.steps_done, "prompt": examples[i].prompt, "answer": examples[i].answer,
-                         "response": self._texts[i], "reward": float(scores[i]),
-                         "truncated": bool(resp_len[i] == self.cfg.data.max_response_length)}
-                        for i in range(count)]
+        return [[{"step": step, "prompt": batch["prompt_text"][0][i], "answer": batch["ground_truth"][0][i],
+                  "response": batch["response_text"][0][i], "reward": float(scores[i]),
+                  "truncated": bool(resp_len[i] == self.cfg.data.max_response_length)} for i in range(count)]]
 
-    def agent_metrics(self, agent: int) -> dict[str, float]:
-        seen = (self.steps_done - 1) * int(self.cfg.data.train_batch_size)
+    def agent_metrics(self, agent: int, step: int) -> dict[str, float]:
+        seen = (step - 1) * int(self.cfg.data.train_batch_size)
         return {"training/epoch": float(seen // len(self.data.train))}
 
     # ---- testing ------------------------------------------------------------------------------------
     @torch.no_grad()
-    def validate_metrics(self) -> dict[str, Tensor]:
+    def validate(self) -> dict[str, Tensor]:
         """Held-out prompts: `val/score`, `val/accuracy` and `val/pass@k` for k = 1..val_kwargs.n."""
         vk = self.cfg.actor_rollout_ref.rollout.val_kwargs
         n = int(vk.n)
@@ -230,10 +205,10 @@ class TokenTask:
         _, _, out = self._generate(examples, temperature=float(vk.temperature) if do_sample else 1.0,
                                    top_p=float(vk.top_p), do_sample=do_sample)
         texts = self.data.decode_responses(out.responses.cpu())
-        results = [self._score(text, ex) for text, ex in zip(texts, examples)]
-        score = torch.tensor([r["score"] for r in results]).view(-1, n)
+        results = [score(text, ex.answer, **self._reward_shape) for text, ex in zip(texts, examples)]
+        val_score = torch.tensor([r["score"] for r in results]).view(-1, n)
         acc = torch.tensor([r["acc"] for r in results]).view(-1, n)
-        metrics = {"val/score": score.mean().view(1), "val/accuracy": acc.mean().view(1)}
+        metrics = {"val/score": val_score.mean().view(1), "val/accuracy": acc.mean().view(1)}
         correct = acc.sum(-1).long().tolist()
         for k in range(1, n + 1):
             metrics[f"val/pass@{k}"] = torch.tensor([sum(pass_at_k(n, c, k) for c in correct) / len(correct)])

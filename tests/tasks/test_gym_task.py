@@ -1,10 +1,10 @@
 import numpy as np
 import torch
 
-from playground.config import AgentHParams
+from playground.config import compose
 from playground.envs.gym_vector import GymnasiumEnv
+from playground.hparams import AgentHParams
 from playground.tasks.gym_task import GymTask
-from playground.train import compose
 
 
 def _task(*overrides):
@@ -55,8 +55,8 @@ def test_episode_window_counts_returns_and_lengths():
     task = _task("env.backend=torch", "env.num_envs=4", "env.rollout_length=200")
     batch = task.generate()
     batch["token_level_rewards"] = batch["token_level_scores"]
-    task.record_episodes(batch)
-    metrics = task.episode_metrics(0)
+    task.record_step(batch, 1)
+    metrics = task.agent_metrics(0, 1)
     window = task.windows[0]
     assert window.completed > 4
     # CartPole: return = length (reward 1 per step)
@@ -64,4 +64,4 @@ def test_episode_window_counts_returns_and_lengths():
     assert metrics["critic/score/mean"] == np.mean(list(window.score))
     assert "episode/success_rate_cartpole" in metrics
     empty = _task("env.backend=torch", "env.num_envs=1", "env.rollout_length=2")
-    assert empty.episode_metrics(0) == {}  # absent until an episode ends, never NaN
+    assert empty.agent_metrics(0, 1) == {}  # absent until an episode ends, never NaN

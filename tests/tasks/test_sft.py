@@ -10,7 +10,7 @@ import torch
 
 from playground.models.tiny_gpt import GPTConfig, TinyGPT
 from playground.tasks.sft import SFTConfig, build_base_model, cache_key, greedy_accuracy, sft_loss
-from playground.tasks.token_data import Example, make_task
+from playground.tasks.token_data import Example, make_prompts
 
 # reverse-3 with a 1-layer d32 model at lr 3e-3 reaches 0.3 in about 45 steps (under a second; the first
 # AdamW step in a process costs ~2 s more, importing torch._dynamo)
@@ -21,7 +21,7 @@ SFT = SFTConfig(lr=3e-3, eval_every=2, target_acc_hi=1.0, max_steps=200)
 
 @pytest.fixture(scope="module")
 def task():
-    return make_task("reverse", **TASK_KNOBS)
+    return make_prompts("reverse", **TASK_KNOBS)
 
 
 def test_sft_loss_is_cross_entropy_on_answer_and_eos_only(task):
@@ -81,8 +81,8 @@ def test_cache_dir_from_environment(task, built, cache, monkeypatch):
 
 def test_cache_key_covers_every_config(task):
     key = cache_key(task, MODEL, SFT)
-    assert key == cache_key(make_task("reverse", **TASK_KNOBS), MODEL, SFT)
-    assert key != cache_key(make_task("reverse", **TASK_KNOBS, seed=1), MODEL, SFT)
+    assert key == cache_key(make_prompts("reverse", **TASK_KNOBS), MODEL, SFT)
+    assert key != cache_key(make_prompts("reverse", **TASK_KNOBS, seed=1), MODEL, SFT)
     assert key != cache_key(task, dataclasses.replace(MODEL, n_embd=64), SFT)
     assert key != cache_key(task, MODEL, dataclasses.replace(SFT, seed=1))
 
@@ -108,7 +108,7 @@ def test_model_must_fit_the_task(task, tmp_path):
 
 def test_default_reverse_base_is_partial(tmp_path):
     """The documented default: reverse-5, d64 x 2 layers, lr 3e-4 -> a 0.3-0.7 base in ~100 steps (~3 s)."""
-    task = make_task("reverse")
+    task = make_prompts("reverse")
     base = build_base_model(task, GPTConfig(vocab_size=17, block_size=16), SFTConfig(), cache_dir=tmp_path)
     assert 0.3 <= base.val_accuracy <= 0.7 and base.steps <= 300
 
@@ -116,7 +116,7 @@ def test_default_reverse_base_is_partial(tmp_path):
 @pytest.mark.slow
 def test_default_addition_base_is_partial(tmp_path):
     """3-digit addition, sum written reversed, lr 1e-3, eval every 10 -> a partial base in ~500 steps (10-20 s)."""
-    task = make_task("addition")
+    task = make_prompts("addition")
     base = build_base_model(task, GPTConfig(vocab_size=17, block_size=24), SFTConfig(lr=1e-3, eval_every=10),
                             cache_dir=tmp_path)
     assert 0.3 <= base.val_accuracy <= 0.7 and not math.isnan(base.seconds)

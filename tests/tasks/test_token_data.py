@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from playground.tasks.token_data import Example, Tokenizer, make_task, pass_at_k, score
+from playground.tasks.token_data import Example, Tokenizer, make_prompts, pass_at_k, score
 
 # ---- tokenizer
 
@@ -37,14 +37,14 @@ def test_tokenizer_rejects_unknown_characters():
 
 def test_unknown_task_names_key_value_and_known_names():
     with pytest.raises(ValueError) as err:
-        make_task("sorting")
+        make_prompts("sorting")
     message = str(err.value)
     assert "task.name" in message and "'sorting'" in message
     assert "reverse" in message and "addition" in message
 
 
 def test_reverse_example_format_and_lengths():
-    task = make_task("reverse")  # defaults: 5 digits
+    task = make_prompts("reverse")  # defaults: 5 digits
     ex = task.train[0]
     assert len(ex.prompt) == 6 and ex.prompt.endswith(">")
     assert ex.answer == ex.prompt[:-1][::-1]
@@ -55,7 +55,7 @@ def test_reverse_example_format_and_lengths():
 
 
 def test_addition_answer_is_sum_least_significant_digit_first():
-    task = make_task("addition", min_digits=2, max_digits=2, num_train=100, num_val=10)
+    task = make_prompts("addition", min_digits=2, max_digits=2, num_train=100, num_val=10)
     assert task.make_example(("47", "85")) == Example("47+85=", "231")  # 47 + 85 = 132
     assert task.make_example(("10", "20")) == Example("10+20=", "03")  # 30, reversed keeps the zero
     for ex in task.train + task.val:
@@ -67,9 +67,9 @@ def test_addition_answer_is_sum_least_significant_digit_first():
 
 
 def test_splits_are_seeded_and_disjoint():
-    a = make_task("reverse", min_digits=3, max_digits=4, num_train=3000, num_val=200, seed=7)
-    b = make_task("reverse", min_digits=3, max_digits=4, num_train=3000, num_val=200, seed=7)
-    c = make_task("reverse", min_digits=3, max_digits=4, num_train=3000, num_val=200, seed=8)
+    a = make_prompts("reverse", min_digits=3, max_digits=4, num_train=3000, num_val=200, seed=7)
+    b = make_prompts("reverse", min_digits=3, max_digits=4, num_train=3000, num_val=200, seed=7)
+    c = make_prompts("reverse", min_digits=3, max_digits=4, num_train=3000, num_val=200, seed=8)
     assert a.train == b.train and a.val == b.val
     assert a.val != c.val
     train_prompts = {e.prompt for e in a.train}
@@ -78,36 +78,36 @@ def test_splits_are_seeded_and_disjoint():
 
 
 def test_addition_splits_disjoint():
-    task = make_task("addition", min_digits=1, max_digits=2, num_train=2000, num_val=300)
+    task = make_prompts("addition", min_digits=1, max_digits=2, num_train=2000, num_val=300)
     prompts = [e.prompt for e in task.train + task.val]
     assert len(set(prompts)) == len(prompts) == 2300
 
 
 def test_lengths_are_balanced_and_capped_by_population():
     # 3 lengths share 1000 prompts; the 1-digit bucket has only 10, so the other two split the rest
-    task = make_task("reverse", min_digits=1, max_digits=3, num_train=900, num_val=100)
+    task = make_prompts("reverse", min_digits=1, max_digits=3, num_train=900, num_val=100)
     counts = {k: sum(len(e.answer) == k for e in task.train + task.val) for k in (1, 2, 3)}
     assert counts == {1: 10, 2: 100, 3: 890}
-    balanced = make_task("reverse", min_digits=2, max_digits=3, num_train=90, num_val=10)
+    balanced = make_prompts("reverse", min_digits=2, max_digits=3, num_train=90, num_val=10)
     assert sum(len(e.answer) == 2 for e in balanced.train + balanced.val) == 50
 
 
 def test_num_train_defaults_to_what_the_population_allows():
-    task = make_task("addition", min_digits=2, max_digits=2)  # 90 * 90 = 8100 prompts
+    task = make_prompts("addition", min_digits=2, max_digits=2)  # 90 * 90 = 8100 prompts
     assert task.num_train == 8100 - 512 and len(task.train) == 7588
     assert task.config == {"name": "addition", "min_digits": 2, "max_digits": 2,
                            "num_train": 7588, "num_val": 512, "seed": 0}
     with pytest.raises(ValueError, match="only 10 distinct prompts"):
-        make_task("reverse", min_digits=1, max_digits=1)
+        make_prompts("reverse", min_digits=1, max_digits=1)
 
 
 def test_bad_digit_range():
     with pytest.raises(ValueError, match="min_digits"):
-        make_task("reverse", min_digits=4, max_digits=3)
+        make_prompts("reverse", min_digits=4, max_digits=3)
 
 
 def test_collate_left_pads_prompts_and_right_pads_targets():
-    task = make_task("reverse", min_digits=1, max_digits=3, num_train=10, num_val=5)
+    task = make_prompts("reverse", min_digits=1, max_digits=3, num_train=10, num_val=5)
     examples = [Example("7>", "7"), Example("123>", "321")]
     ids, mask = task.collate_prompts(examples)
     assert ids.tolist() == [[0, 0, 1, 10, 16], [1, 4, 5, 6, 16]]
@@ -119,7 +119,7 @@ def test_collate_left_pads_prompts_and_right_pads_targets():
 
 
 def test_collate_prompts_to_a_given_width_and_truncation():
-    task = make_task("reverse", min_digits=1, max_digits=3, num_train=10, num_val=5)
+    task = make_prompts("reverse", min_digits=1, max_digits=3, num_train=10, num_val=5)
     examples = [Example("7>", "7"), Example("123>", "321")]  # 3 and 5 tokens with BOS
     ids, mask = task.collate_prompts(examples, width=6)
     assert ids.tolist() == [[0, 0, 0, 1, 10, 16], [0, 1, 4, 5, 6, 16]]
@@ -133,7 +133,7 @@ def test_collate_prompts_to_a_given_width_and_truncation():
 
 
 def test_sample_is_deterministic_given_generator():
-    task = make_task("reverse", min_digits=3, max_digits=3, num_train=500, num_val=10)
+    task = make_prompts("reverse", min_digits=3, max_digits=3, num_train=500, num_val=10)
     first = task.sample(16, torch.Generator().manual_seed(0))
     again = task.sample(16, torch.Generator().manual_seed(0))
     assert first == again and all(e in task.train for e in first)
