@@ -34,7 +34,7 @@ TARGET = 475.0
 # ---- the fast preset ------------------------------------------------------------------------------------------
 def solve_fast(seed: int) -> dict:
     """One `+preset=fast` run: where it stopped, its training seconds, and whether both solve criteria hold."""
-    from playground.train import compose
+    from playground.config import compose
 
     records, fit_s, fit_cpu_s, _ = fit_timed(compose([*QUIET, *FAST, f"trainer.seed={seed}"]))
     last = records[-1]
@@ -64,7 +64,7 @@ def bench_fast(seeds: int, repeats: int) -> None:
 # ---- K agents in one Trainer ----------------------------------------------------------------------------------
 def agent_configs(k: int, steps: int) -> list:
     """K fast-preset agents: lr log-spaced 1e-3..2e-2, clip ratio 0.1..0.3, seeds 1..K; no early stop."""
-    from playground.train import compose
+    from playground.config import compose
 
     base = compose([*QUIET, *FAST, "trainer.stop_on_score=null", "trainer.test_freq=-1",
                     f"trainer.total_training_steps={steps}"])

@@ -15,7 +15,7 @@ import time
 import torch
 
 from playground.models.tiny_gpt import GPTConfig, TinyGPT, generate
-from playground.tasks.token_data import make_task
+from playground.tasks.token_data import make_prompts
 
 
 def bench(task, n_embd: int, batch: int, use_kv_cache: bool, new_tokens: int, reps: int, device: str) -> dict:
@@ -53,7 +53,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    task = make_task("reverse")
+    task = make_prompts("reverse")
     for n_embd in args.n_embd:
         for batch in args.batch:
             for use_kv_cache in (True, False):

@@ -22,7 +22,7 @@ BUDGET_S = {"gym": 20.0, "token": 30.0}
 
 
 def scenarios(task: str) -> list[str]:
-    from playground.train import CONF_DIR
+    from playground.config import CONF_DIR
 
     conf = yaml.safe_load((Path(CONF_DIR) / "task" / f"{task}.yaml").read_text(encoding="utf-8"))
     return [sid for sid in conf["task"]["scenarios"] if sid != "healthy"]
@@ -30,9 +30,10 @@ def scenarios(task: str) -> list[str]:
 
 def time_to_signature(task: str, sid: str, seed: int) -> dict:
     """Run the scenario until its finding appears (a crash: until the trainer stops it as diverged)."""
+    from playground.config import compose
     from playground.diagnose.engine import diagnose_run_dir
     from playground.runs import read_metrics_jsonl, read_run_info
-    from playground.train import compose, prepare
+    from playground.train import prepare
     from playground.trainer import Trainer
 
     overrides = [*QUIET, f"task={task}", f"scenario={sid}", f"trainer.seed={seed}"]

@@ -38,7 +38,7 @@ def fit_timed(cfg) -> tuple[list[dict], float, float, object]:
 
 def train(overrides: list[str]) -> tuple[list[dict], float, object]:
     """Train in this process; returns the metric records, the wall seconds of `fit`, and the trainer."""
-    from playground.train import compose
+    from playground.config import compose
 
     torch.set_num_threads(1)
     records, wall, _, trainer = fit_timed(compose([*QUIET, *overrides]))

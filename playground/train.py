@@ -18,11 +18,18 @@ from pathlib import Path
 import hydra
 import torch
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from playground.config import ConfigError, resolve_device, validate
+from playground.config import (
+    CONF_DIR,
+    ConfigError,
+    check_group_overrides,
+    check_scenario_applies,
+    validate,
+    with_default_scenario,
+)
+from playground.perf import resolve_device
 
-CONF_DIR = os.environ.get("PLAYGROUND_CONF_DIR", str(Path(__file__).resolve().parents[1] / "conf"))
 EXIT_BAD_CONFIG = 2
 
 
@@ -33,41 +40,6 @@ class Terminated(KeyboardInterrupt):
 
 def _raise_terminated(signum, frame) -> None:
     raise Terminated(f"terminated by signal {signal.Signals(signum).name}")
-
-
-def known_options(group: str) -> list[str]:
-    return sorted(p.stem for p in (Path(CONF_DIR) / group).glob("*.yaml"))
-
-
-def check_group_overrides(argv: Sequence[str]) -> None:
-    """Unknown `task=` / `scenario=` values fail with one line (Hydra's own message spans many)."""
-    for arg in argv:
-        for group in ("task", "scenario"):
-            if arg.startswith(f"{group}="):
-                for value in arg.split("=", 1)[1].split(","):
-                    if value and value not in known_options(group):
-                        raise ConfigError(f"{group}={value!r} is unknown: allowed one of {known_options(group)}")
-
-
-def with_default_scenario(overrides: Sequence[str]) -> list[str]:
-    """`task=X` without `scenario=` runs the task's `default_scenario`, if any (MountainCar has no healthy run)."""
-    overrides = list(overrides)
-    tasks = [o.split("=", 1)[1] for o in overrides if o.startswith("task=")]
-    if len(tasks) != 1 or "," in tasks[0] or any(o.startswith(("scenario=", "+scenario=")) for o in overrides):
-        return overrides
-    path = Path(CONF_DIR) / "task" / f"{tasks[0]}.yaml"
-    default = OmegaConf.select(OmegaConf.load(path), "task.default_scenario") if path.is_file() else None
-    return [*overrides, f"scenario={default}"] if default else overrides
-
-
-# Applies to every task: a workshop exercise (`playground.exercise`) brings its own overrides.
-ANY_TASK_SCENARIOS = ("mystery",)
-
-
-def check_scenario_applies(cfg: DictConfig) -> None:
-    applicable = list(cfg.task.get("scenarios", []))
-    if cfg.scenario not in applicable and cfg.scenario not in ANY_TASK_SCENARIOS:
-        raise ConfigError(f"scenario={cfg.scenario!r} does not apply to task={cfg.task.name!r}: allowed {applicable}")
 
 
 def prepare(cfg: DictConfig) -> torch.device:
@@ -90,15 +62,33 @@ def run_facts(overrides: Sequence[str], device: torch.device) -> dict:
             "num_threads": torch.get_num_threads() if device.type == "cpu" else None}
 
 
-def run(cfg: DictConfig, run_dir: str | Path, overrides: Sequence[str] = ()) -> str:
-    """Train one config into `run_dir`; returns the run's status."""
+def fit(cfgs: Sequence[DictConfig], run_dirs: Sequence[str | Path], overrides: Sequence[Sequence[str]],
+        num_threads: int | None = None, task=None):
+    """The one in-process training entry: check K configs, train them as K agents of one `Trainer` (K = 1 for an
+    ordinary run), and write each run dir's `findings.json`; returns the trainer, each agent's status in
+    `trainer.statuses`.
+
+    Args:
+        overrides: each job's command-line overrides (recorded in run.json with the command that reruns it).
+        num_threads: torch threads on CPU instead of the configs' `trainer.num_threads` (a batch of agents).
+        task: a task built by the caller (see `playground.tasks.base.Task`); default: the one the config names.
+    """
     from playground.trainer import Trainer
 
-    device = prepare(cfg)
-    trainer = Trainer([cfg], [run_dir], device, extra_infos=[run_facts(overrides, device)])
-    status = trainer.fit()[0]
-    write_findings(run_dir, cfg)
-    return status
+    devices = [prepare(cfg) for cfg in cfgs]  # every job is checked before any compute
+    if num_threads is not None and devices[0].type == "cpu":
+        torch.set_num_threads(num_threads)
+    extras = [run_facts(o, devices[0]) for o in overrides]
+    trainer = Trainer(list(cfgs), list(run_dirs), devices[0], extra_infos=extras, task=task)
+    trainer.statuses = trainer.fit()
+    for cfg, run_dir in zip(cfgs, run_dirs):
+        write_findings(run_dir, cfg)
+    return trainer
+
+
+def run(cfg: DictConfig, run_dir: str | Path, overrides: Sequence[str] = ()) -> str:
+    """Train one config into `run_dir`; returns the run's status."""
+    return fit([cfg], [run_dir], [overrides]).statuses[0]
 
 
 def needs_own_process(cfg: DictConfig) -> bool:
@@ -116,21 +106,6 @@ def run_in_own_process(overrides: Sequence[str], run_dir: str | Path, show_stder
                    cwd=Path(__file__).resolve().parents[1], env={**os.environ, "OMP_NUM_THREADS": "1"},
                    stdout=subprocess.DEVNULL, stderr=None if show_stderr else subprocess.DEVNULL, check=False)
     return (read_run_info(Path(run_dir)) or {}).get("status", "failed")
-
-
-def compose(overrides: Sequence[str] = ()) -> DictConfig:
-    """The config `python -m playground.train <overrides>` would run, composed in-process (tests, benchmarks)."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    check_group_overrides(overrides)
-    overrides = with_default_scenario(overrides)
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        cfg = hydra_compose(config_name="config", overrides=list(overrides))
-    OmegaConf.resolve(cfg)
-    return cfg
 
 
 def write_findings(run_dir: str | Path, cfg: DictConfig | None = None) -> None:

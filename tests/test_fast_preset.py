@@ -11,7 +11,7 @@ import statistics
 
 import pytest
 
-from playground.train import compose
+from playground.config import compose
 
 FAST = ["task=cartpole", "+preset=fast"]
 

@@ -1,7 +1,6 @@
 """The command line and the run lifecycle: bad input, statuses, determinism, sweeps."""
 
 import json
-import math
 import os
 import signal
 import subprocess
@@ -62,25 +61,6 @@ def test_every_emitted_metric_is_in_the_glossary(train_run):
     assert [k for k in keys if not is_known(k)] == []
 
 
-def test_non_finite_losses_end_the_run_as_diverged(train_run, monkeypatch):
-    from playground.tasks.gym_task import GymTask
-
-    real = GymTask.generate
-
-    def poisoned(self):
-        batch = real(self)
-        batch["token_level_scores"] = batch["token_level_scores"] * float("nan")  # a broken reward
-        return batch
-
-    monkeypatch.setattr(GymTask, "generate", poisoned)
-    trainer, run_dir = train_run([*SMALL, "trainer.total_training_steps=20"])
-    info = read_run_info(run_dir)
-    records = read_metrics_jsonl(run_dir / "metrics.jsonl").records
-    assert info["status"] == "diverged" and "non-finite" in info["error"]
-    assert len(records) == 3 and math.isnan(records[-1]["actor/pg_loss"])  # every metric so far is kept
-    assert trainer.statuses == ["diverged"]
-
-
 @pytest.mark.parametrize("signum, exit_code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl_c", "sigterm"])
 def test_a_stopped_run_ends_with_status_interrupted(tmp_path, signum, exit_code):
     run_dir = tmp_path / "run"
@@ -126,21 +106,3 @@ def test_metrics_file_is_valid_json_lines_while_running(train_run):
     for line in (run_dir / "metrics.jsonl").read_text().splitlines():
         json.loads(line)
     assert torch.get_num_threads() == 1
-
-
-def test_critic_warmup_updates_only_the_critic_before_that_step(train_run):
-    """verl: the actor is updated from `global_steps >= critic_warmup` on; steps start at 1."""
-    _, run_dir = train_run([*SMALL, "trainer.total_training_steps=4", "trainer.critic_warmup=3"])
-    records = read_metrics_jsonl(run_dir / "metrics.jsonl").records
-    assert [r["training/global_step"] for r in records] == [1, 2, 3, 4]
-    assert ["actor/pg_clipfrac" in r for r in records] == [False, False, True, True]
-    assert all("critic/vf_loss" in r for r in records)
-
-
-def test_a_validated_stop_needs_the_validation_score_too(train_run):
-    _, run_dir = train_run([*SMALL, "trainer.total_training_steps=40", "trainer.stop_on_score=30",
-                            "trainer.stop_on_score_validated=true"])
-    records, info = read_metrics_jsonl(run_dir / "metrics.jsonl").records, read_run_info(run_dir)
-    assert info["stop_reason"] == "stop_on_score: critic/score/mean and val/score reached 30"
-    assert records[-1]["critic/score/mean"] >= 30 and records[-1]["val/score"] >= 30
-    assert all(r["val/score"] < 30 for r in records[:-1] if r.get("critic/score/mean", 0) >= 30)

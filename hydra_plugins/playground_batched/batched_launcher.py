@@ -124,8 +124,7 @@ class BatchedLauncher(Launcher):
     # ---- the sweep ---------------------------------------------------------------------------------------
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from playground.batched import batch_threads, plan_batches, train_batch
-        from playground.config import ConfigError, validate
-        from playground.train import check_scenario_applies
+        from playground.config import ConfigError, check_scenario_applies, validate
 
         setup_globals()
         assert self.config is not None and self.hydra_context is not None and self.task_function is not None

@@ -1,31 +1,19 @@
-"""The explorer on a real tiny run of the trainer (`python -m playground.train`, in a subprocess)."""
+"""The explorer on a real tiny run of the trainer (`python -m playground.train`, in a subprocess: `tiny_run`)."""
 
 from __future__ import annotations
-
-import os
-import subprocess
-import sys
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
 import data
 import sections
-from app_helpers import ENTRY, ROOT, charts_of, show, texts
-
-TINY = ["task=cartpole", "env.num_envs=4", "env.rollout_length=16", "actor_rollout_ref.actor.ppo_mini_batch_size=32",
-        "env.eval_episodes=4", "trainer.total_training_steps=8", "trainer.logger=[]", "trainer.progress_bar=false"]
+from app_helpers import ENTRY, charts_of, show, texts
 
 
 @pytest.fixture
-def real_run(tmp_path, monkeypatch):
-    run_dir = tmp_path / "outputs" / "2026-11-30" / "12-00-00"
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    out = subprocess.run([sys.executable, "-m", "playground.train", *TINY, f"hydra.run.dir={run_dir}"], cwd=ROOT,
-                         env=env, capture_output=True, text=True, timeout=180)
-    assert out.returncode == 0, out.stderr[-2000:]
-    monkeypatch.setenv("PLAYGROUND_RUNS", str(tmp_path / "outputs"))
-    return run_dir
+def real_run(tiny_run, monkeypatch):
+    monkeypatch.setenv("PLAYGROUND_RUNS", str(tiny_run.parents[1]))  # its outputs/ folder
+    return tiny_run
 
 
 def test_a_real_run_is_listed_drawn_and_diagnosed(real_run):

@@ -39,7 +39,8 @@ def critic_condition_share(records: list[dict], ev_bad: float) -> float:
 @pytest.fixture(scope="module")
 def healthy(tmp_path_factory) -> dict[str, list[list[dict]]]:
     """task -> per seed, the records of a healthy run (steps >= 1)."""
-    from playground.train import compose, prepare
+    from playground.config import compose
+    from playground.train import prepare
     from playground.trainer import Trainer
 
     out = {}

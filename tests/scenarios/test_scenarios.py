@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from playground import failures
+from playground.config import CONF_DIR, check_scenario_applies, compose
 from playground.diagnose import catalogue
 from playground.diagnose.engine import plain_config
 from playground.runs import read_findings, read_run_info
-from playground.train import CONF_DIR, check_scenario_applies, compose
 
 GYM_TASKS = ("cartpole", "acrobot", "pendulum", "mountaincar")
 CONF = Path(CONF_DIR)
@@ -59,7 +60,7 @@ def assert_healthy(run_dir: Path) -> None:
 
 # ---- configs ---------------------------------------------------------------------------------------------
 def test_every_non_info_id_has_a_scenario_file_that_says_what_it_changes():
-    for sid in catalogue.SCENARIO_IDS:
+    for sid in failures.SCENARIO_IDS:
         text = (CONF / "scenario" / f"{sid}.yaml").read_text(encoding="utf-8")
         assert text.startswith("# @package _global_\n# ") and f"scenario={sid}" in text
         assert yaml.safe_load(text)["scenario"] == sid

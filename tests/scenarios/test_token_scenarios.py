@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from playground.diagnose.catalogue import SCENARIO_IDS, severity
+from playground.config import compose
+from playground.failures import SCENARIO_IDS, severity
 from playground.runs import read_run_info
-from playground.train import compose
 
 TASKS = ["reverse", "addition"]
 CASES = [(t, s) for t in TASKS for s in compose([f"task={t}"]).task.scenarios if s != "healthy"]
@@ -83,7 +83,7 @@ def test_catalogue_fix_clears_the_finding(task, scenario, train_run):
 
 
 def test_every_failure_id_has_a_scenario_on_some_task():
-    from playground.train import CONF_DIR, known_options
+    from playground.config import CONF_DIR, known_options
 
     declared = {s for t in known_options("task") for s in compose([f"task={t}"]).task.scenarios}
     assert set(SCENARIO_IDS) <= declared
