@@ -19,6 +19,7 @@ import pandas as pd
 import streamlit as st
 import yaml
 
+from playground.diagnose import engine
 from playground.diagnose.readers import parse_verl_text, read_any
 from playground.runs import (
     FINDINGS,
@@ -230,32 +231,20 @@ def run_info(run: str) -> dict[str, Any]:
 
 # ---- diagnosis ----
 
-def engine_module() -> tuple[Any, str | None]:
-    """`playground.diagnose.engine`, or (None, why) while it cannot be imported."""
-    try:
-        from playground.diagnose import engine
-    except Exception as e:  # not written yet, or broken: the rest of the app keeps working
-        return None, f"{type(e).__name__}: {e}"
-    return engine, None
-
-
 @st.cache_data(max_entries=256, show_spinner=False)
 def _engine(call: str, key: tuple, _records: list[dict[str, float]], info: dict | None, family: str | None
             ) -> tuple[dict | None, str | None]:
-    engine, why = engine_module()
-    if engine is None:
-        return None, why
     try:
         if call == "diagnose":
             return engine.diagnose(_records, info=info, family=family).to_dict(), None
         return engine.step_status(_records, family=family, info=info), None
-    except Exception as e:  # a bug in a rule must not take the explorer down
+    except Exception as e:  # a bug in a rule, or a log it never met, must not take the explorer down
         return None, f"{type(e).__name__}: {e}"
 
 
 def diagnose_records(log: LogRead, info: dict | None = None, family: str | None = None, key: Any = None,
                      report: bool = True) -> tuple[dict | None, dict | None, str | None]:
-    """The engine on a log: (report dict, step_status, None), or Nones and why the engine is unavailable.
+    """The engine on a log: (report dict, step_status, None), or Nones and why the diagnosis failed.
 
     Args:
         log: the metrics.
@@ -340,14 +329,14 @@ def read_log_text(text: str, name: str) -> LogRead:
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def _exercises(root: str) -> list[dict[str, Any]]:
-    from playground.exercise import load_all, public_view
+    from playground.workshop import load_all, public_view
 
     return [public_view(ex, Path(root)) for ex in load_all()]
 
 
 def exercises() -> list[dict[str, Any]]:
-    """The workshop's exercises as participants see them (`playground.exercise.public_view`: no answers)."""
-    from playground.exercise import workshop_root
+    """The workshop's exercises as participants see them (`playground.workshop.public_view`: no answers)."""
+    from playground.workshop import workshop_root
 
     return _exercises(str(workshop_root()))
 

@@ -1,119 +1,51 @@
 """Workshop exercises: `python -m playground.exercise list | ids | start N | hint N | check N --diagnosis ID --fix ..`.
 
-Each folder `exercises/NN_slug/` hands participants a misbehaving run (`mystery.yaml`) to read in the explorer, name
-(a catalogue id) and fix. A fix is accepted when the diagnosis engine finds the fixed run healthy (nothing of severity
-warning or worse) and the task's score reaches the exercise's bar. `prepare` precomputes every mystery run for slow
-laptops; `verify` (instructors) checks that every exercise still reproduces and that its reference fix passes.
+The command line and the checker, which train runs (the exercises themselves and a participant's progress are
+`playground.workshop`). Each folder `exercises/NN_slug/` hands participants a misbehaving run to read in the
+explorer, name (a catalogue id) and fix. A fix is accepted when the diagnosis engine finds the fixed run healthy
+(nothing of severity warning or worse) and the task's score reaches the exercise's bar. `prepare` precomputes every
+mystery run for slow laptops; `verify` (instructors) checks that every exercise still reproduces and that its
+reference fix passes.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
 import math
-import os
 import shlex
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from playground.diagnose import catalogue
-from playground.runs import (
-    METRICS,
-    RUN_INFO,
-    read_findings,
-    read_json,
-    read_metrics_jsonl,
-    read_run_info,
-    write_json_atomic,
+from playground import failures
+from playground.metrics import fmt
+from playground.runs import METRICS, read_findings, read_metrics_jsonl, read_run_info
+from playground.workshop import (
+    WORKSHOP_ENV,
+    Exercise,
+    ExerciseError,
+    default_lang,
+    find,
+    load_all,
+    mark_solved,
+    mystery_dir,
+    next_hint,
+    read_progress,
+    save_progress,
+    say,
+    state,
+    workshop_root,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
-EXERCISES_DIR = ROOT / "exercises"
-WORKSHOP_ENV = "PLAYGROUND_WORKSHOP"  # where the runs go (default outputs/workshop in the checkout)
-PROGRESS = "progress.json"  # per exercise: hints shown, diagnosed, solved
 BAD_SEVERITIES = ("warning", "critical")
 # Keys a fix may not touch: they define the exercise (task, seed, budget, memory cap, base model) or the check itself.
 LOCKED = ("task", "scenario", "sft", "actor_rollout_ref.model", "hydra", "preset", "debug", "sweep", "trainer.seed",
           "trainer.mystery", "trainer.total_training_steps", "trainer.stop_on_finding", "trainer.stop_on_score",
           "trainer.memory_limit_gb")
 QUIET = ["trainer.logger=[]"]
-
-
-class ExerciseError(ValueError):
-    """Bad input (unknown exercise or id, an override that does not parse); the message is one line."""
-
-
-@dataclass
-class Exercise:
-    number: int
-    folder: Path
-    id: str  # the folder name, e.g. "01_cartpole_relapse": also the run's folder under the workshop root
-    title: dict[str, str]
-    task: str
-    diagnosis: str  # the catalogue id the participant should name
-    reference_fix: list[str]  # Hydra overrides
-    bar: dict[str, Any]  # {"metric": ..., "value": ...}: the fixed run's last value of metric must reach value
-    steps: dict[str, int]  # training steps for start, check and the shortened test run
-    accepted: list[str] = field(default_factory=list)  # other ids that read the same run correctly
-    stop_at_bar: bool = True  # the check's run ends once the task's score reaches the bar
-    hints: list[dict[str, str]] = field(default_factory=list)  # towards the diagnosis, one at a time
-    fix_hints: list[dict[str, str]] = field(default_factory=list)  # towards a fix, once the diagnosis is right
-    near_misses: dict[str, dict[str, str]] = field(default_factory=dict)  # a tempting wrong id -> why not
-
-    @property
-    def right_ids(self) -> list[str]:
-        return [self.diagnosis, *self.accepted]
-
-    def mystery(self) -> list[str]:
-        """The mystery config's overrides, as `mystery.yaml` lists them."""
-        with open(self.folder / "mystery.yaml", encoding="utf-8") as f:
-            return [str(o) for o in yaml.safe_load(f)["overrides"]]
-
-    def worksheet(self, lang: str) -> str:
-        return (self.folder / f"worksheet.{lang}.md").read_text(encoding="utf-8")
-
-
-def load(folder: Path) -> Exercise:
-    """An exercise from its folder; `exercise.yaml` holds the fields of `Exercise` by name."""
-    with open(folder / "exercise.yaml", encoding="utf-8") as f:
-        meta = {k: v for k, v in yaml.safe_load(f).items() if v is not None}
-    return Exercise(number=int(folder.name[:2]), folder=folder, **meta)
-
-
-def load_all(exercises_dir: Path = EXERCISES_DIR) -> list[Exercise]:
-    folders = sorted(p for p in exercises_dir.glob("[0-9][0-9]_*") if (p / "exercise.yaml").is_file())
-    return [load(p) for p in folders]
-
-
-def find(ref: str, exercises_dir: Path = EXERCISES_DIR) -> Exercise:
-    """An exercise by number ("3", "03") or folder name."""
-    exercises = load_all(exercises_dir)
-    for ex in exercises:
-        if ref in (ex.id, str(ex.number), f"{ex.number:02d}"):
-            return ex
-    raise ExerciseError(f"no exercise {ref!r}: choose one of {[ex.number for ex in exercises]} (see `list`)")
-
-
-def workshop_root() -> Path:
-    return Path(os.environ.get(WORKSHOP_ENV, ROOT / "outputs" / "workshop"))
-
-
-def mystery_dir(ex: Exercise, root: Path | None = None) -> Path:
-    return (root or workshop_root()) / ex.id / "mystery"
-
-
-def public_view(ex: Exercise, root: Path | None = None) -> dict[str, Any]:
-    """What a participant may see of an exercise (the explorer's Workshop page): no diagnosis, no fix."""
-    return {"number": ex.number, "id": ex.id, "title": dict(ex.title), "task": ex.task,
-            "worksheet": {lang: ex.worksheet(lang) for lang in ("en", "zh")}, "hints": list(ex.hints),
-            "run": str(mystery_dir(ex, root).resolve()), "start": f"python -m playground.exercise start {ex.number}",
-            "check": f"python -m playground.exercise check {ex.number} --diagnosis <id> --fix \"<key=value ...>\""}
 
 
 # ---- training --------------------------------------------------------------------------------------------------
@@ -123,8 +55,8 @@ def composed(overrides: list[str], progress_bar: bool = True):
     Raises:
         ExerciseError: the overrides do not compose or a value is out of range (one line).
     """
-    from playground.config import ConfigError
-    from playground.train import compose, prepare
+    from playground.config import ConfigError, compose
+    from playground.train import prepare
 
     overrides = [*QUIET, f"trainer.progress_bar={str(progress_bar).lower()}", *overrides]
     try:
@@ -173,15 +105,6 @@ def start(ex: Exercise, root: Path | None = None, steps: int | None = None, stop
     if read_progress(ex, root).get("diagnosed"):
         mark_solved(run_dir)  # a restarted run of a diagnosed exercise stays unhidden
     return run_dir, status, seconds
-
-
-def mark_solved(run_dir: Path) -> bool:
-    """Set `solved: true` in a mystery run's run.json (the explorer then shows its findings)."""
-    info = read_run_info(run_dir)
-    if info is None:
-        return False
-    write_json_atomic(run_dir / RUN_INFO, {**info, "solved": True})
-    return True
 
 
 # ---- checking --------------------------------------------------------------------------------------------------
@@ -262,33 +185,6 @@ def run_fix(ex: Exercise, fix: list[str], run_dir: Path, steps: int | None = Non
     return judge(ex, run_dir)
 
 
-def _progress_path(ex: Exercise, root: Path | None) -> Path:
-    return (root or workshop_root()) / ex.id / PROGRESS
-
-
-def read_progress(ex: Exercise, root: Path | None = None) -> dict[str, Any]:
-    return read_json(_progress_path(ex, root)) or {}
-
-
-def save_progress(ex: Exercise, data: dict[str, Any], root: Path | None = None) -> None:
-    path = _progress_path(ex, root)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(path, data)
-
-
-def _fmt(value: float | None) -> str:
-    return "—" if value is None else f"{value:.4g}"
-
-
-def _next_hint(ex: Exercise, progress: dict, kind: str, lang: str) -> str:
-    hints = ex.hints if kind == "hints" else ex.fix_hints
-    shown = int(progress.get(kind, 0))
-    if shown >= len(hints):
-        return say("no_hints", lang)
-    progress[kind] = shown + 1
-    return say("hint", lang, k=shown + 1, n=len(hints), text=hints[shown][lang])
-
-
 def check(ex: Exercise, diagnosis: str, fix_text: str | None, root: Path | None = None, lang: str = "en",
           steps: int | None = None, progress_bar: bool = True) -> tuple[bool, list[str]]:
     """Check a diagnosis and, when it is right, a fix; returns (everything asked was right, lines to print).
@@ -296,8 +192,8 @@ def check(ex: Exercise, diagnosis: str, fix_text: str | None, root: Path | None 
     Raises:
         ExerciseError: an unknown id, a fix that does not parse or apply, the mystery run still running.
     """
-    if diagnosis not in catalogue.FAILURE_IDS:
-        raise ExerciseError(f"unknown diagnosis id {diagnosis!r}: one of {', '.join(catalogue.FAILURE_IDS)}")
+    if diagnosis not in failures.FAILURE_IDS:
+        raise ExerciseError(f"unknown diagnosis id {diagnosis!r}: one of {', '.join(failures.FAILURE_IDS)}")
     fix = parse_fix(fix_text) if fix_text is not None else None
     # a fix that does not apply fails here, before anything is recorded
     checked = composed(fix_overrides(ex, fix, steps), progress_bar) if fix is not None else None
@@ -310,10 +206,10 @@ def check(ex: Exercise, diagnosis: str, fix_text: str | None, root: Path | None 
         lines.append(say("diag_wrong", lang, id=diagnosis))
         if diagnosis in ex.near_misses:
             lines.append(ex.near_misses[diagnosis][lang])
-        lines.append(_next_hint(ex, progress, "hints", lang))
+        lines.append(next_hint(ex, progress, "hints", lang))
         save_progress(ex, {**progress, "attempts": int(progress.get("attempts", 0)) + 1}, root)
         return False, lines
-    lines.append(say("diag_right", lang, id=diagnosis, title=catalogue.TITLES[diagnosis][lang]))
+    lines.append(say("diag_right", lang, id=diagnosis, title=failures.TITLES[diagnosis][lang]))
     progress["diagnosed"] = True
     if mark_solved(run_dir):
         lines.append(say("unhidden", lang))
@@ -329,25 +225,15 @@ def check(ex: Exercise, diagnosis: str, fix_text: str | None, root: Path | None 
         lines.append(say("status_bad", lang, status=verdict.status, error=verdict.error))
     ids = ", ".join(f"{f['id']} ({f['severity']}, step {f['first_step']})" for f in verdict.bad)
     lines.append(say("healthy_bad", lang, ids=ids) if verdict.bad else say("healthy_ok", lang))
-    bar = dict(metric=ex.bar["metric"], value=_fmt(verdict.score), bar=_fmt(verdict.bar))
+    bar = dict(metric=ex.bar["metric"], value=fmt(verdict.score, none="—"), bar=fmt(verdict.bar))
     lines.append(say("bar_ok" if verdict.reached else "bar_bad", lang, **bar))
     if verdict.passed:
         progress["solved"] = True
         lines.append(say("solved", lang, run=fix_dir))
     else:
-        lines.append(_next_hint(ex, progress, "fix_hints", lang))
+        lines.append(next_hint(ex, progress, "fix_hints", lang))
     save_progress(ex, progress, root)
     return verdict.passed, lines
-
-
-@functools.lru_cache(maxsize=1)
-def messages() -> dict[str, dict[str, str]]:
-    with open(EXERCISES_DIR / "messages.yaml", encoding="utf-8") as f:
-        return yaml.safe_load(f)
-
-
-def say(key: str, lang: str, **fields: Any) -> str:
-    return messages()[key][lang].format(**fields)
 
 
 # ---- instructor ------------------------------------------------------------------------------------------------
@@ -370,21 +256,6 @@ def verify(exercises: list[Exercise], root: Path, quick: bool = False) -> list[d
 
 
 # ---- command line ----------------------------------------------------------------------------------------------
-def default_lang() -> str:
-    lang = os.environ.get("PLAYGROUND_LANG") or os.environ.get("LANG", "")
-    return "zh" if lang.lower().startswith("zh") else "en"
-
-
-def _state(ex: Exercise, root: Path) -> str:
-    progress = read_progress(ex, root)
-    if progress.get("solved"):
-        return "solved"
-    if progress.get("diagnosed"):
-        return "diagnosed"
-    info = read_run_info(mystery_dir(ex, root))
-    return info.get("status", "?") if info else "not started"
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m playground.exercise", description=__doc__.splitlines()[0])
     parser.add_argument("--lang", choices=["en", "zh"], default=default_lang())
@@ -409,10 +280,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "list":
             for ex in load_all():
-                print(f"{ex.number:2d}  {ex.title[lang]:<42} {ex.task:<12} {_state(ex, root)}")
+                print(f"{ex.number:2d}  {ex.title[lang]:<42} {ex.task:<12} {state(ex, root)}")
         elif args.command == "ids":
-            for fid in catalogue.FAILURE_IDS:
-                print(f"{fid:<26} {catalogue.severity(fid):<9} {catalogue.TITLES[fid][lang]}")
+            for fid in failures.FAILURE_IDS:
+                print(f"{fid:<26} {failures.severity(fid):<9} {failures.TITLES[fid][lang]}")
         elif args.command == "start":
             ex = find(args.n)
             run_dir, status, seconds = start(ex, root)
@@ -420,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "hint":
             ex = find(args.n)
             progress = read_progress(ex, root)
-            print(_next_hint(ex, progress, "hints", lang))
+            print(next_hint(ex, progress, "hints", lang))
             save_progress(ex, progress, root)
         elif args.command == "check":
             ok, lines = check(find(args.n), args.diagnosis, args.fix, root, lang)
@@ -441,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
                 mark = "ok " if r["reproduces"] and r["fix_passes"] else "BAD"
                 print(f"{mark} {r['exercise']:<28} start {r['start_s']:5.1f} s  found {r['found']}  fix: "
                       f"{'passes' if r['fix_passes'] else 'FAILS'} ({r['fix_bad'] or 'healthy'}, score "
-                      f"{_fmt(r['fix_score'])} vs bar {_fmt(r['bar'])})")
+                      f"{fmt(r['fix_score'], none='—')} vs bar {fmt(r['bar'])})")
             return 0 if all(r["reproduces"] and r["fix_passes"] for r in rows) else 1
     except ExerciseError as error:
         print(f"error: {error}", file=sys.stderr)

@@ -9,20 +9,10 @@ import re
 import pytest
 import yaml
 
-from playground.diagnose.catalogue import FAILURE_IDS, TITLES
-from playground.exercise import (
-    EXERCISES_DIR,
-    ExerciseError,
-    check,
-    find,
-    load_all,
-    main,
-    mystery_dir,
-    parse_fix,
-    run_fix,
-    start,
-)
+from playground.exercise import check, main, parse_fix, run_fix, start
+from playground.failures import FAILURE_IDS, TITLES
 from playground.runs import read_findings, read_run_info
+from playground.workshop import EXERCISES_DIR, ExerciseError, find, load_all, mystery_dir
 
 EXERCISES = load_all()
 BY_ID = {ex.id: ex for ex in EXERCISES}

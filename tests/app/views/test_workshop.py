@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from playground.exercise import check, find
+from playground.exercise import check
+from playground.workshop import find
 
 from app_helpers import ENTRY, charts_of, show, texts
 from fake_runs import finding, write_run
