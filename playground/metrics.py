@@ -189,6 +189,18 @@ def reduce_agent_metrics(metrics: Mapping[str, Any]) -> dict[str, list[float]]:
     return out
 
 
+def fmt(value: Any, none: str = "null") -> str:
+    """A value as reports, evidence and fixes print it: floats to 4 significant digits, integers whole, booleans and
+    None as Hydra writes them (`True`, `null`; `none` names None where "null" would mislead, e.g. "unknown")."""
+    if value is None:
+        return none
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
 def to_json_value(value: float) -> float | str:
     """JSON has no NaN or Inf; write them as the strings "NaN", "Infinity", "-Infinity"."""
     if isinstance(value, float) and not math.isfinite(value):

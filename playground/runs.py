@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 import math
 import os
+import tempfile
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from playground.metrics import STEP, canonicalize, from_json_value, to_json_value
 
@@ -41,13 +42,25 @@ class LogRead:
         return [int(r[STEP]) for r in self.records]
 
 
+def write_atomic(path: Path, write: Callable[[BinaryIO], Any]) -> None:
+    """Replace `path` in one rename, so a reader sees the old or the new file, never half of one.
+
+    `write(f)` writes the content to a binary file in `path`'s folder; if it raises, `path` is left as it was.
+    """
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
-    """Replace `path` in one rename, so a reader sees the old or the new file, never half of one."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(jsonable(data), f, indent=1, allow_nan=False)
-        f.write("\n")
-    os.replace(tmp, path)
+    """`data` as indented JSON in `path`, replaced atomically (`write_atomic`)."""
+    text = json.dumps(jsonable(data), indent=1, allow_nan=False) + "\n"
+    write_atomic(path, lambda f: f.write(text.encode("utf-8")))
 
 
 def jsonable(value: Any) -> Any:

@@ -17,6 +17,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from playground.config import logger_names
 from playground.metrics import STEP
 from playground.runs import RunRecorder
 
@@ -134,8 +135,7 @@ class RunLogger:
         }
         self.recorder = RunRecorder(self.run_dir, info)
         write_config(self.run_dir, cfg)
-        loggers = cfg.trainer.logger
-        loggers = [loggers] if isinstance(loggers, str) else list(loggers)
+        loggers = logger_names(cfg)
         self.sinks: list[Any] = []
         if "console" in loggers and agent is None:  # a batch of agents would flood the console: one line per agent
             self.sinks.append(ConsoleSink())

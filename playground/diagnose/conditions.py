@@ -10,19 +10,13 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from playground.metrics import STEP
+from playground.metrics import STEP, fmt
 
 ENTROPY = "actor/entropy_loss"
 _OPS: dict[str, tuple[str, Callable[[float, float], bool]]] = {
     "lt": ("<", lambda a, b: a < b), "le": ("<=", lambda a, b: a <= b), "gt": (">", lambda a, b: a > b),
     "ge": (">=", lambda a, b: a >= b), "eq": ("==", lambda a, b: a == b),
 }
-
-
-def fmt(value: float | None) -> str:
-    if value is None:
-        return "unknown"
-    return f"{value:.4g}"
 
 
 class Log:
@@ -141,7 +135,7 @@ def _spread_label(log: Log) -> str:
 BUILTIN: dict[str, Series] = {
     "score": Series(_score, "score", _score_key),
     "score_gap": Series(_score_gap, "score_gap", _score_key,
-                        lambda log: f"(score_target {fmt(log.facts.get('score_target'))} - score) / "
+                        lambda log: f"(score_target {fmt(log.facts.get('score_target'), none='unknown')} - score) / "
                                     f"max(|score_target|, 1)"),
     "rel_entropy": Series(_rel_entropy, "rel_entropy", ENTROPY, _rel_entropy_label),
     "entropy_spread": Series(_entropy_spread, "entropy_spread", ENTROPY, _spread_label),

@@ -15,10 +15,11 @@ from typing import Any
 
 import yaml
 
+from playground import failures
 from playground.diagnose import catalogue
 from playground.diagnose.calibration import FAMILIES, calibrated, family_band_status, has_band, ok_range
-from playground.diagnose.conditions import Log, Node, Series, compile_condition, compile_series, fmt
-from playground.metrics import canonicalize
+from playground.diagnose.conditions import Log, Node, Series, compile_condition, compile_series
+from playground.metrics import canonicalize, fmt
 
 RULES_PATH = Path(__file__).with_name("rules.yaml")
 VERL_GRAD_CLIP = 1.0  # verl's default actor grad_clip, assumed for logs that do not say
@@ -30,7 +31,7 @@ SHORTCUT_KEYS = ("actor/ppo_kl", "actor/pg_clipfrac", "actor/pg_clipfrac_lower")
 @dataclass
 class Finding:
     id: str
-    severity: str  # info | warning | critical (catalogue.severity)
+    severity: str  # info | warning | critical (failures.severity)
     first_step: int  # the first and last steps at which the rule held (a window's last step)
     last_step: int
     evidence: list[dict] = field(default_factory=list)  # {"metric", "step", "value", "range", "status"}
@@ -40,10 +41,6 @@ class Finding:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Finding:
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
 
 @dataclass
@@ -56,8 +53,8 @@ class Diagnosis:
     steps: int = 0  # how many records were read
 
     def worst_severity(self) -> str | None:
-        ranks = [catalogue.SEVERITY_ORDER.index(f.severity) for f in self.findings]
-        return catalogue.SEVERITY_ORDER[max(ranks)] if ranks else None
+        ranks = [failures.SEVERITY_ORDER.index(f.severity) for f in self.findings]
+        return failures.SEVERITY_ORDER[max(ranks)] if ranks else None
 
     def ids(self) -> list[str]:
         return [f.id for f in self.findings]
@@ -107,7 +104,7 @@ def rules(family: str) -> tuple[Rule, ...]:
     defs = data.get("series", {})
     out = []
     for spec in data["rules"]:
-        if spec["id"] not in catalogue.FAILURE_IDS:
+        if spec["id"] not in failures.FAILURE_IDS:
             raise ValueError(f"rules.yaml: rule {spec['name']!r} reports unknown id {spec['id']!r}")
         kind = spec["kind"]
         if kind not in KINDS:
@@ -198,12 +195,12 @@ def _finding(finding_id: str, fired: list[tuple[Rule, list[list[int]]]], log: Lo
                     evidence.append(item)
             if windows[-1]:
                 evidence += _extra_evidence(rule, log, windows[-1][-1], family, seen)
-    if catalogue.severity(finding_id) == "info":  # a state, not a failure: its thresholds are not "bad"
+    if failures.severity(finding_id) == "info":  # a state, not a failure: its thresholds are not "bad"
         for item in evidence:
             item["status"] = "ok" if item["status"] == "bad" else item["status"]
     names = [rule.name for rule, _ in fired]
     steps = catalogue.KL_IN_REWARD_FIX if names == ["kl_drift_reward"] else None
-    return Finding(id=finding_id, severity=catalogue.severity(finding_id), first_step=min(firsts),
+    return Finding(id=finding_id, severity=failures.severity(finding_id), first_step=min(firsts),
                    last_step=max(lasts), evidence=evidence, explanation=dict(catalogue.EXPLANATIONS[finding_id]),
                    fix=catalogue.render_fix(finding_id, family, config, steps), rule=", ".join(names))
 
@@ -293,7 +290,7 @@ def diagnose_log(log: Log, family: str, config: Mapping | None = None, notes: Se
     healthy = _healthy(log, findings, notes)
     if healthy is not None:
         findings.append(healthy)
-    findings.sort(key=lambda f: (-catalogue.SEVERITY_ORDER.index(f.severity), f.first_step, f.id))
+    findings.sort(key=lambda f: (-failures.SEVERITY_ORDER.index(f.severity), f.first_step, f.id))
     return Diagnosis(findings=findings, notes=list(dict.fromkeys(notes)), problems=list(problems), family=family,
                      source=source, steps=log.n)
 
@@ -354,8 +351,8 @@ class FindingWatcher:
     HEALTHY_EVERY = 10
 
     def __init__(self, finding_id: str, config: Any, info: dict | None = None):
-        if finding_id not in catalogue.FAILURE_IDS:
-            raise ValueError(f"unknown finding id {finding_id!r}: one of {catalogue.FAILURE_IDS}")
+        if finding_id not in failures.FAILURE_IDS:
+            raise ValueError(f"unknown finding id {finding_id!r}: one of {failures.FAILURE_IDS}")
         self.finding_id = finding_id
         self.config = plain_config(config)
         self.family = resolve_family(None, info, self.config)
@@ -423,23 +420,18 @@ def diagnose_read(read, *, family: str | None = None) -> Diagnosis:
 
 
 def diagnose_path(path: str | Path, *, family: str | None = None) -> list[tuple[str, Diagnosis]]:
-    """Diagnose whatever `path` is: a run dir (also writes its `findings.json`), a multirun dir (every run
-    under it), a `metrics.jsonl`, a TensorBoard dir or event file, or a verl console log.
+    """Diagnose whatever `path` is (`readers.path_kind`): a run dir (also writes its `findings.json`), a multirun dir
+    (every run under it), a `metrics.jsonl`, a TensorBoard dir or event file, or a verl console log.
 
     Raises:
         FileNotFoundError: nothing at `path`.
     """
-    from playground.diagnose.readers import read_any
-    from playground.runs import METRICS, find_runs, is_run_dir
+    from playground.diagnose.readers import path_kind, read_any
+    from playground.runs import find_runs
 
     path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"nothing at {path}")
-    if path.is_file() and path.name == METRICS and is_run_dir(path.parent):
-        path = path.parent
-    if path.is_dir():
-        runs = find_runs([path])
-        if runs:
-            return [(str(run), diagnose_run_dir(run, family=family)) for run in runs]
+    if path_kind(path) in ("run", "runs"):  # a run's metrics.jsonl means its run dir
+        runs = find_runs([path.parent if path.is_file() else path])
+        return [(str(run), diagnose_run_dir(run, family=family)) for run in runs]
     read = read_any(path)
     return [(read.source or str(path), diagnose_read(read, family=family))]

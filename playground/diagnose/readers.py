@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TextIO
 
 from playground.metrics import STEP, canonicalize
-from playground.runs import METRICS, LogRead, read_metrics_jsonl
+from playground.runs import METRICS, LogRead, find_runs, is_run_dir, read_metrics_jsonl
 
 # `step:N` where verl's console logger starts a line; whatever precedes it (a Ray or logging prefix, a tqdm
 # bar without its newline) is ignored. The lookbehind keeps `training/global_step:3` from matching.
@@ -246,15 +246,6 @@ def read_verl_console_log(source: str | Path | TextIO, *, name: str = "") -> Log
     return _parse_lines(source, name, name)
 
 
-def looks_like_verl_log(text: str) -> bool:
-    """True if some line of `text` is a verl step line with at least one numeric `key:value`."""
-    for line in text.split("\n"):
-        match = _STEP.search(_clean(line))
-        if match and _count_numbers(_pieces(_clean(line)[match.end():])) > 0:
-            return True
-    return False
-
-
 def _read_event_scalars(path: Path, problems: list[str]) -> dict[int, dict[str, float]]:
     """Every scalar in one run's event files (a dir, or one file): step -> {tag: value}."""
     from tensorboard.backend.event_processing import event_accumulator as ea
@@ -332,29 +323,48 @@ def read_tensorboard(logdir: str | Path) -> LogRead:
     return LogRead(records=records, problems=problems, source=str(root), kind="tensorboard")
 
 
-def read_any(path: str | Path) -> LogRead:
-    """Read metrics from whatever `path` is: a run dir, a JSON-lines file, a TensorBoard log or a console log.
+def path_kind(path: Path) -> str:
+    """What a path holds, for the readers and the diagnosis alike: "run" (a run dir, or its `metrics.jsonl`), "runs"
+    (a dir with run dirs under it: a sweep), "tensorboard" (event files at any depth, or one), "jsonl" (a JSON-lines
+    file: ours or verl's file logger), "console" (any other file: a verl console log) or "unknown" (a dir with none
+    of these).
 
-    Args:
-        path: a dir holding `metrics.jsonl`; a `*.jsonl` file (ours or verl's file logger); a dir with
-            TensorBoard event files at any depth, or one event file; any other file is read as a verl
-            console log.
+    Raises:
+        FileNotFoundError: nothing at `path`.
+    """
+    if not path.exists():
+        raise FileNotFoundError(f"nothing at {path}")
+    if path.is_file():
+        if path.name == METRICS:
+            return "run"
+        if path.suffix == ".jsonl":
+            return "jsonl"
+        return "tensorboard" if path.name.startswith("events.out.tfevents.") else "console"
+    if is_run_dir(path):
+        return "run"
+    if find_runs([path]):
+        return "runs"
+    return "tensorboard" if next(path.rglob(_EVENTS_GLOB), None) is not None else "unknown"
+
+
+def read_any(path: str | Path) -> LogRead:
+    """Read one log's metrics from whatever `path` is (`path_kind`); a sweep's dir is not one log (see `problems`).
 
     Raises:
         FileNotFoundError: nothing at `path`.
     """
     path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"no metrics log at {path}")
-    if path.is_dir():
-        if (path / METRICS).is_file():
-            return read_metrics_jsonl(path / METRICS)
-        if next(path.rglob(_EVENTS_GLOB), None) is not None:
-            return read_tensorboard(path)
+    kind = path_kind(path)
+    if kind == "run":
+        return read_metrics_jsonl(path if path.is_file() else path / METRICS)
+    if kind == "runs":
         return LogRead(records=[], source=str(path), problems=[
-            f"{path}: no {METRICS} and no TensorBoard event files here; pass a console log file itself"])
-    if path.suffix == ".jsonl":
+            f"{path}: holds {len(find_runs([path]))} runs, not one log; pass one run's dir"])
+    if kind == "jsonl":
         return read_metrics_jsonl(path)
-    if path.name.startswith("events.out.tfevents."):
+    if kind == "tensorboard":
         return read_tensorboard(path)
-    return read_verl_console_log(path)
+    if kind == "console":
+        return read_verl_console_log(path)
+    return LogRead(records=[], source=str(path), problems=[
+        f"{path}: no {METRICS} and no TensorBoard event files here; pass a console log file itself"])

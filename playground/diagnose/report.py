@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
 
-from playground.diagnose import catalogue
+from playground import failures
 from playground.diagnose.engine import Diagnosis, findings_document
+from playground.metrics import fmt
 from playground.runs import jsonable
 
 LABELS: dict[str, dict[str, str]] = {
@@ -24,16 +24,10 @@ SEVERITY_WORDS = {"en": {"info": "info", "warning": "warning", "critical": "crit
                   "zh": {"info": "信息", "warning": "警告", "critical": "严重"}}
 
 
-def _value(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
-
-
 def _status_line(diagnosis: Diagnosis, lang: str) -> str:
     words, label = SEVERITY_WORDS[lang], LABELS[lang]
-    counts = {s: sum(f.severity == s for f in diagnosis.findings) for s in catalogue.SEVERITY_ORDER}
-    parts = [f"{counts[s]} {words[s]}" for s in reversed(catalogue.SEVERITY_ORDER) if counts[s]]
+    counts = {s: sum(f.severity == s for f in diagnosis.findings) for s in failures.SEVERITY_ORDER}
+    parts = [f"{counts[s]} {words[s]}" for s in reversed(failures.SEVERITY_ORDER) if counts[s]]
     worst = diagnosis.worst_severity()
     found = ", ".join(parts) if parts else label["none"]
     tail = f" ({label['worst']}: {words[worst]})" if worst else ""
@@ -46,7 +40,7 @@ def format_diagnosis(source: str, diagnosis: Diagnosis, lang: str = "en") -> str
     lines = [label["header"].format(source=source, family=diagnosis.family, steps=diagnosis.steps),
              _status_line(diagnosis, lang)]
     for f in diagnosis.findings:
-        title = catalogue.TITLES.get(f.id, {}).get(lang, f.id)
+        title = failures.TITLES.get(f.id, {}).get(lang, f.id)
         one = f.first_step == f.last_step
         steps = label["step" if one else "steps"].format(range=f.first_step if one else f"{f.first_step}-{f.last_step}")
         lines.append(f"[{words[f.severity]}] {f.id}: {title}, {steps} ({label['rule']} {f.rule})")
@@ -54,7 +48,7 @@ def format_diagnosis(source: str, diagnosis: Diagnosis, lang: str = "en") -> str
             status = f" [{item['status']}]" if item.get("status") else ""
             rng = f": {item['range']}" if item.get("range") else ""
             at = label["at"].format(step=item["step"])
-            lines.append(f"    {item['metric']} = {_value(item['value'])} ({at}){rng}{status}")
+            lines.append(f"    {item['metric']} = {fmt(item['value'])} ({at}){rng}{status}")
         lines.append(f"    {label['why']}: {f.explanation.get(lang) or f.explanation.get('en', '')}")
         if f.severity != "info" or f.fix:
             lines.append(f"    {label['fix']}: {f.fix or label['no_fix']}")

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from playground import failures
 from playground.diagnose import catalogue
 from playground.diagnose.calibration import CALIBRATION, FAMILIES
 from playground.diagnose.engine import (
@@ -157,10 +158,10 @@ def test_healthy_baseline_has_only_healthy():
 
 def test_every_catalogue_id_has_a_rule_and_every_rule_a_catalogue_id():
     ruled = {r.id for r in rules("llm")}
-    assert ruled == set(catalogue.FAILURE_IDS) - {"healthy"}
-    assert set(CASES) | {"healthy"} == set(catalogue.FAILURE_IDS)
-    for finding_id in catalogue.FAILURE_IDS:
-        assert set(catalogue.EXPLANATIONS[finding_id]) == {"en", "zh"} and finding_id in catalogue.TITLES
+    assert ruled == set(failures.FAILURE_IDS) - {"healthy"}
+    assert set(CASES) | {"healthy"} == set(failures.FAILURE_IDS)
+    for finding_id in failures.FAILURE_IDS:
+        assert set(catalogue.EXPLANATIONS[finding_id]) == {"en", "zh"} and finding_id in failures.TITLES
 
 
 def test_status_rules_from_run_json():
@@ -280,7 +281,7 @@ def test_finding_and_document_json_round_trip():
     doc = json.loads(json.dumps(findings_document(d), default=str).replace("Infinity", '"Infinity"'))
     assert doc["version"] == 1 and doc["worst_severity"] == "critical" and "diagnosed_at" in doc
     for f in d.findings:
-        assert Finding.from_dict(json.loads(json.dumps(f.to_dict(), allow_nan=True))) == f
+        assert Finding(**json.loads(json.dumps(f.to_dict(), allow_nan=True))) == f
     assert isinstance(d, Diagnosis) and d.to_dict()["worst_severity"] == "critical"
 
 
