@@ -1,7 +1,8 @@
 """Every Altair chart of the explorer: frames in, `alt.Chart` out, one style, no Streamlit calls.
 
 The frames come from `frames.py` (long metric frames, seed-group stats, bands, sweep cells); views draw the
-returned charts with `st.altair_chart(chart, width="stretch")`.
+returned charts as Vega-Lite specs, `st.vega_lite_chart(spec=charts.to_spec(chart), width="stretch")` (a spec is
+plain data: `st.cache_data` can keep it).
 """
 
 from __future__ import annotations

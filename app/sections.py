@@ -163,7 +163,7 @@ def run_sources(rows: pd.DataFrame, grouped: bool) -> tuple[list[Source], dict, 
     """Sources, frames and engine step statuses for the shown runs (read now: call this inside the fragment).
 
     Returns:
-        (sources, label -> frame, label -> step_status or None, why the engine is unavailable or None).
+        (sources, label -> frame, label -> step_status or None, why the diagnosis failed or None).
     """
     sources, frame_by_label, status_by_label, why = [], {}, {}, None
     group_names = _group_names(rows) if grouped else dict(zip(rows["label"], rows["label"], strict=True))
@@ -186,7 +186,7 @@ def draw_run_panels(rows: pd.DataFrame, grouped: bool, choice: str) -> int:
     """The chosen panels of the given runs, read now (call inside a fragment to stream); returns the charts drawn."""
     sources, frame_by_label, status_by_label, why = run_sources(rows, grouped)
     if why:
-        st.caption(widgets.t("engine_missing", why=why))
+        st.caption(widgets.t("diagnosis_failed", why=why))
     if not sources:
         st.info(widgets.t("no_metrics"))
         return 0

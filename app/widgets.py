@@ -106,9 +106,9 @@ STRINGS: dict[str, tuple[str, str]] = {
     "panel_critic": ("3 · Critic quality", "3 · Critic 质量"), "panel_perf": ("4 · Performance", "4 · 性能"),
     "panel_empty": ("None of these metrics was logged.", "日志中没有这些指标。"),
     "no_metrics": ("The shown runs have no metrics yet.", "显示的运行还没有指标。"),
-    "engine_missing": (
-        "Diagnosis engine not available ({why}): no findings or warn/bad marks.",
-        "诊断引擎不可用（{why}）：没有诊断结果和警告/异常标记。",
+    "diagnosis_failed": (
+        "The diagnosis failed on this log ({why}): no findings or warn/bad marks.",
+        "诊断在此日志上出错（{why}）：没有诊断结果和警告/异常标记。",
     ),
     "wall_fallback": (
         "Some runs log no per-step time: they are drawn by step.",
@@ -127,10 +127,6 @@ STRINGS: dict[str, tuple[str, str]] = {
     "diagnosis_title": ("Diagnosis", "诊断"), "pick_run": ("Run", "运行"),
     "diagnosis_live": ("Still running: these are the findings so far.", "仍在运行：以下是目前为止的诊断。"),
     "no_report": ("No findings for this run yet.", "该运行还没有诊断结果。"),
-    "no_report_no_engine": (
-        "No findings.json, and the diagnosis engine is not available.",
-        "没有 findings.json，且诊断引擎不可用。",
-    ),
     "mystery_hidden": (
         "A workshop mystery run: its scenario and findings stay hidden until `python -m playground.exercise check` "
         "accepts your diagnosis. Read its metrics on the Panels and Workshop pages.",

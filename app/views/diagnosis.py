@@ -16,9 +16,6 @@ def render() -> None:
     if picked is None:
         return
     table, rows = picked
-    engine, why = data.engine_module()
-    if engine is None:
-        st.warning(widgets.t("engine_missing", why=why))
     run, row = widgets.pick_run(table, rows, key="diagnosis_run")
     st.markdown(f"**{row['name']}** · {row['task']} · {widgets.status_text(row['status'])} · "
                 f"{widgets.t('col_step')} {widgets.integer(row['last_step'])}")
@@ -29,9 +26,9 @@ def render() -> None:
         st.error(f"{info.get('stop_reason') or row['status']}: {info['error']}")
     report, _, why = data.run_diagnosis(run)
     if report is None:
-        st.info(widgets.t("no_report") if engine is not None else widgets.t("no_report_no_engine"))
-        if why and engine is not None:
-            st.caption(why)
+        st.info(widgets.t("no_report"))
+        if why:
+            st.warning(widgets.t("diagnosis_failed", why=why))
         return
     if row["mystery"]:  # a workshop mystery: hidden until `python -m playground.exercise check` accepts a diagnosis
         st.info(widgets.t("mystery_hidden"))

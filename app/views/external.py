@@ -49,7 +49,7 @@ def render() -> None:
         sections.draw_panels([source], {label: frame}, {label: status}, choice)
     with tab_diagnosis:
         if why:
-            st.warning(widgets.t("engine_missing", why=why))
+            st.warning(widgets.t("diagnosis_failed", why=why))
         sections.draw_findings(report, None, key="external")
 
 
