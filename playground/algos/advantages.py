@@ -184,3 +184,146 @@ def compute_reinforce_plus_plus_outcome_advantage(
         running_return = running_return * mask[..., t]
     advantages = masked_whiten(returns, response_mask) * mask
     return advantages, returns
+
+
+def _group_sum(values: Tensor, index: Tensor) -> Tensor:
+    """Per row, the sum of `values (*lead, bs)` over the row's group (rows sharing `index`)."""
+    _, group = torch.unique(index, return_inverse=True)
+    sums = values.new_zeros(*values.shape[:-1], int(group.max()) + 1).index_add(-1, group, values)
+    return sums[..., group]
+
+
+@register_adv_est("reinforce_plus_plus_baseline")
+@torch.no_grad()
+def compute_reinforce_plus_plus_baseline_outcome_advantage(
+    token_level_rewards: Tensor, response_mask: Tensor, index: Tensor, **_: object
+) -> tuple[Tensor, Tensor]:
+    """REINFORCE++-baseline (Hu 2025, arXiv 2501.03262): verl's
+    `compute_reinforce_plus_plus_baseline_outcome_advantage`.
+
+    The score minus its group's mean (a group of one keeps its score: mean 0), broadcast over the response,
+    then whitened over the whole batch's valid tokens: `A = masked_whiten((score − μ_g)·mask)·mask`.
+
+    Returns:
+        advantages = returns, `(bs, T)`.
+    """
+    scores = token_level_rewards.sum(dim=-1)
+    _, mean, _ = _group_stats(scores, index)
+    adv = (scores - mean).unsqueeze(-1) * response_mask
+    adv = masked_whiten(adv, response_mask) * response_mask
+    return adv, adv
+
+
+@register_adv_est("remax")
+@torch.no_grad()
+def compute_remax_outcome_advantage(
+    token_level_rewards: Tensor, response_mask: Tensor, reward_baselines: Tensor | None = None, **_: object
+) -> tuple[Tensor, Tensor]:
+    """ReMax (Li et al. 2023, arXiv 2310.10505): verl's `compute_remax_outcome_advantage`.
+
+    Returns are the reverse cumulative sum of the masked rewards, `G_t = Σ_{t' ≥ t} r_t'·m_t'`, and the
+    baseline is the reward of the greedy response to the same prompt: `A_t = G_t − b·m_t`. Not whitened.
+
+    Args:
+        reward_baselines: `(bs,)` (or `(K, bs)`) reward of the greedy (do_sample=False) response per row.
+
+    Returns:
+        advantages `(bs, T)` and returns G `(bs, T)`.
+    """
+    if reward_baselines is None:
+        raise ValueError("remax needs reward_baselines: the greedy response's reward, one per row")
+    returns = (token_level_rewards * response_mask).flip(dims=[-1]).cumsum(dim=-1).flip(dims=[-1])
+    advantages = returns - reward_baselines.unsqueeze(-1) * response_mask
+    return advantages, returns
+
+
+@register_adv_est("opo")
+@torch.no_grad()
+def compute_opo_outcome_advantage(
+    token_level_rewards: Tensor, response_mask: Tensor, index: Tensor, **_: object
+) -> tuple[Tensor, Tensor]:
+    """OPO (Hao et al. 2025, "On-Policy RL with Optimal Reward Baseline", arXiv 2505.23585): verl's
+    `compute_opo_outcome_advantage`.
+
+    The baseline is the group's length-weighted mean score, `b_g = Σ_j |o_j|·score_j / Σ_j |o_j|` with |o| the
+    number of valid tokens; `A_i = score_i − b_g`. A group of one gets b = 0.
+
+    Returns:
+        advantages = returns, `(bs, T)`.
+    """
+    scores = token_level_rewards.sum(dim=-1)
+    lengths = response_mask.sum(dim=-1).to(scores.dtype)
+    count, _, _ = _group_stats(scores, index)
+    baseline = _group_sum(lengths * scores, index) / _group_sum(lengths, index)
+    adv = scores - torch.where(count > 1, baseline, 0.0)
+    adv = adv.unsqueeze(-1) * response_mask
+    return adv, adv
+
+
+@register_adv_est("gpg")
+@torch.no_grad()
+def compute_gpg_outcome_advantage(
+    token_level_rewards: Tensor, response_mask: Tensor, index: Tensor, f_norm: float | Tensor = 1.0, **_: object
+) -> tuple[Tensor, Tensor]:
+    """GPG (Chu et al. 2025, arXiv 2504.02546): verl's `compute_gpg_outcome_advantage`.
+
+    `A_i = α·(score_i − μ_g) / f_norm` with `α = bs / max(#rows with a nonzero score, 1)` over the whole batch
+    (per agent): the batch is rescaled as if only the rows that earned a reward counted. No std division. A
+    group of one gets μ = 0.
+
+    Args:
+        f_norm: divisor, a float or `(K, 1, 1)` (verl's default 1.0; its `alpha` argument is overwritten).
+
+    Returns:
+        advantages = returns, `(bs, T)`.
+    """
+    scores = token_level_rewards.sum(dim=-1)
+    nonzero = torch.count_nonzero(scores, dim=-1).clamp(min=1).unsqueeze(-1)
+    alpha = scores.shape[-1] / nonzero
+    _, mean, _ = _group_stats(scores, index)
+    adv = alpha * (scores - mean) / _per_row(f_norm)
+    adv = adv.unsqueeze(-1) * response_mask
+    return adv, adv
+
+
+@register_adv_est("grpo_passk")
+@torch.no_grad()
+def compute_grpo_passk_outcome_advantage(
+    token_level_rewards: Tensor,
+    response_mask: Tensor,
+    index: Tensor,
+    epsilon: float = 1e-6,
+    norm_adv_by_std_in_grpo: bool = True,
+    **_: object,
+) -> tuple[Tensor, Tensor]:
+    """GRPO for pass@k (arXiv 2503.19595, as verl cites it): verl's `compute_grpo_passk_outcome_advantage`.
+
+    Only the best response of each group gets an advantage, `r_max − r_2nd` (the margin over the runner-up),
+    divided by `σ_g + ε` (unbiased group std) when `norm_adv_by_std_in_grpo`; every other response gets 0, and
+    a tie for the best gives 0 too. The first of several equal best rows is the one credited.
+
+    Raises:
+        ValueError: a group has fewer than two responses (as verl).
+
+    Returns:
+        advantages = returns, `(bs, T)`.
+    """
+    scores = token_level_rewards.sum(dim=-1)
+    count, _, std = _group_stats(scores, index)
+    if bool((count < 2).any()):
+        raise ValueError("grpo_passk needs at least 2 responses per group (actor_rollout_ref.rollout.n >= 2)")
+    _, group = torch.unique(index, return_inverse=True)
+    groups, rows = int(group.max()) + 1, scores.shape[-1]
+    by_group = group.expand_as(scores)
+    best = scores.new_full((*scores.shape[:-1], groups), -torch.inf).scatter_reduce(-1, by_group, scores, "amax")
+    row = torch.arange(rows, device=scores.device).expand_as(scores)
+    at_best = torch.where(scores == best[..., group], row, rows)
+    first_best = torch.full_like(best, rows, dtype=torch.long).scatter_reduce(-1, by_group, at_best, "amin")
+    is_best = row == first_best[..., group]
+    runner_up = torch.full_like(best, -torch.inf).scatter_reduce(
+        -1, by_group, torch.where(is_best, -torch.inf, scores), "amax")
+    margin = best[..., group] - runner_up[..., group]
+    if norm_adv_by_std_in_grpo:
+        margin = margin / (std + epsilon)
+    adv = torch.where(is_best, margin, 0.0).unsqueeze(-1) * response_mask
+    return adv, adv

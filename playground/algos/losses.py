@@ -3,6 +3,11 @@
 All functions reduce over the last two dims `(bs, response_length)` and keep leading dims (K batched
 agents); clip ranges may be floats or `(K, 1, 1)` tensors. Metrics come back as tensors under verl's
 names (no `.item()`: the caller reduces them once per step, so a GPU step needs no host sync).
+
+A policy loss takes `(old_log_prob, log_prob, advantages, response_mask, loss_agg_mode)` positionally and its
+config as keyword arguments under verl's key names, with verl's defaults; every loss ignores the keys it does not
+read (`**_`), so one call site can pass the whole `actor.clip_ratio*` / `actor.policy_loss.*` set to any
+`loss_mode`. The other losses live in `policy_losses_extra`, imported at the end of this module.
 """
 
 from __future__ import annotations
@@ -68,6 +73,7 @@ def compute_policy_loss_vanilla(
     clip_ratio_low: float | Tensor | None = None,
     clip_ratio_high: float | Tensor | None = None,
     clip_ratio_c: float | Tensor = 3.0,
+    **_: object,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """PPO's clipped surrogate (Schulman et al. 2017) with dual-clip (Ye et al. 2020, arXiv 1912.09729).
 
@@ -151,3 +157,7 @@ def explained_variance(returns: Tensor, values: Tensor, response_mask: Tensor) -
     1 is a perfect critic, 0 no better than a constant, below 0 worse than a constant (unbounded below).
     """
     return 1.0 - masked_var(returns - values, response_mask) / (masked_var(returns, response_mask) + 1e-5)
+
+
+# The other policy losses register themselves on import; here, so that importing this module fills the registry.
+from playground.algos import policy_losses_extra  # noqa: E402, F401
