@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TextIO
 
 from playground.metrics import STEP, canonicalize
-from playground.runs import METRICS, LogRead, find_runs, is_run_dir, read_metrics_jsonl
+from playground.runs import METRICS, LogRead, ProblemLog, find_runs, is_run_dir, read_metrics_jsonl
 
 # `step:N` where verl's console logger starts a line; whatever precedes it (a Ray or logging prefix, a tqdm
 # bar without its newline) is ignored. The lookbehind keeps `training/global_step:3` from matching.
@@ -131,10 +131,9 @@ class _ConsoleParser:
 
     def __init__(self, name: str):
         self.name = name
-        self.problems: list[str] = []
+        self.log = ProblemLog()
         self.by_step: dict[int, dict[str, float]] = {}
         self._pending: _StepLine | None = None
-        self._bad_values: dict[str, list] = {}  # key -> [index in problems, count]
         self.out_of_memory = False
 
     def _where(self, first: int, last: int | None = None) -> str:
@@ -167,9 +166,8 @@ class _ConsoleParser:
                 return
             self._finish()
         if _looks_like_fragment(line):
-            self.problems.append(
-                f"{self._where(number)}: metrics without the `step:N` that starts their line "
-                f"(the excerpt starts or breaks mid-line?), ignored: {line.strip()[:80]!r}")
+            self.log.skip(self._where(number), "metrics without the `step:N` that starts their line",
+                          f" (the excerpt starts or breaks mid-line?): {line.strip()[:80]!r}")
 
     def _finish(self) -> None:
         line, self._pending = self._pending, None
@@ -180,30 +178,25 @@ class _ConsoleParser:
         for piece in _pieces(line.body):
             key, sep, text = piece.partition(":")
             if not _PIECE.fullmatch(piece) or not key:
-                self.problems.append(f"{where} (step {line.step}): not a `key:value` pair, skipped: {piece!r}")
+                self.log.add(f"{where} (step {line.step}): not a `key:value` pair, skipped: {piece!r}", "pair")
             elif not sep or not text.strip():
-                self.problems.append(f"{where} (step {line.step}): `{key}` has no value (line cut off?), skipped")
+                self.log.add(f"{where} (step {line.step}): `{key}` has no value (line cut off?), skipped",
+                             ("no value", key))
             elif (value := _to_float(text)) is not None:
                 record[key] = value
-            elif key in self._bad_values:
-                self._bad_values[key][1] += 1
             else:
-                self._bad_values[key] = [len(self.problems), 1]
-                self.problems.append(f"{where} (step {line.step}): `{key}` is not a number ({text.strip()[:40]!r}), "
-                                     "skipped")
+                self.log.add(f"{where} (step {line.step}): `{key}` is not a number ({text.strip()[:40]!r}), skipped",
+                             ("not a number", key))
         if record:
             self.by_step.setdefault(line.step, {}).update({**canonicalize(record), STEP: float(line.step)})
 
     def result(self, source: str) -> LogRead:
         self._finish()
-        for index, count in self._bad_values.values():
-            if count > 1:
-                self.problems[index] += f" (and on {count - 1} more line{'s' if count > 2 else ''})"
-        if not self.by_step and not self.problems:
-            self.problems.append(f"{self.name or 'text'}: no verl step lines (`step:N - key:value - ...`) found")
+        if not self.by_step and not self.log.lines:
+            self.log.add(f"{self.name or 'text'}: no verl step lines (`step:N - key:value - ...`) found")
         records = [self.by_step[s] for s in sorted(self.by_step)]
-        return LogRead(records=records, problems=self.problems, source=source, kind="verl_console",
-                       out_of_memory=self.out_of_memory)
+        return LogRead(records=records, problems=self.log.lines, source=source, kind="verl_console",
+                       out_of_memory=self.out_of_memory, skipped=self.log.skipped)
 
 
 def _parse_lines(lines: Iterable[str], name: str, source: str) -> LogRead:
