@@ -34,9 +34,10 @@ class LogRead:
     records: list[dict[str, float]]
     problems: list[str] = field(default_factory=list)  # lines or files that could not be read, in words
     source: str = ""
-    kind: str = "jsonl"  # jsonl | verl_console | tensorboard
+    kind: str = "jsonl"  # jsonl | verl_console | tensorboard | csv | wandb_summary | wandb_history (coarse)
     out_of_memory: bool = False  # a console log that reports an out-of-memory error
     skipped: dict[str, int] = field(default_factory=dict)  # lines of a readable file left out: why -> how many
+    unscaled: list[str] = field(default_factory=list)  # metrics whose values carry a shape, not a scale (wandb)
 
     @property
     def steps(self) -> list[int]:
