@@ -1,7 +1,8 @@
 """Readers for metrics logged outside the playground: verl console logs and TensorBoard event dirs.
 
 They mirror verl's loggers (`verl/utils/tracking.py`: `concat_dict_to_str` for the console, `add_scalar`
-under `tensorboard_log/<project>/<experiment>`) and return the same `LogRead` as `runs.read_metrics_jsonl`.
+under `tensorboard_log/<project>/<experiment>`) and return the same `LogRead` as `runs.read_metrics_jsonl`;
+`read_any` also dispatches to the readers of wandb's console block and CSV exports (`readers_wandb`).
 """
 
 from __future__ import annotations
@@ -207,8 +208,21 @@ def _parse_lines(lines: Iterable[str], name: str, source: str) -> LogRead:
 
 
 def parse_verl_text(text: str, *, name: str = "") -> LogRead:
-    """Read verl console lines from a string (a pasted excerpt); see `read_verl_console_log`."""
-    return _parse_lines(text.split("\n"), name, name)
+    """Read verl console lines from a string (a pasted excerpt); see `read_verl_console_log`. Text that holds a
+    wandb end-of-run block and no step lines is read as that block (`readers_wandb.parse_wandb_text`)."""
+    lines = text.split("\n")
+    if _wandb_only(lines):
+        from playground.diagnose.readers_wandb import parse_wandb_text
+
+        return parse_wandb_text(text, name=name)
+    return _parse_lines(lines, name, name)
+
+
+def _wandb_only(lines: list[str]) -> bool:
+    """True for lines with a wandb end-of-run block and no verl step line: the step lines are exact, so they win."""
+    from playground.diagnose.readers_wandb import holds_block
+
+    return not any(_STEP.search(_clean(line)) for line in lines) and holds_block(lines)
 
 
 def read_verl_console_log(source: str | Path | TextIO, *, name: str = "") -> LogRead:
@@ -319,8 +333,9 @@ def read_tensorboard(logdir: str | Path) -> LogRead:
 def path_kind(path: Path) -> str:
     """What a path holds, for the readers and the diagnosis alike: "run" (a run dir, or its `metrics.jsonl`), "runs"
     (a dir with run dirs under it: a sweep), "tensorboard" (event files at any depth, or one), "jsonl" (a JSON-lines
-    file: ours or verl's file logger), "console" (any other file: a verl console log) or "unknown" (a dir with none
-    of these).
+    file: ours or verl's file logger), "csv" (a `.csv` file: a wandb chart's or history's export), "wandb_history"
+    (a text file with wandb's end-of-run block and no verl step lines), "console" (any other file: a verl console
+    log) or "unknown" (a dir with none of these).
 
     Raises:
         FileNotFoundError: nothing at `path`.
@@ -332,7 +347,12 @@ def path_kind(path: Path) -> str:
             return "run"
         if path.suffix == ".jsonl":
             return "jsonl"
-        return "tensorboard" if path.name.startswith("events.out.tfevents.") else "console"
+        if path.suffix.lower() == ".csv":
+            return "csv"
+        if path.name.startswith("events.out.tfevents."):
+            return "tensorboard"
+        text = path.read_bytes().decode("utf-8", errors="replace")
+        return "wandb_history" if _wandb_only(text.split("\n")) else "console"
     if is_run_dir(path):
         return "run"
     if find_runs([path]):
@@ -359,5 +379,9 @@ def read_any(path: str | Path) -> LogRead:
         return read_tensorboard(path)
     if kind == "console":
         return read_verl_console_log(path)
+    if kind in ("csv", "wandb_history"):
+        from playground.diagnose.readers_wandb import read_wandb_block, read_wandb_csv
+
+        return read_wandb_csv(path) if kind == "csv" else read_wandb_block(path)
     return LogRead(records=[], source=str(path), problems=[
         f"{path}: no {METRICS} and no TensorBoard event files here; pass a console log file itself"])

@@ -1,4 +1,4 @@
-"""Tests for playground.diagnose.readers_wandb: wandb's end-of-run block and its CSV exports.
+"""Tests for playground.diagnose.readers_wandb: wandb's end-of-run block and its CSV exports, and their dispatch.
 
 The `wandb_*.txt` fixtures are real public blocks; the CSV fixtures and the blocks written here are synthetic
 (fixtures/SOURCES.md).
@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from playground.diagnose.readers import parse_verl_text, path_kind, read_any
 from playground.diagnose.readers_wandb import (
     BLOCKS,
     parse_wandb_text,
@@ -233,3 +234,22 @@ def test_csv_without_steps_runs_table_and_junk(tmp_path):
     (tmp_path / "words.csv").write_text("Step,note\n1,hello\n")
     assert read_wandb_csv(tmp_path / "words.csv").problems == [
         "words.csv line 2: `note` is not a number ('hello'), skipped", "words.csv: no values in its rows"]
+
+
+# ---- dispatch --------------------------------------------------------------------------------------------------
+
+
+def test_path_kind_and_read_any_dispatch_wandb_files(tmp_path):
+    assert path_kind(LLAMA) == path_kind(TOOL_N1) == "wandb_history"
+    assert path_kind(FIXTURES / "wandb_panel.csv") == "csv"
+    assert read_any(LLAMA).kind == "wandb_history" and read_any(TOOL_N1).kind == "wandb_summary"
+    assert read_any(FIXTURES / "wandb_history.csv").kind == "csv"
+    with_steps = tmp_path / "train.log"  # verl's step lines are exact: they win over the block at the end
+    with_steps.write_text("step:1 - actor/pg_loss:0.5\n" + LLAMA.read_text(encoding="utf-8"), encoding="utf-8")
+    assert path_kind(with_steps) == "console" and read_any(with_steps).steps == [1]
+
+
+def test_pasted_wandb_block_is_recognised():
+    read = parse_verl_text(TOOL_N1.read_text(encoding="utf-8"), name="paste")
+    assert read.kind == "wandb_summary" and read.records[0]["critic/score/mean"] == 0.0
+    assert parse_verl_text("step:2 - actor/pg_loss:0.5\nwandb: Run summary:\nwandb: x 1\n").kind == "verl_console"
