@@ -8,6 +8,7 @@ list reads only `run.json` and `findings.json`, never metrics.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -321,7 +322,7 @@ def read_log_text(text: str, name: str) -> LogRead:
             path = Path(tmp) / (Path(name).name or "upload.jsonl")
             path.write_text(text, encoding="utf-8")
             log = read_metrics_jsonl(path)
-        return LogRead(records=log.records, problems=log.problems, source=name, kind=log.kind)
+        return dataclasses.replace(log, source=name)  # keeps what the reader counted
     return parse_verl_text(text, name=name)
 
 

@@ -34,12 +34,54 @@ class LogRead:
     records: list[dict[str, float]]
     problems: list[str] = field(default_factory=list)  # lines or files that could not be read, in words
     source: str = ""
-    kind: str = "jsonl"  # jsonl | verl_console | tensorboard
+    kind: str = "jsonl"  # jsonl | verl_console | tensorboard | csv | wandb_summary | wandb_history (coarse)
     out_of_memory: bool = False  # a console log that reports an out-of-memory error
+    skipped: dict[str, int] = field(default_factory=dict)  # lines of a readable file left out: why -> how many
+    unscaled: list[str] = field(default_factory=list)  # metrics whose values carry a shape, not a scale (wandb)
 
     @property
     def steps(self) -> list[int]:
         return [int(r[STEP]) for r in self.records]
+
+    def skipped_note(self) -> str | None:
+        """`skipped` in one sentence for a report's notes ("3 lines of metrics.jsonl skipped (not valid JSON)")."""
+        total = sum(self.skipped.values())
+        if not total:
+            return None
+        whys = list(self.skipped)
+        why = whys[0] if len(whys) == 1 else ", ".join(f"{n} {w}" for w, n in self.skipped.items())
+        name = Path(self.source).name or "the log"
+        return f"{total} line{'s' if total > 1 else ''} of {name} skipped ({why})"
+
+
+class ProblemLog:
+    """A reader's problems in words, one line per kind: a kind seen again adds to its first line's count.
+
+    A log with a thousand corrupt lines says so in one line, not a thousand; `skipped` counts the lines left out
+    by why, for `LogRead.skipped`.
+    """
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.skipped: dict[str, int] = {}
+        self._kinds: dict[object, list] = {}  # kind -> [index in lines, first text, count]
+
+    def add(self, text: str, kind: object = None) -> None:
+        """One problem; `kind` (default: the text itself) says which others are the same problem."""
+        kind = text if kind is None else kind
+        entry = self._kinds.get(kind)
+        if entry is None:
+            self._kinds[kind] = [len(self.lines), text, 1]
+            self.lines.append(text)
+            return
+        entry[2] += 1
+        more = entry[2] - 1
+        self.lines[entry[0]] = f"{entry[1]} (and on {more} more line{'s' if more > 1 else ''})"
+
+    def skip(self, where: str, why: str, detail: str = "") -> None:
+        """A line left out: "`where`: `why`[ detail], skipped", folded with the others skipped for `why`."""
+        self.skipped[why] = self.skipped.get(why, 0) + 1
+        self.add(f"{where}: {why}{detail}, skipped", kind=("skip", why))
 
 
 def write_atomic(path: Path, write: Callable[[BinaryIO], Any]) -> None:
@@ -132,16 +174,23 @@ class RunRecorder:
 
 
 def iter_jsonl(path: Path, problems: list[str]) -> Iterator[dict[str, Any]]:
-    """Yield the JSON objects of a JSON-lines file.
+    """Yield the JSON objects of a JSON-lines file; unreadable lines are described in `problems` (see `_jsonl`)."""
+    log = ProblemLog()
+    yield from (obj for _, obj in _jsonl(path, log))
+    problems += log.lines
+
+
+def _jsonl(path: Path, log: ProblemLog) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, JSON object) for each line of a JSON-lines file.
 
     A last line without its newline is still being written: it is skipped silently. Any other line that is
-    not a JSON object is skipped and described in `problems`.
+    not a JSON object is skipped and counted in `log`.
     """
     try:
         with open(path, "rb") as f:
             data = f.read()
     except OSError as e:
-        problems.append(f"{path}: cannot read ({e.strerror or e})")
+        log.add(f"{path}: cannot read ({e.strerror or e})")
         return
     lines = data.split(b"\n")
     if lines and lines[-1] != b"":
@@ -152,12 +201,12 @@ def iter_jsonl(path: Path, problems: list[str]) -> Iterator[dict[str, Any]]:
         try:
             obj = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError):
-            problems.append(f"{path.name} line {number}: not valid JSON, skipped")
+            log.skip(f"{path.name} line {number}", "not valid JSON")
             continue
         if not isinstance(obj, dict):
-            problems.append(f"{path.name} line {number}: not a JSON object, skipped")
+            log.skip(f"{path.name} line {number}", "not a JSON object")
             continue
-        yield obj
+        yield number, obj
 
 
 def metrics_record(obj: Mapping[str, Any]) -> dict[str, float]:
@@ -176,17 +225,17 @@ def metrics_record(obj: Mapping[str, Any]) -> dict[str, float]:
 def read_metrics_jsonl(path: str | Path) -> LogRead:
     """Read a `metrics.jsonl` (ours, or verl's file logger's `{"step": s, "data": {...}}` lines)."""
     path = Path(path)
-    problems: list[str] = []
+    log = ProblemLog()
     by_step: dict[int, dict[str, float]] = {}
-    for number, obj in enumerate(iter_jsonl(path, problems), start=1):
+    for number, obj in _jsonl(path, log):
         record = metrics_record(obj)
         step = record.get(STEP)
         if step is None or not math.isfinite(step):
-            problems.append(f"{path.name} record {number}: no {STEP}, skipped")
+            log.skip(f"{path.name} line {number}", f"no {STEP}")
             continue
         by_step.setdefault(int(step), {}).update(record)
     records = [by_step[s] for s in sorted(by_step)]
-    return LogRead(records=records, problems=problems, source=str(path), kind="jsonl")
+    return LogRead(records=records, problems=log.lines, source=str(path), kind="jsonl", skipped=log.skipped)
 
 
 def read_samples(path: str | Path) -> tuple[list[dict[str, Any]], list[str]]:

@@ -19,9 +19,11 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m playground.diagnose",
         description="Diagnose PPO training metrics: a run dir (writes its findings.json), a multirun dir, "
-                    "a metrics.jsonl, a TensorBoard log, or a verl console log.")
+                    "a metrics.jsonl, a TensorBoard log, a verl console log, wandb's end-of-run block, "
+                    "or a wandb CSV export.")
     parser.add_argument("path", nargs="?", help="what to diagnose (omit with --text)")
-    parser.add_argument("--text", help='verl console lines pasted as text, e.g. "step:5 - actor/pg_loss:0.5 - ..."')
+    parser.add_argument("--text", help='verl console lines pasted as text, e.g. "step:5 - actor/pg_loss:0.5 - ...", '
+                                       "or wandb's end-of-run block")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of a report")
     parser.add_argument("--lang", choices=("en", "zh"), default="en", help="language of the report")
     parser.add_argument("--family", choices=FAMILIES,

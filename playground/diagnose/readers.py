@@ -1,7 +1,8 @@
 """Readers for metrics logged outside the playground: verl console logs and TensorBoard event dirs.
 
 They mirror verl's loggers (`verl/utils/tracking.py`: `concat_dict_to_str` for the console, `add_scalar`
-under `tensorboard_log/<project>/<experiment>`) and return the same `LogRead` as `runs.read_metrics_jsonl`.
+under `tensorboard_log/<project>/<experiment>`) and return the same `LogRead` as `runs.read_metrics_jsonl`;
+`read_any` also dispatches to the readers of wandb's console block and CSV exports (`readers_wandb`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 from typing import TextIO
 
 from playground.metrics import STEP, canonicalize
-from playground.runs import METRICS, LogRead, find_runs, is_run_dir, read_metrics_jsonl
+from playground.runs import METRICS, LogRead, ProblemLog, find_runs, is_run_dir, read_metrics_jsonl
 
 # `step:N` where verl's console logger starts a line; whatever precedes it (a Ray or logging prefix, a tqdm
 # bar without its newline) is ignored. The lookbehind keeps `training/global_step:3` from matching.
@@ -131,10 +132,9 @@ class _ConsoleParser:
 
     def __init__(self, name: str):
         self.name = name
-        self.problems: list[str] = []
+        self.log = ProblemLog()
         self.by_step: dict[int, dict[str, float]] = {}
         self._pending: _StepLine | None = None
-        self._bad_values: dict[str, list] = {}  # key -> [index in problems, count]
         self.out_of_memory = False
 
     def _where(self, first: int, last: int | None = None) -> str:
@@ -167,9 +167,8 @@ class _ConsoleParser:
                 return
             self._finish()
         if _looks_like_fragment(line):
-            self.problems.append(
-                f"{self._where(number)}: metrics without the `step:N` that starts their line "
-                f"(the excerpt starts or breaks mid-line?), ignored: {line.strip()[:80]!r}")
+            self.log.skip(self._where(number), "metrics without the `step:N` that starts their line",
+                          f" (the excerpt starts or breaks mid-line?): {line.strip()[:80]!r}")
 
     def _finish(self) -> None:
         line, self._pending = self._pending, None
@@ -180,30 +179,25 @@ class _ConsoleParser:
         for piece in _pieces(line.body):
             key, sep, text = piece.partition(":")
             if not _PIECE.fullmatch(piece) or not key:
-                self.problems.append(f"{where} (step {line.step}): not a `key:value` pair, skipped: {piece!r}")
+                self.log.add(f"{where} (step {line.step}): not a `key:value` pair, skipped: {piece!r}", "pair")
             elif not sep or not text.strip():
-                self.problems.append(f"{where} (step {line.step}): `{key}` has no value (line cut off?), skipped")
+                self.log.add(f"{where} (step {line.step}): `{key}` has no value (line cut off?), skipped",
+                             ("no value", key))
             elif (value := _to_float(text)) is not None:
                 record[key] = value
-            elif key in self._bad_values:
-                self._bad_values[key][1] += 1
             else:
-                self._bad_values[key] = [len(self.problems), 1]
-                self.problems.append(f"{where} (step {line.step}): `{key}` is not a number ({text.strip()[:40]!r}), "
-                                     "skipped")
+                self.log.add(f"{where} (step {line.step}): `{key}` is not a number ({text.strip()[:40]!r}), skipped",
+                             ("not a number", key))
         if record:
             self.by_step.setdefault(line.step, {}).update({**canonicalize(record), STEP: float(line.step)})
 
     def result(self, source: str) -> LogRead:
         self._finish()
-        for index, count in self._bad_values.values():
-            if count > 1:
-                self.problems[index] += f" (and on {count - 1} more line{'s' if count > 2 else ''})"
-        if not self.by_step and not self.problems:
-            self.problems.append(f"{self.name or 'text'}: no verl step lines (`step:N - key:value - ...`) found")
+        if not self.by_step and not self.log.lines:
+            self.log.add(f"{self.name or 'text'}: no verl step lines (`step:N - key:value - ...`) found")
         records = [self.by_step[s] for s in sorted(self.by_step)]
-        return LogRead(records=records, problems=self.problems, source=source, kind="verl_console",
-                       out_of_memory=self.out_of_memory)
+        return LogRead(records=records, problems=self.log.lines, source=source, kind="verl_console",
+                       out_of_memory=self.out_of_memory, skipped=self.log.skipped)
 
 
 def _parse_lines(lines: Iterable[str], name: str, source: str) -> LogRead:
@@ -214,8 +208,21 @@ def _parse_lines(lines: Iterable[str], name: str, source: str) -> LogRead:
 
 
 def parse_verl_text(text: str, *, name: str = "") -> LogRead:
-    """Read verl console lines from a string (a pasted excerpt); see `read_verl_console_log`."""
-    return _parse_lines(text.split("\n"), name, name)
+    """Read verl console lines from a string (a pasted excerpt); see `read_verl_console_log`. Text that holds a
+    wandb end-of-run block and no step lines is read as that block (`readers_wandb.parse_wandb_text`)."""
+    lines = text.split("\n")
+    if _wandb_only(lines):
+        from playground.diagnose.readers_wandb import parse_wandb_text
+
+        return parse_wandb_text(text, name=name)
+    return _parse_lines(lines, name, name)
+
+
+def _wandb_only(lines: list[str]) -> bool:
+    """True for lines with a wandb end-of-run block and no verl step line: the step lines are exact, so they win."""
+    from playground.diagnose.readers_wandb import holds_block
+
+    return not any(_STEP.search(_clean(line)) for line in lines) and holds_block(lines)
 
 
 def read_verl_console_log(source: str | Path | TextIO, *, name: str = "") -> LogRead:
@@ -326,8 +333,9 @@ def read_tensorboard(logdir: str | Path) -> LogRead:
 def path_kind(path: Path) -> str:
     """What a path holds, for the readers and the diagnosis alike: "run" (a run dir, or its `metrics.jsonl`), "runs"
     (a dir with run dirs under it: a sweep), "tensorboard" (event files at any depth, or one), "jsonl" (a JSON-lines
-    file: ours or verl's file logger), "console" (any other file: a verl console log) or "unknown" (a dir with none
-    of these).
+    file: ours or verl's file logger), "csv" (a `.csv` file: a wandb chart's or history's export), "wandb_history"
+    (a text file with wandb's end-of-run block and no verl step lines), "console" (any other file: a verl console
+    log) or "unknown" (a dir with none of these).
 
     Raises:
         FileNotFoundError: nothing at `path`.
@@ -339,7 +347,12 @@ def path_kind(path: Path) -> str:
             return "run"
         if path.suffix == ".jsonl":
             return "jsonl"
-        return "tensorboard" if path.name.startswith("events.out.tfevents.") else "console"
+        if path.suffix.lower() == ".csv":
+            return "csv"
+        if path.name.startswith("events.out.tfevents."):
+            return "tensorboard"
+        text = path.read_bytes().decode("utf-8", errors="replace")
+        return "wandb_history" if _wandb_only(text.split("\n")) else "console"
     if is_run_dir(path):
         return "run"
     if find_runs([path]):
@@ -366,5 +379,9 @@ def read_any(path: str | Path) -> LogRead:
         return read_tensorboard(path)
     if kind == "console":
         return read_verl_console_log(path)
+    if kind in ("csv", "wandb_history"):
+        from playground.diagnose.readers_wandb import read_wandb_block, read_wandb_csv
+
+        return read_wandb_csv(path) if kind == "csv" else read_wandb_block(path)
     return LogRead(records=[], source=str(path), problems=[
         f"{path}: no {METRICS} and no TensorBoard event files here; pass a console log file itself"])

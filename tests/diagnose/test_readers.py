@@ -115,6 +115,7 @@ def test_excerpt_cut_at_both_ends_reports_the_fragments():
     assert len(read.problems) == 2
     assert read.problems[0].startswith("excerpt_cut.log line 1: metrics without the `step:N`")
     assert read.problems[1] == "excerpt_cut.log line 3 (step 8): `actor/grad_no` has no value (line cut off?), skipped"
+    assert read.skipped == {"metrics without the `step:N` that starts their line": 1}
 
 
 def test_excerpt_cut_after_a_key_reports_the_key():
@@ -367,3 +368,38 @@ def test_read_any_console_log_and_junk(tmp_path):
     assert read.records == [] and "no metrics.jsonl" in read.problems[0]
     with pytest.raises(FileNotFoundError, match="nothing at"):
         read_any(tmp_path / "missing")
+
+
+# ---- skipped lines: counted by why, one problem line per why ---------------------------------------------------
+
+
+def test_corrupt_metrics_jsonl_lines_are_counted_and_folded(tmp_path):
+    good = [json.dumps({STEP: s, "actor/pg_loss": 0.1 * s}) for s in range(1, 4)]
+    lines = [good[0], "garbage", good[1], "{half", "[1, 2]", json.dumps({"actor/pg_loss": 1}), "nope", good[2]]
+    (tmp_path / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    read = read_any(tmp_path)
+    assert read.steps == [1, 2, 3]
+    assert read.skipped == {"not valid JSON": 3, "not a JSON object": 1, f"no {STEP}": 1}
+    assert read.problems == [
+        "metrics.jsonl line 2: not valid JSON, skipped (and on 2 more lines)",
+        "metrics.jsonl line 5: not a JSON object, skipped",
+        f"metrics.jsonl line 6: no {STEP}, skipped",
+    ]
+    assert read.skipped_note() == (f"5 lines of metrics.jsonl skipped (3 not valid JSON, 1 not a JSON object, "
+                                   f"1 no {STEP})")
+
+
+def test_one_kind_of_skip_names_its_why_and_a_clean_read_has_no_note(tmp_path):
+    path = tmp_path / "m.jsonl"
+    path.write_text("\n".join([json.dumps({STEP: 1})] + ["x"] * 3) + "\n")
+    assert read_any(path).skipped_note() == "3 lines of m.jsonl skipped (not valid JSON)"
+    assert _read("plain_v04.log").skipped == {} and _read("plain_v04.log").skipped_note() is None
+
+
+def test_console_fragments_are_counted_in_one_problem_line():
+    fragment = "actor/pg_clipfrac:0.1 - actor/ppo_kl:0.003"
+    read = parse_verl_text("\n".join([fragment, "step:1 - actor/pg_loss:0.5", "", fragment, "", fragment]))
+    assert read.records == [{"actor/pg_loss": 0.5, STEP: 1.0}]
+    assert read.skipped == {"metrics without the `step:N` that starts their line": 3}
+    assert len(read.problems) == 1 and read.problems[0].startswith("line 1: metrics without the `step:N`")
+    assert read.problems[0].endswith("skipped (and on 2 more lines)")
