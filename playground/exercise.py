@@ -169,6 +169,16 @@ def judge(ex: Exercise, run_dir: Path) -> Verdict:
                    score=last_value(run_dir, ex.bar["metric"]), bar=float(ex.bar["value"]))
 
 
+def root_above(run_dir: Path, finding_id: str, roots: list[str]) -> dict | None:
+    """The root finding (one of `roots`) that the run's diagnosis puts `finding_id` under as a consequence, if any:
+    a participant who named a consequence is pointed up the chain, not told the answer."""
+    for diagnosis in (read_findings(run_dir) or {}).get("diagnoses", []):
+        ids = [f["id"] for f in diagnosis.get("consequences", [])]
+        if finding_id in ids and diagnosis["root"]["id"] in roots:
+            return diagnosis["root"]
+    return None
+
+
 def fix_overrides(ex: Exercise, fix: list[str], steps: int | None = None) -> list[str]:
     """The check's run: the mystery config, then the participant's fix (later overrides win), then the check's own."""
     out = [*ex.mystery(), *fix, "trainer.mystery=false", f"trainer.total_training_steps={steps or ex.steps['check']}",
@@ -206,6 +216,8 @@ def check(ex: Exercise, diagnosis: str, fix_text: str | None, root: Path | None 
         lines.append(say("diag_wrong", lang, id=diagnosis))
         if diagnosis in ex.near_misses:
             lines.append(ex.near_misses[diagnosis][lang])
+        elif (cause := root_above(run_dir, diagnosis, ex.right_ids)) is not None:
+            lines.append(say("diag_consequence", lang, id=diagnosis, step=cause["first_step"]))
         lines.append(next_hint(ex, progress, "hints", lang))
         save_progress(ex, {**progress, "attempts": int(progress.get("attempts", 0)) + 1}, root)
         return False, lines

@@ -84,8 +84,9 @@ def test_the_shortened_mystery_run_shows_the_expected_failure(ex, tmp_path):
     assert run_dir == mystery_dir(ex, tmp_path)
     info = read_run_info(run_dir)
     assert info["mystery"] is True and info["scenario"] == "mystery" and not info.get("solved")
-    found = [f["id"] for f in read_findings(run_dir)["findings"]]
-    assert ex.diagnosis in found, (status, found)
+    report = read_findings(run_dir)
+    roots = [d["root"]["id"] for d in report["diagnoses"]]
+    assert ex.diagnosis in roots, (status, roots, [f["id"] for f in report["findings"]])
 
 
 def test_the_reference_answer_passes_and_unhides_the_run(tmp_path):
@@ -123,6 +124,22 @@ def test_a_wrong_diagnosis_gets_the_next_hint_and_not_the_answer(tmp_path):
     assert not (tmp_path / ex.id / "fix-1").exists()  # a wrong diagnosis trains nothing
     assert read_run_info(run_dir).get("solved") is None
     assert "lr_too_high" not in "\n".join(lines) and "0.005" not in "\n".join(lines[1:])
+
+
+def test_a_consequence_named_instead_of_the_root_points_up_the_chain(tmp_path):
+    ex = find("1")  # lr_too_high
+    run_dir = mystery_dir(ex, tmp_path)
+    run_dir.mkdir(parents=True)
+    (run_dir / "run.json").write_text(json.dumps({"status": "finished", "mystery": True}))
+    finding = {"id": "lr_too_high", "severity": "warning", "first_step": 4, "last_step": 9}
+    consequence = {"id": "grad_clip_saturation", "severity": "warning", "first_step": 6, "last_step": 9}
+    (run_dir / "findings.json").write_text(json.dumps({"diagnoses": [{"root": finding, "consequences": [consequence]}],
+                                                       "findings": [finding, consequence]}))
+    ok, lines = check(ex, "grad_clip_saturation", None, root=tmp_path)
+    assert not ok
+    assert lines[1] == ("grad_clip_saturation is really in this run, but as a consequence: something earlier explains "
+                        "it. Look at what went wrong first, by step 4.")
+    assert "lr_too_high" not in "\n".join(lines)
 
 
 def test_a_fix_that_does_not_fix_is_rejected_with_what_is_still_wrong(tmp_path):

@@ -28,6 +28,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--lang", choices=("en", "zh"), default="en", help="language of the report")
     parser.add_argument("--family", choices=FAMILIES,
                         help="thresholds to use (default: from run.json, else the guide's llm values)")
+    parser.add_argument("--loss-updates", type=float, default=None, metavar="N",
+                        help="a verl >= 0.7 log: its actor/pg_loss and actor/kl_loss sum over N updates a step "
+                             "(ppo_epochs x train_batch_size / ppo_mini_batch_size); default: losses are means")
     return parser
 
 
@@ -36,12 +39,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if (args.path is None) == (args.text is None):
         parser.error("give a PATH or --text, not both")
+    if args.loss_updates is not None and not args.loss_updates >= 1:
+        parser.error(f"--loss-updates={args.loss_updates:g} is out of range: allowed >= 1")
     if args.text is not None:
         read = parse_verl_text(args.text, name="text")
-        results = [("text", diagnose_read(read, family=args.family))]
+        results = [("text", diagnose_read(read, family=args.family, loss_updates=args.loss_updates))]
     else:
         try:
-            results = diagnose_path(args.path, family=args.family)
+            results = diagnose_path(args.path, family=args.family, loss_updates=args.loss_updates)
         except (FileNotFoundError, PermissionError, IsADirectoryError) as e:
             print(f"error: {e}", file=sys.stderr)
             return 2

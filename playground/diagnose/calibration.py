@@ -23,7 +23,7 @@ class Calibration:
     value: float  # the family's threshold
     guide: float  # the guide's value it replaces
     healthy: str  # the measured healthy distribution it was derived from
-    seeds: int  # how many seeds that distribution covers
+    seeds: int  # how many seeds (playground families) or real logs (llm) that distribution covers
     source: str  # where it was measured
 
 
@@ -33,6 +33,11 @@ _GYM = ("playground CartPole, Acrobot and Pendulum, scenario=healthy, seeds 1-8 
 _TOKEN = ("playground reverse-5 (GRPO and PPO with a critic), scenario=healthy, seeds 1-5 x 50 steps each, and "
           "addition (GRPO and PPO), seeds 1-3 x 100 steps; measured by the lead (lr schedule stepped once per "
           "training step); shared/reference/token-feasibility.md saw the same orders of magnitude")
+
+_LLM = ("the panel of real, public verl logs (tests/diagnose/fixtures/real/logs.yaml, sources in its SOURCES.md): "
+        "7 healthy console logs, 672 steps of PPO and GRPO on 0.5B-7B models at verl's grad_clip 1.0; each value is "
+        "the tightest threshold every healthy log allows under the rule's own window, as printed by "
+        "`python -m benchmarks.llm_calibration`, with a margin")
 
 CALIBRATION: tuple[Calibration, ...] = (
     Calibration("gym", "lr_too_high", "clipfrac_high", 0.2, 0.5,
@@ -66,6 +71,32 @@ CALIBRATION: tuple[Calibration, ...] = (
                 "and 0.39 (PPO) on addition (3 seeds x 100 steps): a tiny model sharpening a flat SFT base moves "
                 "further from it than an LLM does; kl_loss_coef 0 for 150 steps passes 0.4 by step 76-85",
                 5, _TOKEN),
+    # llm: the guide's numbers are LLM numbers, but real healthy runs sit outside several of them
+    Calibration("llm", "lr_too_low", "kl_low", 1e-4, 1e-3,
+                "healthy |ppo_kl| p50 7.6e-5, p90 0.002: most healthy steps sit under the guide's 1e-3 (lr 1e-6 moves an "
+                "LLM little); a 10-step window of a healthy log keeps 20% of its steps above 1.5e-4 (the smallest such "
+                "point, charcount; logged zeros are rounding or the on-policy shortcut, not measured)", 7, _LLM),
+    Calibration("llm", "grad_clip_saturation", "clipped", 3.0, 1.0,
+                "healthy pre-clip actor/grad_norm / grad_clip p50 1.65, p90 2.79, p99 5.6 (max 10.6, gemma): a norm "
+                "past the clip is the norm of most healthy steps; 80% of a healthy 10-step window stays under 2.31 "
+                "(the largest such point, the 7B dstack plateau)", 7, _LLM),
+    Calibration("llm", "unstable_policy_loss", "swing", 0.75, 0.05,
+                "healthy 10-step mean |step-to-step change| of actor/pg_loss up to 0.575 (7B dstack PPO; p50 of all "
+                "steps' windows 0.067): token-mean pg_loss with whitened advantages is noisy", 6, _LLM),
+    Calibration("llm", "kl_drift_loss", "kl_ref_high", 0.5, 0.1,
+                "healthy actor/kl_loss (low_var_kl, kl_loss_coef 0.001) p50 0.165, p90 0.32, max 0.417 (Qwen2-7B PPO): "
+                "a policy that learns drifts that far from its reference", 3, _LLM),
+    Calibration("llm", "kl_drift_reward", "kl_ref_high", 0.2, 0.1,
+                "healthy actor/reward_kl_penalty (KL in the reward, kl_coef 0.001) p90 0.116, max 0.128 (gemma-2-2b "
+                "PPO, the panel's one log with KL in the reward)", 1, _LLM),
+    Calibration("llm", "overly_deterministic", "rel_low", 0.015, 0.05,
+                "healthy actor/entropy (nats: a verl log gives no maximum) p1 0.024, min 0.016: converged LLM policies "
+                "sit at 0.02-0.04; 80% of a healthy 10-step window stays above 0.024 (the smallest such point, "
+                "Qwen2-7B PPO plateau)", 7, _LLM),
+    Calibration("llm", "advantage_not_normalized", "spread_high", 40.0, 20.0,
+                "healthy advantages max - min p50 5.4, p99 21.8, max 38.2 (whitened GAE advantages over many tokens have "
+                "long tails); 40% of a healthy 5-step window stays under 26.8 (the largest such point, Qwen2.5-0.5B "
+                "PPO); |advantages mean| never passes 0.01", 7, _LLM),
 )
 
 # Thresholds measured on a family's healthy runs where the guide's value holds, so no entry above overrides it

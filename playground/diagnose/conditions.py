@@ -20,7 +20,11 @@ _OPS: dict[str, tuple[str, Callable[[float, float], bool]]] = {
 
 
 class Log:
-    """One run's records as columns (`val/*` carried forward), its steps, and its facts."""
+    """One run's records as columns (`val/*` carried forward), its steps, and its facts.
+
+    A coarse log (facts `shape_only`: a wandb end-of-run block) knows its metrics' shapes but not their sizes, but
+    for each metric's last value (the run summary's) where it is not `unscaled`: only trends read the rest.
+    """
 
     def __init__(self, facts: Mapping[str, Any]):
         self.facts = dict(facts)
@@ -29,6 +33,9 @@ class Log:
         self.n = 0
         self.memo: dict[tuple[Any, int], Any] = {}  # (predicate, record index) -> its value
         self._first: dict[str, float] = {}
+        self.shape_only = bool(self.facts.get("shape_only"))
+        self.unscaled = set(self.facts.get("unscaled") or ())
+        self.reading_shape = False  # set while a trend reads values: shapes are what it needs
 
     def append(self, record: Mapping[str, float]) -> None:
         for key in record:
@@ -45,7 +52,11 @@ class Log:
 
     def get(self, key: str, i: int) -> float | None:
         col = self.cols.get(key)
-        return None if col is None else col[i]
+        if col is None:
+            return None
+        if self.shape_only and not self.reading_shape and (key in self.unscaled or i != self.n - 1):
+            return None  # a size the log does not know
+        return col[i]
 
     def first(self, key: str) -> float | None:
         """The metric's first finite value (it never changes once there is one)."""
@@ -316,15 +327,24 @@ class Frac(Node):
 
 
 class Trend(Node):
-    """drop | rising | not_rising | swing | falls_then_rises of a series over the window."""
+    """drop | rising | not_rising | swing | falls_then_rises of a series over the window; improving | not_improving
+    of it over the whole log (a finished run: all of it; a run being watched: so far), whatever the window."""
 
-    MIN_VALUES = {"drop": 2, "rising": 3, "not_rising": 3, "swing": 3, "falls_then_rises": 5}
+    MIN_VALUES = {"drop": 2, "rising": 3, "not_rising": 3, "swing": 3, "falls_then_rises": 5, "improving": 3,
+                  "not_improving": 3}
+    NEGATED = ("not_rising", "not_improving")  # true when unknown: "not shown to rise"
 
     def __init__(self, kind: str, series: Series, value: float, text: str):
         self.kind, self.series, self.value, self.text = kind, series, value, text
 
     def _values(self, log: Log, idx: Sequence[int]) -> list[float]:
-        return [v for i in idx if (v := self.series.value(log, i)) is not None and math.isfinite(v)]
+        if self.kind in ("improving", "not_improving"):
+            idx = range(log.n)
+        log.reading_shape = True
+        try:
+            return [v for i in idx if (v := self.series.value(log, i)) is not None and math.isfinite(v)]
+        finally:
+            log.reading_shape = False
 
     def measure(self, log: Log, values: list[float]) -> float | None:
         """drop: the fraction lost; rising: the rise in units of its scale; swing: mean |change|;
@@ -332,7 +352,8 @@ class Trend(Node):
         n = len(values)
         if n < self.MIN_VALUES[self.kind]:
             return None
-        k = max(1, n // (5 if self.kind in ("drop", "falls_then_rises") else 3))
+        # whole-run and falling measures compare fifths (the run's start and end); window rises compare thirds
+        k = max(1, n // (5 if self.kind in ("drop", "falls_then_rises", "improving", "not_improving") else 3))
         a, b = sum(values[:k]) / k, sum(values[-k:]) / k
         if self.kind == "drop":
             return None if a <= 0 else 1 - b / a
@@ -349,9 +370,9 @@ class Trend(Node):
     def over(self, log: Log, idx: Sequence[int]) -> bool | None:
         m = self.measure(log, self._values(log, idx))
         if m is None:
-            return True if self.kind == "not_rising" else None
+            return True if self.kind in self.NEGATED else None
         holds = m > self.value
-        return not holds if self.kind == "not_rising" else holds
+        return not holds if self.kind in self.NEGATED else holds
 
     def evidence(self, log: Log, idx: Sequence[int]) -> list[dict]:
         values = self._values(log, idx)
@@ -363,7 +384,8 @@ class Trend(Node):
             return [{"metric": metric, "step": step, "value": values[-1], "status": None,
                      "range": f"{self.series.label_for(log)} trend: too few values to tell ({len(values)})"}]
         word = {"drop": "falls by >", "rising": "rises by >", "not_rising": "rises by <=", "swing": "swings by >",
-                "falls_then_rises": "falls, then rises by >"}[self.kind]
+                "falls_then_rises": "falls, then rises by >", "improving": "has risen since the start by >",
+                "not_improving": "has risen since the start by <="}[self.kind]
         holds = self.over(log, idx)
         raw = log.get(metric, idx[-1])
         return [{"metric": metric, "step": step, "value": values[-1] if raw is None else raw,
@@ -417,8 +439,8 @@ def compile_condition(spec: Any, defs: Mapping[str, Any], thresholds: Mapping[st
             return MetricSet(kind, list(spec[kind]))
     if "frac" in spec:
         return Frac(sub(spec["frac"]), _number(spec["ge"], thresholds)[0])
-    for kind, key in (("drop", "gt"), ("swing", "gt"), ("rising", "by"), ("not_rising", "by"),
-                      ("falls_then_rises", "by")):
+    for kind, key in (("drop", "gt"), ("swing", "gt"), ("rising", "by"), ("not_rising", "by"), ("improving", "by"),
+                      ("not_improving", "by"), ("falls_then_rises", "by")):
         if kind in spec:
             number, text = _number(spec.get(key, 0.05), thresholds)
             return Trend(kind, compile_series(spec[kind], defs), number, text)

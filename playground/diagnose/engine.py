@@ -13,17 +13,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from playground import failures
-from playground.diagnose import catalogue
+from playground.diagnose import catalogue, causes
 from playground.diagnose.calibration import FAMILIES, calibrated, family_band_status, has_band, ok_range
 from playground.diagnose.conditions import Log, Node, Series, compile_condition, compile_series
 from playground.metrics import canonicalize, fmt
 
-RULES_PATH = Path(__file__).with_name("rules.yaml")
 VERL_GRAD_CLIP = 1.0  # verl's default actor grad_clip, assumed for logs that do not say
-SHORT_RUN = 5  # fewer score values than this: too short to tell whether the score rose
 KINDS = ("point", "window", "trend", "run")
 SHORTCUT_KEYS = ("actor/ppo_kl", "actor/pg_clipfrac", "actor/pg_clipfrac_lower")
 
@@ -44,8 +40,13 @@ class Finding:
 
 
 @dataclass
-class Diagnosis:
+class Report:
+    """Everything the engine says of one log: its findings, grouped into diagnoses (a root cause and the
+    consequences it explains, `causes.group`), the §11.2 checks it ruled out, and notes on what it could not judge."""
+
     findings: list[Finding]
+    diagnoses: list[causes.Diagnosis] = field(default_factory=list)
+    ruled_out: list[dict] = field(default_factory=list)  # {"name", "title": {"en", "zh"}} of the checks that passed
     notes: list[str] = field(default_factory=list)  # e.g. "entropy_collapse: too little data (3 steps, needs 5)"
     problems: list[str] = field(default_factory=list)  # reader problems, passed through
     family: str = "llm"
@@ -59,8 +60,13 @@ class Diagnosis:
     def ids(self) -> list[str]:
         return [f.id for f in self.findings]
 
+    def roots(self) -> list[str]:
+        """The root cause of each diagnosis, problems first."""
+        return [d.root.id for d in self.diagnoses]
+
     def to_dict(self) -> dict:
-        return {"findings": [f.to_dict() for f in self.findings], "notes": list(self.notes),
+        return {"diagnoses": [d.to_dict() for d in self.diagnoses], "findings": [f.to_dict() for f in self.findings],
+                "ruled_out": [dict(c) for c in self.ruled_out], "notes": list(self.notes),
                 "problems": list(self.problems), "family": self.family, "source": self.source,
                 "steps": self.steps, "worst_severity": self.worst_severity()}
 
@@ -77,12 +83,7 @@ class Rule:
     after_step: int
     when: Node
     evidence: list[Series]
-
-
-@functools.lru_cache(maxsize=1)
-def _rules_file() -> dict:
-    with open(RULES_PATH, encoding="utf-8") as f:
-        return yaml.safe_load(f)
+    fix: dict | None  # the rule's own fix, when it differs from its id's (rules.yaml)
 
 
 def _thresholds(rule: Mapping[str, Any], family: str) -> dict[str, tuple[float, str]]:
@@ -100,7 +101,7 @@ def _thresholds(rule: Mapping[str, Any], family: str) -> dict[str, tuple[float, 
 @functools.lru_cache(maxsize=len(FAMILIES))
 def rules(family: str) -> tuple[Rule, ...]:
     """The rules of `rules.yaml`, compiled with the family's thresholds."""
-    data = _rules_file()
+    data = catalogue.document()
     defs = data.get("series", {})
     out = []
     for spec in data["rules"]:
@@ -117,7 +118,7 @@ def rules(family: str) -> tuple[Rule, ...]:
             needs=[compile_series(m, defs) for m in spec.get("metrics", [])], window=window,
             min_steps=int(spec.get("min_steps", window if kind == "trend" else 1)),
             after_step=int(spec.get("after_step", -1)), when=when,
-            evidence=[compile_series(m, defs) for m in spec.get("evidence", [])]))
+            evidence=[compile_series(m, defs) for m in spec.get("evidence", [])], fix=spec.get("fix")))
     return tuple(out)
 
 
@@ -149,18 +150,19 @@ def _windows(rule: Rule, log: Log, last_only: bool) -> tuple[list[list[int]], st
     return [relevant[s:s + rule.window] for s in starts], None
 
 
-def evaluate(rule: Rule, log: Log, last_only: bool = False) -> tuple[list[list[int]], list[str]]:
-    """The windows where the rule holds (each a list of record indices), and notes."""
+def evaluate(rule: Rule, log: Log, last_only: bool = False) -> tuple[list[list[int]], list[str], bool]:
+    """The windows where the rule holds (each a list of record indices), notes, and whether the log gave the rule
+    anything to judge (its metrics, and enough steps)."""
     if rule.kind == "run":
         idx = [log.n - 1] if log.n else []
-        return ([idx] if rule.when.over(log, idx) is True else []), []
+        return ([idx] if rule.when.over(log, idx) is True else []), [], bool(idx)
     windows, note = _windows(rule, log, last_only)
     fired = [w for w in windows if rule.when.over(log, w) is True]
     notes = [note] if note else []
     if fired and len(fired[-1]) < rule.window and rule.kind != "point":
         n = len(fired[-1])
         notes.append(f"{rule.name}: judged on {n} step{'s' * (n != 1)} (its window is {rule.window})")
-    return fired, notes
+    return fired, notes, bool(windows)
 
 
 def _step_of(log: Log, idx: list[int]) -> int:
@@ -195,14 +197,15 @@ def _finding(finding_id: str, fired: list[tuple[Rule, list[list[int]]]], log: Lo
                     evidence.append(item)
             if windows[-1]:
                 evidence += _extra_evidence(rule, log, windows[-1][-1], family, seen)
-    if failures.severity(finding_id) == "info":  # a state, not a failure: its thresholds are not "bad"
+    severity = failures.severity(finding_id)
+    if not catalogue.document()["severities"].get(severity, {}).get("marks_bad", True):
         for item in evidence:
             item["status"] = "ok" if item["status"] == "bad" else item["status"]
-    names = [rule.name for rule, _ in fired]
-    steps = catalogue.KL_IN_REWARD_FIX if names == ["kl_drift_reward"] else None
-    return Finding(id=finding_id, severity=failures.severity(finding_id), first_step=min(firsts),
-                   last_step=max(lasts), evidence=evidence, explanation=dict(catalogue.EXPLANATIONS[finding_id]),
-                   fix=catalogue.render_fix(finding_id, family, config, steps), rule=", ".join(names))
+    own = [rule.fix for rule, _ in fired if rule.fix is not None]  # every rule that fired has its own fix: the first
+    spec = own[0] if own and len(own) == len(fired) else None
+    return Finding(id=finding_id, severity=severity, first_step=min(firsts), last_step=max(lasts), evidence=evidence,
+                   explanation=catalogue.explanation(finding_id),
+                   fix=catalogue.render_fix(finding_id, family, config, spec), rule=", ".join(r.name for r, _ in fired))
 
 
 # ---- the run's facts ---------------------------------------------------------------------------------------
@@ -246,57 +249,65 @@ def facts(info: Mapping | None, config: Mapping | None, family: str) -> dict:
         "status": info.get("status"),
         "family": family,
         "score_metric": info.get("score_metric"),
+        # the updates (mini-batches x epochs) a step's logged losses sum over: 1 for means (the playground, verl
+        # < 0.7); a verl >= 0.7 log gives its own (`python -m playground.diagnose --loss-updates N`)
+        "loss_updates": float(info.get("loss_updates", 1)),
+        "shape_only": bool(info.get("shape_only")), "unscaled": list(info.get("unscaled") or ()),
     }
 
 
 # ---- diagnosis ---------------------------------------------------------------------------------------------
-def _healthy(log: Log, findings: list[Finding], notes: list[str]) -> Finding | None:
-    """`healthy` when no warning or worse, and the score rose, is at its target, or the run is too short."""
-    if log.n == 0 or any(f.severity != "info" for f in findings):
-        return None
+def _verdicts(log: Log, findings: list[Finding], family: str, notes: list[str]) -> list[Finding]:
+    """The findings `rules.yaml`'s verdicts give on the run as a whole (healthy), judged on the steps with a score."""
     score = compile_series("score", {})
     known = [i for i in range(log.n) if score.value(log, i) is not None]
-    gap = compile_series("score_gap", {})
-    evidence = [{"metric": score.metric_name(log), "step": log.steps[i], "value": score.value(log, i),
-                 "range": "rises towards score_target", "status": "ok"} for i in dict.fromkeys(known[:1] + known[-1:])]
-    if len(known) < SHORT_RUN:
-        notes.append(f"healthy: too little data to tell whether the score rose ({len(known)} score value"
-                     f"{'s' * (len(known) != 1)}, needs {SHORT_RUN})")
-    else:
-        rising = compile_condition({"rising": "score"}, {}, {}).over(log, known)
-        last_gap = gap.value(log, known[-1])
-        at_target = last_gap is not None and last_gap <= 0
-        if not (rising or at_target):
-            notes.append("no warning, but the score did not rise: not called healthy")
-            return None
-    first, last = log.steps[0], log.steps[-1]
-    return Finding(id="healthy", severity="info", first_step=first, last_step=last, evidence=evidence,
-                   explanation=dict(catalogue.EXPLANATIONS["healthy"]), fix="", rule="healthy")
+    out = []
+    for spec in catalogue.document().get("verdicts", []):
+        if log.n == 0 or any(f.severity in spec["unless"] for f in findings):
+            continue
+        if len(known) < spec["short_run"]:
+            notes.append(f"{spec['name']}: too little data to tell whether the score rose ({len(known)} score value"
+                         f"{'s' * (len(known) != 1)}, needs {spec['short_run']})")
+        elif compile_condition(spec["when"], {}, {}).over(log, known) is not True:
+            notes.append(spec["otherwise"])
+            continue
+        ends = dict.fromkeys(known[:1] + known[-1:])  # the first and the last score
+        evidence = [{"metric": score.metric_name(log), "step": log.steps[i], "value": score.value(log, i),
+                     "range": "rises towards score_target", "status": "ok"} for i in ends]
+        out.append(Finding(id=spec["id"], severity=failures.severity(spec["id"]), first_step=log.steps[0],
+                           last_step=log.steps[-1], evidence=evidence, explanation=catalogue.explanation(spec["id"]),
+                           fix="", rule=spec["name"]))
+    return out
 
 
 def diagnose_log(log: Log, family: str, config: Mapping | None = None, notes: Sequence[str] = (),
-                 problems: Sequence[str] = (), source: str = "") -> Diagnosis:
+                 problems: Sequence[str] = (), source: str = "") -> Report:
     """Apply every rule to a log already built (see `diagnose`)."""
     notes = list(notes)
     if log.facts.get("grad_clip_assumed") and "actor/grad_norm" in log.cols:
         notes.append(f"grad_clip is not in the log: verl's default {VERL_GRAD_CLIP} assumed")
     by_id: dict[str, list[tuple[Rule, list[list[int]]]]] = {}
+    judged: set[str] = set()  # ids some rule could judge on this log
     for rule in rules(family):
-        fired, rule_notes = evaluate(rule, log)
+        fired, rule_notes, was_judged = evaluate(rule, log)
+        if was_judged:
+            judged.add(rule.id)
         notes += rule_notes
         if fired:
             by_id.setdefault(rule.id, []).append((rule, fired))
     findings = [_finding(fid, fired, log, family, config) for fid, fired in by_id.items()]
-    healthy = _healthy(log, findings, notes)
-    if healthy is not None:
-        findings.append(healthy)
+    findings += _verdicts(log, findings, family, notes)
     findings.sort(key=lambda f: (-failures.SEVERITY_ORDER.index(f.severity), f.first_step, f.id))
-    return Diagnosis(findings=findings, notes=list(dict.fromkeys(notes)), problems=list(problems), family=family,
-                     source=source, steps=log.n)
+    if log.facts.get("loss_updates", 1) != 1:
+        notes.append(f"losses read as sums over {log.facts['loss_updates']:g} updates a step (verl >= 0.7): "
+                     "rules on their size judge them per update")
+    return Report(findings=findings, diagnoses=causes.group(findings),
+                  ruled_out=causes.ruled_out((f.id for f in findings), judged), notes=list(dict.fromkeys(notes)),
+                  problems=list(problems), family=family, source=source, steps=log.n)
 
 
 def diagnose(records: list[dict[str, float]], *, info: dict | None = None, family: str | None = None,
-             config: Any = None) -> Diagnosis:
+             config: Any = None) -> Report:
     """Diagnose one run's metrics.
 
     Args:
@@ -316,10 +327,10 @@ def diagnose(records: list[dict[str, float]], *, info: dict | None = None, famil
     return diagnose_log(log, fam, cfg)
 
 
-def findings_document(diagnosis: Diagnosis) -> dict:
-    """What `findings.json` holds: the diagnosis, versioned and dated, less what it was read from (the run dir
-    is where the file lies)."""
-    document = {"version": 1, **diagnosis.to_dict()}
+def findings_document(report: Report) -> dict:
+    """What `findings.json` holds: the report (diagnoses, the flat findings beside them for older readers),
+    versioned and dated, less what it was read from (the run dir is where the file lies)."""
+    document = {"version": 2, **report.to_dict()}
     del document["source"], document["steps"]
     document["diagnosed_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     return document
@@ -388,7 +399,7 @@ def _read_config(run_dir: Path) -> dict | None:
 
 
 def diagnose_run_dir(run_dir: str | Path, *, family: str | None = None, config: Any = None,
-                     write: bool = True) -> Diagnosis:
+                     write: bool = True) -> Report:
     """Diagnose a run dir (`metrics.jsonl`, `run.json`, `.hydra/config.yaml`) and write its `findings.json`.
 
     Args:
@@ -404,22 +415,41 @@ def diagnose_run_dir(run_dir: str | Path, *, family: str | None = None, config: 
     config = plain_config(config) if config is not None else _read_config(run_dir)
     diagnosis = diagnose(records, info=info, family=family, config=config)
     diagnosis.problems, diagnosis.source = problems, str(run_dir)
+    if read is not None and (note := read.skipped_note()):
+        diagnosis.notes.append(note)
     if write:
         write_findings(run_dir, findings_document(diagnosis))
     return diagnosis
 
 
-def diagnose_read(read, *, family: str | None = None) -> Diagnosis:
-    """Diagnose a `LogRead` from any reader; a console log that reports an out-of-memory error counts as `oom`."""
-    info = {"status": "oom"} if read.out_of_memory else None
-    diagnosis = diagnose(read.records, info=info, family=family)
+def diagnose_read(read, *, family: str | None = None, loss_updates: float | None = None) -> Report:
+    """Diagnose a `LogRead` from any reader; a console log that reports an out-of-memory error counts as `oom`.
+
+    Args:
+        loss_updates: a verl >= 0.7 log's updates per step, which its logged losses sum over (None: means).
+    """
+    info = {"status": "oom"} if read.out_of_memory else {}
+    if loss_updates is not None:
+        info["loss_updates"] = loss_updates
+    if read.kind == "wandb_history":  # sparklines: shapes for the trends, sizes only where the summary gives them
+        info.update(shape_only=True, unscaled=list(read.unscaled))
+    diagnosis = diagnose(read.records, info=info or None, family=family)
     diagnosis.problems, diagnosis.source = list(read.problems), read.source
-    if info:
+    if read.out_of_memory:
         diagnosis.notes.append("the log reports an out-of-memory error")
+    if read.kind == "wandb_history":
+        diagnosis.notes.append("a wandb end-of-run block: trends read from its sparklines, sizes judged only on the "
+                               "run summary's last values")
+    if note := read.skipped_note():
+        diagnosis.notes.append(note)
+    if loss_updates is None and any("actor/pg_loss" in r or "actor/kl_loss" in r for r in read.records):
+        diagnosis.notes.append("actor/pg_loss and actor/kl_loss read as means over a step's updates (the playground, "
+                               "verl < 0.7); a verl >= 0.7 log sums them: pass --loss-updates N")
     return diagnosis
 
 
-def diagnose_path(path: str | Path, *, family: str | None = None) -> list[tuple[str, Diagnosis]]:
+def diagnose_path(path: str | Path, *, family: str | None = None,
+                  loss_updates: float | None = None) -> list[tuple[str, Report]]:
     """Diagnose whatever `path` is (`readers.path_kind`): a run dir (also writes its `findings.json`), a multirun dir
     (every run under it), a `metrics.jsonl`, a TensorBoard dir or event file, or a verl console log.
 
@@ -434,4 +464,4 @@ def diagnose_path(path: str | Path, *, family: str | None = None) -> list[tuple[
         runs = find_runs([path.parent if path.is_file() else path])
         return [(str(run), diagnose_run_dir(run, family=family)) for run in runs]
     read = read_any(path)
-    return [(read.source or str(path), diagnose_read(read, family=family))]
+    return [(read.source or str(path), diagnose_read(read, family=family, loss_updates=loss_updates))]

@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 
 from playground import failures
-from playground.diagnose.engine import Diagnosis, findings_document
+from playground.diagnose.engine import Finding, Report, findings_document
 from playground.metrics import fmt
 from playground.runs import jsonable
 
@@ -14,60 +14,76 @@ LABELS: dict[str, dict[str, str]] = {
     "en": {"header": "== {source} (family {family}, {steps} steps)", "none": "no findings", "worst": "worst",
            "status": "status", "steps": "steps {range}", "step": "step {range}", "at": "at step {step}",
            "rule": "rule", "why": "why", "fix": "fix", "no_fix": "(no config key: see why)", "notes": "notes",
-           "problems": "could not read"},
+           "problems": "could not read", "root": "root cause", "because": "a consequence of {root}",
+           "ruled_out": "checked and ruled out", "none_ruled_out": "nothing: the checks' metrics are not in the log"},
     "zh": {"header": "== {source}（任务类型 {family}，{steps} 步）", "none": "没有发现问题", "worst": "最严重",
            "status": "状态", "steps": "第 {range} 步", "step": "第 {range} 步", "at": "第 {step} 步",
            "rule": "规则", "why": "原因", "fix": "修复", "no_fix": "（没有对应的配置项，见原因）", "notes": "说明",
-           "problems": "无法读取"},
+           "problems": "无法读取", "root": "根因", "because": "由 {root} 引起",
+           "ruled_out": "已检查并排除", "none_ruled_out": "无：日志中没有这些检查所需的指标"},
 }
 SEVERITY_WORDS = {"en": {"info": "info", "warning": "warning", "critical": "critical"},
                   "zh": {"info": "信息", "warning": "警告", "critical": "严重"}}
 
 
-def _status_line(diagnosis: Diagnosis, lang: str) -> str:
+def _status_line(report: Report, lang: str) -> str:
     words, label = SEVERITY_WORDS[lang], LABELS[lang]
-    counts = {s: sum(f.severity == s for f in diagnosis.findings) for s in failures.SEVERITY_ORDER}
+    counts = {s: sum(f.severity == s for f in report.findings) for s in failures.SEVERITY_ORDER}
     parts = [f"{counts[s]} {words[s]}" for s in reversed(failures.SEVERITY_ORDER) if counts[s]]
-    worst = diagnosis.worst_severity()
+    worst = report.worst_severity()
     found = ", ".join(parts) if parts else label["none"]
     tail = f" ({label['worst']}: {words[worst]})" if worst else ""
     return f"{label['status']}: {found}{tail}"
 
 
-def format_diagnosis(source: str, diagnosis: Diagnosis, lang: str = "en") -> str:
-    """One source's report: a status line, then each finding with its evidence, cause and fix."""
+def _finding_lines(f: Finding, lang: str, indent: str, cause: str | None) -> list[str]:
     label, words = LABELS[lang], SEVERITY_WORDS[lang]
-    lines = [label["header"].format(source=source, family=diagnosis.family, steps=diagnosis.steps),
-             _status_line(diagnosis, lang)]
-    for f in diagnosis.findings:
-        title = failures.TITLES.get(f.id, {}).get(lang, f.id)
-        one = f.first_step == f.last_step
-        steps = label["step" if one else "steps"].format(range=f.first_step if one else f"{f.first_step}-{f.last_step}")
-        lines.append(f"[{words[f.severity]}] {f.id}: {title}, {steps} ({label['rule']} {f.rule})")
-        for item in f.evidence:
-            status = f" [{item['status']}]" if item.get("status") else ""
-            rng = f": {item['range']}" if item.get("range") else ""
-            at = label["at"].format(step=item["step"])
-            lines.append(f"    {item['metric']} = {fmt(item['value'])} ({at}){rng}{status}")
-        lines.append(f"    {label['why']}: {f.explanation.get(lang) or f.explanation.get('en', '')}")
-        if f.severity != "info" or f.fix:
-            lines.append(f"    {label['fix']}: {f.fix or label['no_fix']}")
-    for title, items in ((label["notes"], diagnosis.notes), (label["problems"], diagnosis.problems)):
+    title = failures.TITLES.get(f.id, {}).get(lang, f.id)
+    one = f.first_step == f.last_step
+    steps = label["step" if one else "steps"].format(range=f.first_step if one else f"{f.first_step}-{f.last_step}")
+    head = f"{label['root']}: " if cause is None and f.severity != "info" else ""
+    tail = f"; {label['because'].format(root=cause)}" if cause else ""
+    lines = [f"{indent}[{words[f.severity]}] {head}{f.id}: {title}, {steps} ({label['rule']} {f.rule}{tail})"]
+    for item in f.evidence:
+        status = f" [{item['status']}]" if item.get("status") else ""
+        rng = f": {item['range']}" if item.get("range") else ""
+        at = label["at"].format(step=item["step"])
+        lines.append(f"{indent}    {item['metric']} = {fmt(item['value'])} ({at}){rng}{status}")
+    lines.append(f"{indent}    {label['why']}: {f.explanation.get(lang) or f.explanation.get('en', '')}")
+    if f.severity != "info" or f.fix:
+        lines.append(f"{indent}    {label['fix']}: {f.fix or label['no_fix']}")
+    return lines
+
+
+def format_diagnosis(source: str, report: Report, lang: str = "en") -> str:
+    """One source's report: a status line, then each diagnosis, its root cause first and the consequences it explains
+    indented under it, each with its evidence, cause and fix; the §11.2 checks ruled out; notes."""
+    label = LABELS[lang]
+    lines = [label["header"].format(source=source, family=report.family, steps=report.steps),
+             _status_line(report, lang)]
+    for diagnosis in report.diagnoses:
+        lines += _finding_lines(diagnosis.root, lang, "", None)
+        for consequence in diagnosis.consequences:
+            lines += _finding_lines(consequence, lang, "    ", diagnosis.root.id)
+    if report.steps:
+        checks = ", ".join(check["title"][lang] for check in report.ruled_out) or label["none_ruled_out"]
+        lines.append(f"{label['ruled_out']}: {checks}")
+    for title, items in ((label["notes"], report.notes), (label["problems"], report.problems)):
         if items:
             lines.append(f"{title}:")
             lines += [f"  - {item}" for item in items]
     return "\n".join(lines)
 
 
-def format_report(results: Sequence[tuple[str, Diagnosis]], lang: str = "en") -> str:
+def format_report(results: Sequence[tuple[str, Report]], lang: str = "en") -> str:
     return "\n\n".join(format_diagnosis(source, d, lang) for source, d in results)
 
 
-def json_document(results: Sequence[tuple[str, Diagnosis]]) -> dict:
+def json_document(results: Sequence[tuple[str, Report]]) -> dict:
     """Every source's `findings.json` content, with its source and step count, in one document."""
     return {"version": 1, "results": [
         {"source": source, "steps": d.steps, **findings_document(d)} for source, d in results]}
 
 
-def dumps(results: Sequence[tuple[str, Diagnosis]]) -> str:
+def dumps(results: Sequence[tuple[str, Report]]) -> str:
     return json.dumps(jsonable(json_document(results)), ensure_ascii=False, indent=1, allow_nan=False)

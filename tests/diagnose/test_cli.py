@@ -38,7 +38,7 @@ def test_human_report_on_a_fixture(capsys):
     code, out, _ = _cli(capsys, FIXTURES / "guide_11_4_example2.log")
     assert code == 0
     assert "status: 1 warning (worst: warning)" in out
-    assert "[warning] lr_too_high: learning rate too high, step 5 (rule lr_too_high)" in out
+    assert "[warning] root cause: lr_too_high: learning rate too high, step 5 (rule lr_too_high)" in out
     assert "actor/pg_clipfrac = 0.85 (at step 5)" in out
     assert "fix: actor_rollout_ref.actor.optim.lr=<current/10>" in out
     assert "grad_clip_saturation: too little data (1 step, needs 5)" in out
@@ -46,7 +46,7 @@ def test_human_report_on_a_fixture(capsys):
 
 def test_chinese_report(capsys):
     code, out, _ = _cli(capsys, FIXTURES / "guide_11_4_example3.log", "--lang", "zh")
-    assert code == 0 and "[警告] critic_undertrained: Critic 学习不足, 第 50 步" in out and "修复:" in out
+    assert code == 0 and "[警告] 根因: critic_undertrained: Critic 学习不足, 第 50 步" in out and "修复:" in out
 
 
 def test_json_is_one_document(capsys):
@@ -55,6 +55,7 @@ def test_json_is_one_document(capsys):
     assert code == 0 and doc["version"] == 1 and len(doc["results"]) == 1
     result = doc["results"][0]
     assert result["worst_severity"] == "info" and [f["id"] for f in result["findings"]] == ["healthy"]
+    assert [d["root"]["id"] for d in result["diagnoses"]] == ["healthy"]
     assert result["steps"] == 1 and result["family"] == "llm"
 
 
@@ -90,3 +91,33 @@ def test_family_override(capsys):
 def test_unreadable_input_exits_2(capsys, argv):
     code, _, err = _cli(capsys, *argv)
     assert code == 2 and "error:" in err
+
+
+def test_the_report_puts_the_root_first_its_consequences_under_it_and_says_what_was_ruled_out(capsys, tmp_path):
+    """A too-high lr whose gradients sit at the clip: one diagnosis, lr_too_high its root."""
+    run_dir = tmp_path / "run"
+    _write_run(run_dir, clipfrac=0.4, kl=0.2, score_slope=0.0)
+    lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    for line in lines:
+        line["actor/grad_norm"] = 0.9  # past the run's grad_clip 0.5 every step
+        line["critic/rewards/mean"], line["critic/rewards/std"] = 1.0, 0.5
+        line["critic/rewards/max"], line["critic/rewards/min"] = 2.0, 0.0
+    (run_dir / "metrics.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    code, out, _ = _cli(capsys, run_dir)
+    assert code == 0
+    root = out.index("[warning] root cause: lr_too_high")
+    consequence = out.index("    [warning] grad_clip_saturation: gradient clipping saturated")
+    assert root < consequence and "a consequence of lr_too_high" in out[consequence:]
+    assert "checked and ruled out: reward signal (critic/rewards/*)" in out
+    document = json.loads((run_dir / "findings.json").read_text())
+    assert [(d["root"]["id"], [c["id"] for c in d["consequences"]]) for d in document["diagnoses"]] == [
+        ("lr_too_high", ["grad_clip_saturation"])]
+
+
+def test_loss_updates_flag_judges_summed_losses_per_update(capsys, tmp_path):
+    log = tmp_path / "v07.log"
+    log.write_text("".join(f"step:{s} - actor/pg_loss:{0.4 * (-1) ** s} - critic/score/mean:0.1\n"
+                           for s in range(1, 13)))
+    assert "unstable_policy_loss" in _cli(capsys, log)[1]  # read as means: swings of 0.8 a step
+    _, out, _ = _cli(capsys, log, "--loss-updates", "32")  # 32 updates summed: 0.025 a step per update
+    assert "unstable_policy_loss: " not in out and "losses read as sums over 32 updates" in out

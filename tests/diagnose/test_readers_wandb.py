@@ -22,7 +22,8 @@ from playground.diagnose.readers_wandb import (
 from playground.metrics import STEP
 
 FIXTURES = Path(__file__).parent / "fixtures"
-LLAMA, QWEN, TOOL_N1 = (FIXTURES / f"wandb_{n}.txt" for n in ("llama32_1b_grpo", "qwen25_7b_grpo", "toolN1_summary"))
+LLAMA, QWEN, TOOL_N1 = (FIXTURES / "real" / n for n in (
+    "llama32_1b_grpo_gsm8k_wandb.txt", "qwen25_7b_grpo_gsm8k_wandb.txt", "toolN1_issue9_zero_reward_wandb.txt"))
 CAVEAT = "wandb's end-of-run sparklines, not the logged values"
 
 

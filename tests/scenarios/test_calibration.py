@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from playground.diagnose.calibration import CALIBRATION, GUIDE_CHECKED
-from playground.diagnose.engine import RULES_PATH
+from playground.diagnose.catalogue import RULES_PATH
 from playground.metrics import STEP
 from playground.runs import read_metrics_jsonl
 
