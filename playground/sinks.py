@@ -1,11 +1,14 @@
-"""Metric sinks chosen by `trainer.logger`, as verl's `Tracking`: console, jsonl, tensorboard, wandb.
+"""Metric sinks chosen by `trainer.logger`, as verl's `Tracking`: console, jsonl, file, tensorboard, wandb.
 
 Every sink has `write(record, step)` and `close()` (SB3's KVWriter shape). The JSON-lines file and
 `run.json` are always written: they are the run-directory contract the explorer and the diagnosis read.
+Each tracker package (wandb) is imported inside its sink, so a run that does not name it never
+loads it, and a missing one fails with one line naming what to install.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import numbers
 import os
@@ -56,6 +59,45 @@ class ConsoleSink:
 
     def close(self) -> None:
         pass
+
+
+def verl_file_value(value: Any) -> Any:
+    """One value as verl's file logger writes it (orjson): numbers as numbers, NaN and ±Inf as null."""
+    value = value.item() if hasattr(value, "item") else value
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+class FileSink:
+    """verl's `file` logger: one `{"step": s, "data": {...}}` JSON line per step, written unbuffered.
+
+    The path follows verl's `FileLogger`: `$VERL_FILE_LOGGER_PATH` if set, else
+    `<root>/<project_name>/<experiment_name>.jsonl` with root `$VERL_FILE_LOGGER_ROOT`; where verl's root defaults
+    to the working directory, ours defaults to the run dir, so a run's files stay together. An agent of a batch
+    (`agent` not None) always writes under its own run dir: one env path would have every agent overwrite the
+    others. The file is truncated at start, as verl's. `data` carries the whole record (`training/global_step`
+    included, as verl's trainer logs it); NaN and ±Inf become null, as orjson writes them, so the diagnosis
+    (`playground.runs.metrics_record`) reads such a value as absent: the always-written `metrics.jsonl` keeps them.
+    """
+
+    def __init__(self, run_dir: Path, project_name: str, experiment_name: str, agent: int | None = None):
+        env_path = os.environ.get("VERL_FILE_LOGGER_PATH") if agent is None else None
+        if env_path:
+            self.path = Path(env_path)
+        else:
+            env_root = os.environ.get("VERL_FILE_LOGGER_ROOT") if agent is None else None
+            root = Path(os.path.expanduser(env_root)) if env_root else run_dir
+            self.path = root / project_name / f"{experiment_name}.jsonl"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.fp = open(self.path, "wb", buffering=0)
+
+    def write(self, record: Mapping[str, Any], step: int) -> None:
+        line = {"step": step, "data": {k: verl_file_value(v) for k, v in record.items()}}
+        self.fp.write(json.dumps(line, allow_nan=False).encode() + b"\n")
+
+    def close(self) -> None:
+        self.fp.close()
 
 
 class TensorBoardSink:
@@ -139,6 +181,8 @@ class RunLogger:
         self.sinks: list[Any] = []
         if "console" in loggers and agent is None:  # a batch of agents would flood the console: one line per agent
             self.sinks.append(ConsoleSink())
+        if "file" in loggers:
+            self.sinks.append(FileSink(self.run_dir, cfg.trainer.project_name, cfg.trainer.experiment_name, agent))
         if "tensorboard" in loggers:
             self.sinks.append(TensorBoardSink(self.run_dir))
         if "wandb" in loggers:
