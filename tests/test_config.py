@@ -21,7 +21,7 @@ A = "actor_rollout_ref.actor"
     ("algorithm.adv_estimator=grpo", "algorithm.adv_estimator", "allowed 'gae'"),
     (f"{A}.grad_clip=-1", f"{A}.grad_clip", "null (off) or > 0"),
     ("trainer.device=tpu", "trainer.device", "'auto', 'cpu'"),
-    ("trainer.logger=[mlflow]", "trainer.logger", "allowed"),
+    ("trainer.logger=[clearml]", "trainer.logger", "allowed"),  # verl has it; the playground not
     ("trainer.stop_on_finding=nope", "trainer.stop_on_finding", "one of"),
 ])
 def test_bad_gym_values_fail_with_one_line(override, key, allowed):
