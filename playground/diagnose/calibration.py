@@ -73,9 +73,9 @@ CALIBRATION: tuple[Calibration, ...] = (
                 5, _TOKEN),
     # llm: the guide's numbers are LLM numbers, but real healthy runs sit outside several of them
     Calibration("llm", "lr_too_low", "kl_low", 1e-4, 1e-3,
-                "healthy |ppo_kl| p50 7.6e-5, p90 0.002: most healthy steps sit under the guide's 1e-3 (lr 1e-6 moves an "
-                "LLM little); a 10-step window of a healthy log keeps 20% of its steps above 1.5e-4 (the smallest such "
-                "point, charcount; logged zeros are rounding or the on-policy shortcut, not measured)", 7, _LLM),
+                "healthy |ppo_kl| p50 7.6e-5, p90 0.002: most healthy steps sit under the guide's 1e-3 (lr 1e-6 moves "
+                "an LLM little); a 10-step window of a healthy log keeps 20% of its steps above 1.5e-4 (the smallest "
+                "such point, charcount; logged zeros are rounding or the on-policy shortcut, not measured)", 7, _LLM),
     Calibration("llm", "grad_clip_saturation", "clipped", 3.0, 1.0,
                 "healthy pre-clip actor/grad_norm / grad_clip p50 1.65, p90 2.79, p99 5.6 (max 10.6, gemma): a norm "
                 "past the clip is the norm of most healthy steps; 80% of a healthy 10-step window stays under 2.31 "
@@ -94,9 +94,9 @@ CALIBRATION: tuple[Calibration, ...] = (
                 "sit at 0.02-0.04; 80% of a healthy 10-step window stays above 0.024 (the smallest such point, "
                 "Qwen2-7B PPO plateau)", 7, _LLM),
     Calibration("llm", "advantage_not_normalized", "spread_high", 40.0, 20.0,
-                "healthy advantages max - min p50 5.4, p99 21.8, max 38.2 (whitened GAE advantages over many tokens have "
-                "long tails); 40% of a healthy 5-step window stays under 26.8 (the largest such point, Qwen2.5-0.5B "
-                "PPO); |advantages mean| never passes 0.01", 7, _LLM),
+                "healthy advantages max - min p50 5.4, p99 21.8, max 38.2 (whitened GAE advantages over many tokens "
+                "have long tails); 40% of a healthy 5-step window stays under 26.8 (the largest such point, "
+                "Qwen2.5-0.5B PPO); |advantages mean| never passes 0.01", 7, _LLM),
 )
 
 # Thresholds measured on a family's healthy runs where the guide's value holds, so no entry above overrides it

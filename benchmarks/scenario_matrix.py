@@ -1,0 +1,131 @@
+"""The scenario matrix: every task × scenario on a fixed panel of seeds, and what the diagnosis makes of each run.
+
+`python -m benchmarks.scenario_matrix` trains every scenario of every task (`task.scenarios`) on the panel's seeds,
+one Hydra multirun per task × scenario through the batched launcher (`hydra/launcher=batched`: a task's seeds train
+as one batch of agents where they can), two multiruns at a time, and prints one JSON line per task × scenario:
+
+- `root`: on how many seeds the scenario's id is the root of a diagnosis (healthy: runs with no warning at all)
+- `appears`: on how many seeds the id is found at all
+- `extra`: warnings outside the scenario's own diagnosis, id -> on how many seeds
+- `seconds_to_signature`: the median training seconds (timing_s/step summed) up to the id's first step
+
+then one line with the total wall time. The panel (seeds 101-110) was used for no scenario's tuning; `--seeds 1-10`
+is the development panel. `--tasks` and `--scenarios` pick a part; `--out` keeps every run dir.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from playground.config import compose, known_options
+from playground.metrics import STEP
+from playground.runs import find_runs, read_findings, read_metrics_jsonl, read_run_info
+
+ROOT = Path(__file__).resolve().parents[1]
+PANEL = tuple(range(101, 111))
+BAD = ("warning", "critical")
+
+
+def seeds_arg(text: str) -> tuple[int, ...]:
+    """`101-110` or `1,5,9`."""
+    if "-" in text:
+        lo, hi = (int(x) for x in text.split("-"))
+        return tuple(range(lo, hi + 1))
+    return tuple(int(x) for x in text.split(","))
+
+
+def cells(tasks: list[str] | None, scenarios: list[str] | None) -> list[tuple[str, str]]:
+    out = []
+    for task in tasks or known_options("task"):
+        for scenario in compose([f"task={task}"]).task.get("scenarios", []):
+            if scenarios is None or scenario in scenarios:
+                out.append((task, scenario))
+    return out
+
+
+def train_cell(task: str, scenario: str, seeds: tuple[int, ...], sweep_dir: Path) -> float:
+    """One multirun over the seeds; returns its wall seconds."""
+    args = [sys.executable, "-m", "playground.train", "-m", "hydra/launcher=batched", "hydra.launcher.num_threads=1",
+            f"task={task}", f"scenario={scenario}", f"trainer.seed={','.join(map(str, seeds))}",
+            "trainer.logger=[]", "trainer.progress_bar=false", f"hydra.sweep.dir={sweep_dir}"]
+    start = time.perf_counter()
+    done = subprocess.run(args, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True)
+    if done.returncode:
+        print(f"# {task}/{scenario}: the multirun failed: {done.stderr[-600:]}", file=sys.stderr, flush=True)
+    return time.perf_counter() - start
+
+
+def judge_run(run_dir: Path, scenario: str) -> dict:
+    """What one run's diagnosis says about its scenario."""
+    report = read_findings(run_dir) or {}
+    info = read_run_info(run_dir) or {}
+    diagnoses = report.get("diagnoses", [])
+    warnings = {f["id"] for f in report.get("findings", []) if f.get("severity") in BAD}
+    own = next((d for d in diagnoses if d["root"]["id"] == scenario), None)
+    mine = {scenario} | {c["id"] for c in own["consequences"]} if own else {scenario}
+    first = next((f["first_step"] for f in report.get("findings", []) if f["id"] == scenario), None)
+    seconds = None
+    if first is not None:
+        records = read_metrics_jsonl(run_dir / "metrics.jsonl").records
+        seconds = sum(r.get("timing_s/step", 0.0) for r in records if 0 < r[STEP] <= first)
+    root = not warnings if scenario == "healthy" else own is not None
+    return {"seed": info.get("seed"), "status": info.get("status"), "root": root, "appears": first is not None,
+            "extra": sorted(warnings - mine), "seconds": seconds,
+            "roots": [d["root"]["id"] for d in diagnoses if d["root"].get("severity") in BAD]}
+
+
+def judge_cell(task: str, scenario: str, sweep_dir: Path, wall: float) -> dict:
+    runs = [judge_run(run, scenario) for run in find_runs([sweep_dir])]
+    extra: dict[str, int] = {}
+    for run in runs:
+        for fid in run["extra"]:
+            extra[fid] = extra.get(fid, 0) + 1
+    seconds = [r["seconds"] for r in runs if r["seconds"] is not None]
+    return {"task": task, "scenario": scenario, "seeds": len(runs), "root": sum(r["root"] for r in runs),
+            "appears": sum(r["appears"] for r in runs), "extra": extra,
+            "seconds_to_signature": round(statistics.median(seconds), 2) if seconds else None,
+            "wall_s": round(wall, 1), "misses": [{"seed": r["seed"], "roots": r["roots"], "status": r["status"]}
+                                                 for r in runs if not r["root"]]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.scenario_matrix", description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=seeds_arg, default=PANEL, help="e.g. 101-110 (the panel) or 1,2,3")
+    parser.add_argument("--tasks", type=lambda t: t.split(","), default=None)
+    parser.add_argument("--scenarios", type=lambda t: t.split(","), default=None)
+    parser.add_argument("--jobs", type=int, default=2, help="multiruns at a time (each trains on one thread)")
+    parser.add_argument("--out", type=Path, default=None, help="keep the run dirs here")
+    args = parser.parse_args(argv)
+    todo = cells(args.tasks, args.scenarios)
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        base = args.out or Path(tmp)
+
+        def one(cell: tuple[str, str]) -> dict:
+            task, scenario = cell
+            sweep = base / f"{task}_{scenario}"
+            wall = train_cell(task, scenario, args.seeds, sweep)
+            result = judge_cell(task, scenario, sweep, wall)
+            print(json.dumps(result), flush=True)
+            return result
+
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            results = list(pool.map(one, todo))
+    bar = sum(r["root"] >= 0.9 * r["seeds"] if r["scenario"] != "healthy" else r["root"] == r["seeds"]
+              for r in results)
+    print(json.dumps({"figure": "scenario_matrix", "cells": len(results), "meet_the_bar": bar,
+                      "seeds": len(args.seeds), "wall_s": round(time.perf_counter() - start, 1)}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
