@@ -26,6 +26,11 @@ from playground.failures import FAILURE_IDS
 
 CONF_DIR = os.environ.get("PLAYGROUND_CONF_DIR", str(Path(__file__).resolve().parents[1] / "conf"))
 LOGGERS = ("console", "jsonl", "file", "tensorboard", "wandb", "mlflow", "swanlab")
+# Keys that act only on token tasks (a gym run with one of them set is refused, not ignored).
+TOKEN_ONLY = ("actor_rollout_ref.model.enable_gradient_checkpointing", "algorithm.filter_groups.enable",
+              "reward_model.overlong_buffer.enable")
+# What DAPO's dynamic sampling compares within a group (verl: `acc`, `score`, `seq_final_reward`, `seq_reward`).
+FILTER_METRICS = ("acc", "score", "seq_final_reward", "seq_reward")
 # Applies to every task: a workshop exercise (`playground.exercise`) brings its own overrides.
 ANY_TASK_SCENARIOS = ("mystery",)
 
@@ -79,8 +84,8 @@ def validate(cfg: DictConfig) -> None:
     for key in (f"{actor}.optim.lr", "critic.optim.lr"):
         _check(cfg, key, lambda x: _number(x) and x > 0, "> 0")
     _check(cfg, f"{actor}.clip_ratio", _open_unit, "in (0, 1)")
-    for key in (f"{actor}.clip_ratio_low", f"{actor}.clip_ratio_high"):
-        _check(cfg, key, lambda x: x is None or _open_unit(x), "null or in (0, 1)")
+    _check(cfg, f"{actor}.clip_ratio_low", lambda x: x is None or _open_unit(x), "null (clip_ratio) or in (0, 1)")
+    _check(cfg, f"{actor}.clip_ratio_high", lambda x: x is None or (_number(x) and x > 0), "null (clip_ratio) or > 0")
     _check(cfg, f"{actor}.clip_ratio_c", lambda x: _number(x) and x > 1, "> 1 (dual-clip lower bound)")
     _check(cfg, f"{actor}.entropy_coeff", _number, "a finite number")
     for key in ("algorithm.gamma", "algorithm.lam"):
@@ -94,6 +99,15 @@ def validate(cfg: DictConfig) -> None:
         _check(cfg, key, lambda x: x in LOSS_AGG_MODES, f"one of {list(LOSS_AGG_MODES)}")
     _check(cfg, "algorithm.adv_estimator", lambda x: x in ADV_ESTIMATORS, f"one of {list(ADV_ESTIMATORS)}")
     _check(cfg, f"{actor}.policy_loss.loss_mode", lambda x: x in POLICY_LOSSES, f"one of {list(POLICY_LOSSES)}")
+    for key in ("clip_cov_ratio", "kl_cov_ratio"):
+        _check(cfg, f"{actor}.policy_loss.{key}", lambda x: _number(x) and 0 < x <= 1, "in (0, 1]")
+    _check(cfg, f"{actor}.policy_loss.clip_cov_lb", _number, "a finite number")
+    lb = _get(cfg, f"{actor}.policy_loss.clip_cov_lb")
+    _check(cfg, f"{actor}.policy_loss.clip_cov_ub", lambda x: _number(x) and x > lb, f"> clip_cov_lb ({lb})")
+    _check(cfg, f"{actor}.policy_loss.ppo_kl_coef", lambda x: _number(x) and x >= 0, ">= 0")
+    for role in (actor, "critic"):
+        _check(cfg, f"{role}.use_dynamic_bsz", lambda x: isinstance(x, bool), "true or false")
+        _check(cfg, f"{role}.ppo_max_token_len_per_gpu", lambda x: isinstance(x, int) and x >= 1, "an integer >= 1")
     kl_types = f"one of {list(KL_ESTIMATORS)} (optionally with '+')"
     for key in (f"{actor}.kl_loss_type", "algorithm.kl_penalty"):
         _check(cfg, key, lambda x: isinstance(x, str) and x.rstrip("+") in KL_ESTIMATORS, kl_types)
@@ -101,6 +115,7 @@ def validate(cfg: DictConfig) -> None:
     _check(cfg, "algorithm.kl_ctrl.horizon", lambda x: _number(x) and x > 0, "> 0")
     for opt in (f"{actor}.optim", "critic.optim"):
         _check(cfg, f"{opt}.lr_scheduler_type", lambda x: x in ("constant", "cosine"), "'constant' or 'cosine'")
+        _check(cfg, f"{opt}.warmup_style", lambda x: x in (None, "constant", "cosine"), "null, 'constant' or 'cosine'")
         _check(cfg, f"{opt}.min_lr_ratio", lambda x: _number(x) and 0 <= x <= 1, "in [0, 1]")
     _check(cfg, "trainer.critic_warmup", lambda x: isinstance(x, int) and x >= 0, "an integer >= 0")
     _check(cfg, "trainer.memory_limit_gb", lambda x: x is None or (_number(x) and x > 0), "null or > 0")
@@ -114,6 +129,20 @@ def validate(cfg: DictConfig) -> None:
     if finding is not None and finding not in FAILURE_IDS:
         raise ConfigError(f"trainer.stop_on_finding={finding!r} is out of range: allowed one of {FAILURE_IDS}")
     (_validate_gym if family == "gym" else _validate_token)(cfg)
+
+
+def resolve_deprecated(cfg: DictConfig) -> list[str]:
+    """Read verl's deprecated spellings as their current keys (in place); returns one note per key read so.
+
+    `optim.warmup_style` is verl's old name of `optim.lr_scheduler_type`: when set, it wins, as in verl.
+    """
+    notes = []
+    for opt in ("actor_rollout_ref.actor.optim", "critic.optim"):
+        style = _get(cfg, f"{opt}.warmup_style")
+        if style is not None:
+            OmegaConf.update(cfg, f"{opt}.lr_scheduler_type", style, force_add=True)
+            notes.append(f"{opt}.warmup_style is deprecated in verl: read as {opt}.lr_scheduler_type={style}")
+    return notes
 
 
 def _device_ok(x: Any) -> bool:
@@ -146,6 +175,10 @@ def _validate_gym(cfg: DictConfig) -> None:
     if _get(cfg, "algorithm.adv_estimator") != "gae":
         raise ConfigError(f"algorithm.adv_estimator={_get(cfg, 'algorithm.adv_estimator')!r} is out of range for "
                           "gym tasks: allowed 'gae' (the group estimators need several samples per prompt)")
+    for key in TOKEN_ONLY:  # no key is accepted and ignored
+        if _get(cfg, key):
+            raise ConfigError(f"{key}={_get(cfg, key)!r} is out of range for gym tasks: it applies to token tasks "
+                              "(a transformer's blocks, groups of sampled responses, response lengths) only")
     _check_minibatches(cfg, _get(cfg, "env.num_envs") * _get(cfg, "env.rollout_length"), "transitions")
 
 
@@ -168,6 +201,21 @@ def _validate_token(cfg: DictConfig) -> None:
     _check(cfg, "actor_rollout_ref.rollout.top_p", lambda x: _number(x) and 0 < x <= 1, "in (0, 1]")
     _check(cfg, "actor_rollout_ref.rollout.val_kwargs.n", lambda x: isinstance(x, int) and x >= 1, "an integer >= 1")
     _check(cfg, "reward.name", lambda x: x in ("exact_match",), "'exact_match'")
+    _check(cfg, "actor_rollout_ref.model.enable_gradient_checkpointing", lambda x: isinstance(x, bool), "true or false")
+    _check(cfg, "algorithm.filter_groups.enable", lambda x: isinstance(x, bool), "true or false")
+    _check(cfg, "algorithm.filter_groups.metric", lambda x: x in FILTER_METRICS, f"one of {list(FILTER_METRICS)}")
+    _check(cfg, "algorithm.filter_groups.max_num_gen_batches", lambda x: isinstance(x, int) and x >= 1,
+           "an integer >= 1")
+    _check(cfg, "data.gen_batch_size", lambda x: x is None or (isinstance(x, int) and x >= 1),
+           "null or an integer >= 1")
+    if _get(cfg, "algorithm.filter_groups.enable") and n < 2:
+        raise ConfigError(f"actor_rollout_ref.rollout.n={n} is out of range for algorithm.filter_groups.enable=true: "
+                          "allowed >= 2 (a group of one always has equal rewards)")
+    _check(cfg, "reward_model.overlong_buffer.enable", lambda x: isinstance(x, bool), "true or false")
+    response = _get(cfg, "data.max_response_length")
+    _check(cfg, "reward_model.overlong_buffer.len", lambda x: isinstance(x, int) and 1 <= x < response,
+           f"an integer in [1, data.max_response_length={response})")
+    _check(cfg, "reward_model.overlong_buffer.penalty_factor", lambda x: _number(x) and x >= 0, ">= 0")
     if _get(cfg, "world_model.enable"):
         raise ConfigError("world_model.enable=True is out of range for token tasks: allowed only on gym tasks")
     _check_minibatches(cfg, _get(cfg, "data.train_batch_size"), "prompts", per_unit=n)

@@ -46,7 +46,7 @@ PER_TOKEN_PHASES = ("gen", "ref", "values", "adv", "update_critic", "update_acto
 
 METRIC_GROUPS: dict[str, list[str]] = {
     "actor": [
-        "actor/pg_loss", "actor/pg_clipfrac", "actor/ppo_kl", "actor/pg_clipfrac_lower",
+        "actor/pg_loss", "actor/loss", "actor/pg_clipfrac", "actor/ppo_kl", "actor/pg_clipfrac_lower",
         "actor/entropy_loss", "actor/kl_loss", "actor/kl_coef", "actor/grad_norm", "actor/lr",
     ],
     "critic": [
@@ -58,14 +58,16 @@ METRIC_GROUPS: dict[str, list[str]] = {
         *_stats("critic/advantages"), *_stats("critic/returns"), *_stats("critic/values"),
         "actor/reward_kl_penalty", "actor/reward_kl_penalty_coeff",
     ],
-    "length": [*_stats("response_length", ["clip_ratio"]), *_stats("prompt_length", ["clip_ratio"])],
+    "length": [*_stats("response_length", ["clip_ratio"]), "response/aborted_ratio",
+               *_stats("response_length_non_aborted", ["clip_ratio"]), *_stats("prompt_length", ["clip_ratio"])],
     "episode": [*_stats("episode/reward"), *_stats("episode/length"), "episode/success_rate"],
     "timing": [*(f"timing_s/{p}" for p in TIMING_PHASES), *(f"timing_per_token_ms/{p}" for p in PER_TOKEN_PHASES)],
     "perf": [
+        *(f"global_seqlen/{s}" for s in ("min", "max", "minmax_diff", "balanced_min", "balanced_max", "mean")),
         "perf/total_num_tokens", "perf/time_per_step", "perf/throughput", "perf/mfu/actor", "perf/mfu/critic",
         "perf/max_memory_allocated_gb", "perf/max_memory_reserved_gb", "perf/cpu_memory_used_gb",
     ],
-    "training": [STEP, "training/epoch"],
+    "training": [STEP, "training/epoch", "train/num_gen_batches"],
     "world_model": ["world_model/loss", "world_model/grad_norm"],
     "val": ["val/score", "val/accuracy", "val/pass@k"],
 }

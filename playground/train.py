@@ -25,6 +25,7 @@ from playground.config import (
     ConfigError,
     check_group_overrides,
     check_scenario_applies,
+    resolve_deprecated,
     validate,
     with_default_scenario,
 )
@@ -45,6 +46,8 @@ def _raise_terminated(signum, frame) -> None:
 def prepare(cfg: DictConfig) -> torch.device:
     """Validate, pick the device and pin the torch threads; raises ConfigError before any compute."""
     check_scenario_applies(cfg)
+    for note in resolve_deprecated(cfg):
+        print(f"note: {note}", file=sys.stderr)
     validate(cfg)
     device = resolve_device(cfg.trainer.device)
     if device.type == "cpu":

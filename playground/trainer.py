@@ -32,6 +32,8 @@ from playground.tasks import build_task
 from playground.tasks.base import Task
 from playground.update import UpdateShape, update_actor, update_critic
 
+# The loss modes' own keys under actor_rollout_ref.actor.policy_loss (each loss reads those it needs).
+POLICY_LOSS_KEYS = ("clip_cov_ratio", "clip_cov_lb", "clip_cov_ub", "kl_cov_ratio", "ppo_kl_coef")
 # Metrics whose non-finite value means the numbers have broken down (training_crash).
 CRASH_KEYS = ("actor/pg_loss", "critic/vf_loss", "actor/grad_norm", "critic/grad_norm", "actor/kl_loss",
               "critic/values/mean", "critic/advantages/mean")
@@ -83,6 +85,8 @@ class Trainer:
         self.actor_shape = self._update_shape(actor_cfg)
         self.critic_shape = self._update_shape(critic_cfg)
         self.shuffle_gens = [torch.Generator().manual_seed(int(c.trainer.seed) + 2) for c in cfgs]
+        # Clip-Cov's random pick of tokens, per agent (verl draws from the global RNG)
+        self.loss_gens = [torch.Generator(device=device).manual_seed(int(c.trainer.seed) + 3) for c in cfgs]
         self.estimator = get_adv_estimator_fn(algo.adv_estimator)
         self.memory = MemoryGuard([c.trainer.memory_limit_gb for c in cfgs], device)
         self.active = torch.ones(self.K, dtype=torch.bool, device=device)
@@ -108,7 +112,8 @@ class Trainer:
         micro = role_cfg.ppo_micro_batch_size_per_gpu
         return UpdateShape(ppo_epochs=role_cfg.ppo_epochs, mini_batch_rows=mini,
                            micro_batch_rows=mini if micro is None else micro,
-                           shuffle=bool(role_cfg.get("shuffle", False)), loss_agg_mode=role_cfg.loss_agg_mode)
+                           shuffle=bool(role_cfg.get("shuffle", False)), loss_agg_mode=role_cfg.loss_agg_mode,
+                           max_token_len=int(role_cfg.ppo_max_token_len_per_gpu) if role_cfg.use_dynamic_bsz else None)
 
     def _watcher(self, cfg: DictConfig, facts: dict):
         if cfg.trainer.stop_on_finding is None:
@@ -255,6 +260,7 @@ class Trainer:
                                                                      metrics["actor/entropy_loss"][0])]
             if self.world_opt is not None:
                 metrics.update(self._update_world_model(batch))
+        metrics["actor/entropy"] = metrics["actor/entropy_loss"]  # verl >= 0.4's name of the same value
         for role, shape in (("actor", self.actor_shape), ("critic", self.critic_shape)):
             seconds = timing.get(f"update_{role}")
             if seconds:
@@ -310,7 +316,9 @@ class Trainer:
             use_kl_loss=self.use_kl_loss, kl_loss_coef=hp.view3(f"{prefix}.kl_loss_coef"),
             kl_loss_type=self.kl_loss_type,
             grad_clip=hp.vector(f"{prefix}.grad_clip", none_as=float("inf")), generators=self.shuffle_gens,
-            active=self.active, memory_guard=self.memory)
+            active=self.active, memory_guard=self.memory,
+            policy_loss_kwargs={**{key: hp.view3(f"{prefix}.policy_loss.{key}") for key in POLICY_LOSS_KEYS},
+                                "generator": self.loss_gens})
         metrics = dict(metrics)
         metrics["actor/lr"] = [lr]
         if not self.use_kl_loss:

@@ -36,6 +36,35 @@ class UpdateShape:
     micro_batch_rows: int
     shuffle: bool
     loss_agg_mode: str
+    max_token_len: int | None = None  # use_dynamic_bsz: micro-batches packed by this token budget, not by rows
+
+
+def pack_by_tokens(lengths: Sequence[int], budget: int) -> list[list[int]]:
+    """Split rows into as few micro-batches as keep each one's tokens within `budget` (a row longer than the
+    budget alone), balanced as verl's `rearrange_micro_batches` balances them: longest rows first, each to the
+    lightest micro-batch. Returns row indices per micro-batch, each in ascending order."""
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    count = max(1, -(-sum(lengths) // budget))
+    while True:
+        loads, parts = [0] * count, [[] for _ in range(count)]
+        for i in order:
+            j = min(range(count), key=lambda b: (loads[b], b))
+            loads[j] += lengths[i]
+            parts[j].append(i)
+        if max(loads) <= budget or count >= len(lengths):
+            return [sorted(p) for p in parts if p]
+        count += 1
+
+
+def micro_weights(micro_batches: Sequence[Batch], shape: UpdateShape) -> list[Tensor | float]:
+    """Each micro-batch's share of its mini-batch's loss. Rows, as verl's `loss_scale_factor`; with a token budget
+    and token-mean, each agent's tokens, so the summed loss is exactly the mini-batch's token-mean however the
+    rows were packed."""
+    if shape.max_token_len is not None and shape.loss_agg_mode == "token-mean":
+        tokens = [mb["response_mask"].sum(dim=(-2, -1)) for mb in micro_batches]  # (K,) each
+        total = torch.stack(tokens).sum(0).clamp(min=1)
+        return [t / total for t in tokens]
+    return [mb["response_mask"].shape[1] / shape.mini_batch_rows for mb in micro_batches]
 
 
 def iter_minibatches(batch: Batch, keys: Sequence[str], shape: UpdateShape,
@@ -47,6 +76,9 @@ def iter_minibatches(batch: Batch, keys: Sequence[str], shape: UpdateShape,
     (`(n_micro, K, rows, ...)`), so that each micro-batch is a contiguous view: one gather per field and
     epoch instead of one per field and micro-batch.
     """
+    if shape.max_token_len is not None:
+        yield from _packed_minibatches(batch, keys, shape, generators)
+        return
     fields = {k: batch[k] for k in keys if k in batch}
     rows = batch["response_mask"].shape[1]
     micro_rows, micro_per_step = shape.micro_batch_rows, shape.mini_batch_rows // shape.micro_batch_rows
@@ -65,6 +97,32 @@ def iter_minibatches(batch: Batch, keys: Sequence[str], shape: UpdateShape,
             yield micro[first:first + micro_per_step]
 
 
+def _packed_minibatches(batch: Batch, keys: Sequence[str], shape: UpdateShape,
+                        generators: Sequence[torch.Generator]) -> Iterator[list[Batch]]:
+    """`iter_minibatches` with `use_dynamic_bsz`: mini-batches of rows as ever, each cut into micro-batches by its
+    sequences' tokens (prompt + response; a gym transition is one). The agents of a batch share the packing: a
+    position counts the longest of the agents' rows there, so every agent's micro-batch keeps to the budget."""
+    fields = {k: batch[k] for k in keys if k in batch}
+    mask = batch["response_mask"]
+    k_agents, rows, device = mask.shape[0], mask.shape[1], mask.device
+    tokens = (batch["attention_mask"] if "attention_mask" in batch else mask).reshape(k_agents, rows, -1).sum(-1)
+    agents = torch.arange(k_agents, device=device).view(-1, 1)
+    for _ in range(shape.ppo_epochs):
+        if shape.shuffle:
+            order = torch.stack([torch.randperm(rows, generator=g) for g in generators]).to(device)
+        else:
+            order = torch.arange(rows, device=device).expand(k_agents, rows)
+        lengths = tokens[agents, order].amax(0).long().tolist()  # (rows,) the longest agent's row at each position
+        for first in range(0, rows, shape.mini_batch_rows):
+            positions = range(first, first + shape.mini_batch_rows)
+            parts = pack_by_tokens([lengths[p] for p in positions], shape.max_token_len)
+            micro = []
+            for part in parts:
+                index = order[:, [first + i for i in part]]  # (K, rows of this micro-batch)
+                micro.append({k: x[agents, index] for k, x in fields.items()})
+            yield micro
+
+
 class Metrics(defaultdict):
     """Metric name → list of `(K,)` tensors, as verl's `append_to_dict`."""
 
@@ -80,7 +138,7 @@ def update_actor(actor, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape,
                  clip_ratio: Tensor, clip_ratio_low: Tensor, clip_ratio_high: Tensor, clip_ratio_c: Tensor,
                  entropy_coeff: Tensor, use_kl_loss: bool, kl_loss_coef: Tensor, kl_loss_type: str,
                  grad_clip: Tensor, generators: Sequence[torch.Generator], active: Tensor,
-                 memory_guard=None) -> Metrics:
+                 policy_loss_kwargs: dict | None = None, memory_guard=None) -> Metrics:
     """verl's `update_policy`: clipped surrogate − entropy bonus + KL loss, per mini-batch one step.
 
     `actor` is the task (`tasks.base.Task`): its `log_prob_and_entropy(mini_batch)` and `model_input_keys` (the batch
@@ -90,11 +148,18 @@ def update_actor(actor, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape,
     With one mini-batch and one epoch the old log-probs are replaced by the current ones (verl's
     on-policy shortcut), so `ppo_kl` and `pg_clipfrac` are exactly 0.
 
+    `policy_loss_kwargs`: the loss mode's own keys (`policy_loss.clip_cov_ratio` ..., a generator per agent for
+    Clip-Cov's draw), passed through to the registered loss, which ignores the ones it does not read.
+
     Returns:
         lists of `(K,)` tensors: pg metrics, `actor/entropy_loss` when the update computes entropy,
-        `actor/kl_loss`, `actor/kl_coef`, one `actor/pg_loss` and `actor/grad_norm` per optimizer step.
+        `actor/kl_loss`, `actor/kl_coef`, and per optimizer step `actor/pg_loss`, `actor/loss` (the whole objective
+        the step minimised: pg − entropy bonus + KL loss, verl's engine-path key) and `actor/grad_norm`.
     """
     policy_loss_fn = get_policy_loss_fn(loss_mode)
+    policy_loss_kwargs = policy_loss_kwargs or {}
+    # verl's GSPO aggregates seq-mean-token-mean whatever actor.loss_agg_mode says (core_algos.py, gspo)
+    agg_mode = "seq-mean-token-mean" if loss_mode == "gspo" else shape.loss_agg_mode
     rows = batch["response_mask"].shape[1]
     on_policy = shape.ppo_epochs == 1 and shape.mini_batch_rows == rows
     compute_entropy = bool((entropy_coeff != 0).any())
@@ -103,20 +168,20 @@ def update_actor(actor, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape,
             *(() if on_policy else ("old_log_probs",)), *(("ref_log_prob",) if use_kl_loss else ())]
     for micro_batches in iter_minibatches(batch, keys, shape, generators):
         optimizer.zero_grad()
-        pg_loss_step = kl_loss_step = 0.0
-        for mb in micro_batches:
+        pg_loss_step = kl_loss_step = loss_step = 0.0
+        for mb, weight in zip(micro_batches, micro_weights(micro_batches, shape)):
             mask = mb["response_mask"]
             log_prob, entropy = actor.log_prob_and_entropy(mb)
             old_log_prob = log_prob.detach() if on_policy else mb["old_log_probs"]
             pg_loss, pg_metrics = policy_loss_fn(
-                old_log_prob, log_prob, mb["advantages"], mask, shape.loss_agg_mode, clip_ratio=clip_ratio,
-                clip_ratio_low=clip_ratio_low, clip_ratio_high=clip_ratio_high, clip_ratio_c=clip_ratio_c)
+                old_log_prob, log_prob, mb["advantages"], mask, agg_mode, clip_ratio=clip_ratio,
+                clip_ratio_low=clip_ratio_low, clip_ratio_high=clip_ratio_high, clip_ratio_c=clip_ratio_c,
+                **policy_loss_kwargs)
             loss = pg_loss
             if compute_entropy:
                 entropy_agg = agg_loss(entropy, mask, shape.loss_agg_mode)
                 loss = loss - entropy_coeff.view(-1) * entropy_agg
                 metrics.add({"actor/entropy_loss": entropy_agg})
-            weight = mask.shape[1] / shape.mini_batch_rows
             if use_kl_loss:
                 kld = kl_penalty(log_prob, mb["ref_log_prob"], kl_loss_type)
                 kl_loss = agg_loss(kld, mask, shape.loss_agg_mode)
@@ -128,9 +193,10 @@ def update_actor(actor, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape,
             # Summing over agents keeps their gradients apart: d(Σ_k L_k)/dθ_j = dL_j/dθ_j.
             (loss * weight).sum().backward()
             pg_loss_step = pg_loss_step + pg_loss.detach() * weight
+            loss_step = loss_step + loss.detach() * weight
             metrics.add(pg_metrics)
         grad_norm = optimizer.step(grad_clip, active)
-        metrics.add({"actor/pg_loss": pg_loss_step, "actor/grad_norm": grad_norm})
+        metrics.add({"actor/pg_loss": pg_loss_step, "actor/loss": loss_step, "actor/grad_norm": grad_norm})
         if use_kl_loss:
             metrics.add({"actor/kl_loss": kl_loss_step})
     return metrics
@@ -150,12 +216,11 @@ def update_critic(critic, optimizer: AgentAdamW, batch: Batch, shape: UpdateShap
     for micro_batches in iter_minibatches(batch, keys, shape, generators):
         optimizer.zero_grad()
         vf_loss_step = 0.0
-        for mb in micro_batches:
+        for mb, weight in zip(micro_batches, micro_weights(micro_batches, shape)):
             mask = mb["response_mask"]
             vpreds = critic.values(mb)
             vf_loss, vf_clipfrac = compute_value_loss(vpreds, mb["returns"], mb["values"], mask, cliprange_value,
                                                       shape.loss_agg_mode)
-            weight = mask.shape[1] / shape.mini_batch_rows
             if memory_guard is not None:  # activations are alive until backward: measure here, at the peak
                 memory_guard.check("update_critic")
             (vf_loss * weight).sum().backward()

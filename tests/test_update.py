@@ -2,7 +2,7 @@ import torch
 
 from playground.models.mlp import GymActor
 from playground.optim import AgentAdamW
-from playground.update import UpdateShape, iter_minibatches, update_actor
+from playground.update import UpdateShape, iter_minibatches, pack_by_tokens, update_actor
 
 
 class _Actor:
@@ -64,3 +64,42 @@ def test_minibatch_rows_cover_the_batch_each_epoch_per_agent():
     first_epoch = torch.cat([mb["row"] for step in steps[:2] for mb in step], dim=1)
     assert sorted(first_epoch[0].tolist()) == list(range(8)) and sorted(first_epoch[1].tolist()) == list(range(8))
     assert first_epoch[0].tolist() != first_epoch[1].tolist()  # each agent its own permutation
+
+
+def _token_batch(rows=12, width=6, seed=0):
+    """Rows of different lengths (1..width valid tokens), as token tasks' responses are."""
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(1, width + 1, (rows,), generator=g)
+    mask = (torch.arange(width) < lengths.unsqueeze(-1)).float().unsqueeze(0)  # (1, rows, width)
+    return {"obs": torch.randn(1, rows, 3, generator=g), "actions": torch.randint(0, 2, (1, rows), generator=g),
+            "advantages": torch.randn(1, rows, 1, generator=g).expand(1, rows, width) * mask, "response_mask": mask,
+            "attention_mask": torch.cat([torch.ones(1, rows, 2), mask], dim=-1)}
+
+
+class _TokenActor(_Actor):
+    def log_prob_and_entropy(self, mb):
+        logp, entropy = self.net.log_prob_and_entropy(mb)
+        width = mb["response_mask"].shape[-1]
+        return logp.expand(-1, -1, width), entropy.expand(-1, -1, width)
+
+
+def test_pack_by_tokens_keeps_to_the_budget_and_balances():
+    parts = pack_by_tokens([5, 1, 4, 2, 3, 3], budget=6)
+    assert sorted(i for p in parts for i in p) == list(range(6)) and len(parts) == 3
+    assert all(sum([5, 1, 4, 2, 3, 3][i] for i in p) <= 6 for p in parts)
+    assert pack_by_tokens([9, 1], budget=4) == [[0], [1]]  # a row longer than the budget goes alone
+
+
+def test_dynamic_bsz_gives_the_mini_batch_loss_up_to_rounding():
+    """verl's use_dynamic_bsz: micro-batches by a token budget; token-mean weights by tokens, so the summed loss (and
+    the step) equals the whole mini-batch's."""
+    whole, packed = _TokenActor(), _TokenActor()
+    batch = _token_batch()
+    a = _update(whole, {k: v.clone() for k, v in batch.items()}, UpdateShape(1, 6, 6, False, "token-mean"))
+    shape = UpdateShape(1, 6, 6, False, "token-mean", max_token_len=14)
+    b = _update(packed, {k: v.clone() for k, v in batch.items()}, shape)
+    torch.testing.assert_close(torch.stack(a["actor/pg_loss"]), torch.stack(b["actor/pg_loss"]), rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(whole.net.net.flat, packed.net.net.flat, rtol=1e-5, atol=1e-6)
+    steps = list(iter_minibatches(batch, ["response_mask", "attention_mask"], shape, [torch.Generator()]))
+    assert len(steps) == 2 and any(len(micro) > 1 for micro in steps)  # the budget cut each mini-batch
+    assert all(mb["attention_mask"].sum(-1).amax(0).sum() <= 14 for micro in steps for mb in micro)

@@ -32,6 +32,12 @@ def explanation(finding_id: str) -> dict[str, str]:
     return {"en": entry["en"], "zh": entry["zh"]}
 
 
+def alternatives(finding_id: str, family: str, config: Mapping[str, Any] | None = None) -> list[dict[str, str]]:
+    """The id's other fixes that apply to the family (`rules.yaml`), rendered: `{"fix", "reference"}` each."""
+    return [{"fix": render_fix(finding_id, family, config, {"*": alt["fix"]}), "reference": alt["reference"]}
+            for alt in document()["catalogue"][finding_id].get("alternatives", []) if family in alt["families"]]
+
+
 def fix_steps(spec: Mapping[str, Any] | None, family: str) -> list[Mapping[str, str]]:
     """A `fix` entry's overrides for a family (its own, else `"*"`'s), as `{key, op, fallback}` dicts."""
     spec = spec or {}

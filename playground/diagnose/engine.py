@@ -34,6 +34,7 @@ class Finding:
     explanation: dict = field(default_factory=dict)  # {"en", "zh"}
     fix: str = ""  # Hydra overrides, ready to paste ("" where the guide names no key)
     rule: str = ""
+    alternatives: list[dict] = field(default_factory=list)  # other fixes to try: {"fix", "reference"}
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -205,7 +206,8 @@ def _finding(finding_id: str, fired: list[tuple[Rule, list[list[int]]]], log: Lo
     spec = own[0] if own and len(own) == len(fired) else None
     return Finding(id=finding_id, severity=severity, first_step=min(firsts), last_step=max(lasts), evidence=evidence,
                    explanation=catalogue.explanation(finding_id),
-                   fix=catalogue.render_fix(finding_id, family, config, spec), rule=", ".join(r.name for r, _ in fired))
+                   fix=catalogue.render_fix(finding_id, family, config, spec), rule=", ".join(r.name for r, _ in fired),
+                   alternatives=catalogue.alternatives(finding_id, family, config))
 
 
 # ---- the run's facts ---------------------------------------------------------------------------------------

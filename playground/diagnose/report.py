@@ -15,12 +15,13 @@ LABELS: dict[str, dict[str, str]] = {
            "status": "status", "steps": "steps {range}", "step": "step {range}", "at": "at step {step}",
            "rule": "rule", "why": "why", "fix": "fix", "no_fix": "(no config key: see why)", "notes": "notes",
            "problems": "could not read", "root": "root cause", "because": "a consequence of {root}",
-           "ruled_out": "checked and ruled out", "none_ruled_out": "nothing: the checks' metrics are not in the log"},
+           "ruled_out": "checked and ruled out", "or": "or try",
+           "none_ruled_out": "nothing: the checks' metrics are not in the log"},
     "zh": {"header": "== {source}（任务类型 {family}，{steps} 步）", "none": "没有发现问题", "worst": "最严重",
            "status": "状态", "steps": "第 {range} 步", "step": "第 {range} 步", "at": "第 {step} 步",
            "rule": "规则", "why": "原因", "fix": "修复", "no_fix": "（没有对应的配置项，见原因）", "notes": "说明",
            "problems": "无法读取", "root": "根因", "because": "由 {root} 引起",
-           "ruled_out": "已检查并排除", "none_ruled_out": "无：日志中没有这些检查所需的指标"},
+           "ruled_out": "已检查并排除", "or": "也可以试", "none_ruled_out": "无：日志中没有这些检查所需的指标"},
 }
 SEVERITY_WORDS = {"en": {"info": "info", "warning": "warning", "critical": "critical"},
                   "zh": {"info": "信息", "warning": "警告", "critical": "严重"}}
@@ -52,6 +53,8 @@ def _finding_lines(f: Finding, lang: str, indent: str, cause: str | None) -> lis
     lines.append(f"{indent}    {label['why']}: {f.explanation.get(lang) or f.explanation.get('en', '')}")
     if f.severity != "info" or f.fix:
         lines.append(f"{indent}    {label['fix']}: {f.fix or label['no_fix']}")
+    for alt in f.alternatives:
+        lines.append(f"{indent}    {label['or']}: {alt['fix']}  ({alt['reference']})")
     return lines
 
 

@@ -1,0 +1,82 @@
+"""verl's keys mean here what they mean in verl: the clip_ratio trap, deprecated spellings, keys that act only on token
+tasks, and each policy loss and advantage estimator of the modern ladder training through the shared trainer."""
+
+from __future__ import annotations
+
+import pytest
+
+from playground.config import ConfigError, compose, resolve_deprecated, validate
+from playground.runs import read_metrics_jsonl
+
+A = "actor_rollout_ref.actor"
+HOT = ["task=cartpole", "trainer.total_training_steps=3", "env.num_envs=8", "env.rollout_length=16",
+       f"{A}.optim.lr=2e-2", f"{A}.ppo_mini_batch_size=32", f"{A}.ppo_epochs=4"]  # a step large enough to clip
+TINY_TOKEN = ["task=reverse", "+debug=tiny", "trainer.total_training_steps=2"]
+
+
+def _clipfrac(run_dir) -> list[float]:
+    return [r["actor/pg_clipfrac"] for r in read_metrics_jsonl(run_dir / "metrics.jsonl").records]
+
+
+def test_the_clip_ratio_trap(train_run):
+    """As in verl, clip_ratio_low/high default to 0.2 and win: the guide's `clip_ratio=0.3` alone changes nothing."""
+    base = _clipfrac(train_run(HOT)[1])
+    assert max(base) > 0  # the clip binds in this run
+    assert _clipfrac(train_run([*HOT, f"{A}.clip_ratio=0.3"])[1]) == base
+    wider = _clipfrac(train_run([*HOT, f"{A}.clip_ratio_high=0.3"])[1])
+    assert wider != base and sum(wider) < sum(base)
+    assert _clipfrac(train_run([*HOT, f"{A}.clip_ratio=0.3", f"{A}.clip_ratio_low=null",
+                                f"{A}.clip_ratio_high=null"])[1]) != base  # null falls back to clip_ratio, as verl
+
+
+def test_warmup_style_is_read_as_lr_scheduler_type_with_a_note():
+    cfg = compose(["task=cartpole", f"{A}.optim.warmup_style=cosine"])
+    assert resolve_deprecated(cfg) == [f"{A}.optim.warmup_style is deprecated in verl: read as "
+                                       f"{A}.optim.lr_scheduler_type=cosine"]
+    assert cfg.actor_rollout_ref.actor.optim.lr_scheduler_type == "cosine"
+    with pytest.raises(ConfigError, match="warmup_style='linear' is out of range"):
+        validate(compose(["task=cartpole", f"{A}.optim.warmup_style=linear"]))
+
+
+@pytest.mark.parametrize("key", ["actor_rollout_ref.model.enable_gradient_checkpointing=true",
+                                 "algorithm.filter_groups.enable=true", "reward_model.overlong_buffer.enable=true"])
+def test_token_only_keys_are_refused_on_gym_tasks_not_ignored(key):
+    with pytest.raises(ConfigError, match="applies to token tasks"):
+        validate(compose(["task=cartpole", key]))
+
+
+@pytest.mark.parametrize("override, message", [
+    (f"{A}.policy_loss.clip_cov_ratio=0", "clip_cov_ratio=0 is out of range: allowed in (0, 1]"),
+    (f"{A}.policy_loss.clip_cov_ub=0.5", "clip_cov_ub=0.5 is out of range: allowed > clip_cov_lb (1.0)"),
+    (f"{A}.ppo_max_token_len_per_gpu=0", "ppo_max_token_len_per_gpu=0 is out of range: allowed an integer >= 1"),
+    ("algorithm.filter_groups.metric=loss", "filter_groups.metric='loss' is out of range"),
+    ("reward_model.overlong_buffer.len=8", "overlong_buffer.len=8 is out of range: allowed an integer in [1, "),
+])
+def test_the_ladders_keys_are_validated(override, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
+        validate(compose(["task=reverse", override]))
+
+
+LOSS_KNOBS = {"clip_cov": [f"{A}.policy_loss.clip_cov_ratio=0.2", f"{A}.policy_loss.clip_cov_lb=-100",
+                            f"{A}.policy_loss.clip_cov_ub=100"],
+              "kl_cov": [f"{A}.policy_loss.kl_cov_ratio=0.2", f"{A}.policy_loss.ppo_kl_coef=1.0"]}
+
+
+@pytest.mark.parametrize("loss_mode", ["gspo", "gpg", "clip_cov", "kl_cov", "geo_mean"])
+def test_each_policy_loss_trains_and_changes_the_update(train_run, loss_mode):
+    off_policy = [*TINY_TOKEN, f"{A}.ppo_epochs=2"]  # a second epoch: the ratio leaves 1, the losses part ways
+    vanilla = read_metrics_jsonl(train_run(off_policy)[1] / "metrics.jsonl").records
+    overrides = [*off_policy, f"{A}.policy_loss.loss_mode={loss_mode}", *LOSS_KNOBS.get(loss_mode, [])]
+    other = read_metrics_jsonl(train_run(overrides)[1] / "metrics.jsonl").records
+    assert [r["training/global_step"] for r in other] == [0.0, 1.0, 2.0]
+    assert other[-1]["actor/loss"] != vanilla[-1]["actor/loss"]
+    assert other[-1]["actor/grad_norm"] == other[-1]["actor/grad_norm"]  # finite
+    if loss_mode == "clip_cov":
+        assert other[-1]["actor/pg_clipfrac"] > 0  # the share of tokens Clip-Cov cut
+
+
+@pytest.mark.parametrize("estimator", ["reinforce_plus_plus_baseline", "opo", "gpg", "grpo_passk", "remax"])
+def test_each_advantage_estimator_trains(train_run, estimator):
+    records = read_metrics_jsonl(train_run([*TINY_TOKEN, f"algorithm.adv_estimator={estimator}"])[1]
+                                 / "metrics.jsonl").records
+    assert len(records) == 3 and "critic/advantages/max" in records[-1]
