@@ -76,15 +76,25 @@ def stack_agents(models: Sequence[nn.Module]) -> nn.Module:
 
 
 class AgentView:
-    """Some agents of a stacked model (`stack_agents`), called like the model: its forward with only these agents'
-    parameters (slices; a range gives views, so gradients reach the stacked parameters). For a pass over a chunk of
-    the agents, or a rollout of some of them."""
+    """A model called with other parameters (`torch.func.functional_call`; tied weights stay tied): some agents of a
+    stacked model (`agents`), or one model's weights shared by K agents (`shared`)."""
 
-    def __init__(self, model: nn.Module, agents: slice | Sequence[int]):
-        self.model, self.config = model, model.config
-        device = next(model.parameters()).device
+    def __init__(self, model: nn.Module, params: dict[str, torch.Tensor]):
+        self.model, self.config, self.params = model, model.config, params
+
+    @classmethod
+    def agents(cls, stacked: nn.Module, agents: slice | Sequence[int]) -> AgentView:
+        """These agents of a stacked model (`stack_agents`): a range slices views, so gradients reach the stacked
+        parameters; a list of agents copies theirs (for a rollout of some of the agents)."""
+        device = next(stacked.parameters()).device
         index = agents if isinstance(agents, slice) else torch.as_tensor(list(agents), device=device)
-        self.params = {name: param[index] for name, param in model.named_parameters()}
+        return cls(stacked, {name: param[index] for name, param in stacked.named_parameters()})
+
+    @classmethod
+    def shared(cls, model: nn.Module, num_agents: int) -> AgentView:
+        """One model as K agents that all have its weights (broadcast, not copied): it runs the same stacked ops as
+        the agents' own models, so where an agent's weights still equal it, their outputs are equal bit for bit."""
+        return cls(model, {name: param.expand(num_agents, *param.shape) for name, param in model.named_parameters()})
 
     def __call__(self, *args, **kwargs):
-        return torch.func.functional_call(self.model, self.params, args, kwargs)  # tied weights stay tied
+        return torch.func.functional_call(self.model, self.params, args, kwargs)

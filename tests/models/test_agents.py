@@ -67,7 +67,7 @@ def test_a_stacked_forward_is_each_agents_own_forward(models):
     for k, model in enumerate(models):
         own = model(*prompts(k), position_ids_from_mask(prompts(k)[1]))
         torch.testing.assert_close(logits[k], own, atol=1e-5, rtol=0)
-    view = AgentView(stacked, slice(1, 3))  # some of the agents, gradients reaching the stacked weights
+    view = AgentView.agents(stacked, slice(1, 3))  # some of the agents, gradients reaching the stacked weights
     part = view(ids[ROWS:], mask[ROWS:], pos[ROWS:])
     torch.testing.assert_close(part, logits[1:].reshape(-1, 7, V), atol=1e-6, rtol=0)
     part.sum().backward()
