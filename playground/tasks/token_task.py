@@ -46,9 +46,11 @@ from playground.tasks.token_data import make_prompts, pass_at_k, score
 from playground.update import Batch
 
 # On CPU a pass over many agents runs in chunks of agents whose largest activation (the MLP's, tokens × 4·n_embd
-# floats) stays under this: glibc serves each block of 32 MiB or more from fresh, page-faulted memory, and on 2 cores
-# one pass over K = 32 reverse agents at once took 730 ms against 530 ms in chunks of 16 MiB. A GPU takes all at once.
-CPU_PASS_BYTES = 16 * 2**20
+# floats) stays under this, so that a pass's memory does not grow with K (the memory cap measures each agent's share).
+# For K = 32 reverse agents on 2 cores, 64 MiB chunks took no longer per step than none and validated fastest; 16 MiB
+# chunks were 5 % slower (docs/tuning.md). 64 MiB chunks the validation of K >= 8 and every pass of K > 32. A GPU
+# takes all agents at once.
+CPU_PASS_BYTES = 64 * 2**20
 
 
 def base_model_for(cfg: DictConfig):
@@ -96,12 +98,13 @@ class TokenTask(Task):
         self.tokenizer = self.data.tokenizer
         use_critic = uses_critic(cfg)
         seeds = [int(c.trainer.seed) for c in cfgs]
-        actors, critics = [], []
+        critics = []
         for seed in seeds:
             torch.manual_seed(seed)  # the critic's fresh value head, as in a run of its own
-            actors.append(copy.deepcopy(self.base.model))
             if use_critic:
-                critics.append(TinyGPTCritic.from_base(actors[-1]))
+                critics.append(TinyGPTCritic.from_base(self.base.model))
+        # every agent starts from the base: K = 1 trains a copy of it, K > 1 a stack of it (copied into the stack)
+        actors = [copy.deepcopy(self.base.model)] if self.num_agents == 1 else [self.base.model] * self.num_agents
         self.model = stack_agents(actors).to(device).train()
         self.ref_model = self.base.model.to(device).eval().requires_grad_(False)
         self.critic_model = stack_agents(critics).to(device).train() if use_critic else None
