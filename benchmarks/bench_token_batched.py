@@ -7,7 +7,8 @@ process start). The configs differ in learning rate and seed; 10 steps at the re
 before training and every 5 steps). A batch trains with the launcher's threads (`num_threads=auto`: every core) and,
 for comparison, with one; the solo run keeps its config's single thread. The solo run is timed between the batches
 (three times) and each ratio is taken to the median. On a shared machine the figures drift: `cpu_ratio` (process
-CPU time, one thread) is what an undisturbed core would see.
+CPU time, one thread) is what an undisturbed core would see. A few minutes on 2 free cores; with the cores busy, the
+two-thread batches take far longer (their threads wait on each other: docs/tuning.md).
 
     python -m benchmarks.bench_token_batched [--ks 8,32] [--threads auto,1] [--steps 10]
 """

@@ -8,9 +8,10 @@ verl-shaped batch: `(K, bs, prompt_length + response_length)` and `(K, bs, respo
 
 K agents are one model whose parameters are stacked `(K, ...)` (`models.agents.stack_agents`; K = 1 is the plain
 model, as before), run over the K agents' rows agent-major (`(K·bs, ...)`). The reference is the same frozen base
-for every agent (the base depends only on the batch signature's task, model and `sft.*` keys), one unstacked model
-run over all K·bs rows. Prompts, sampling noise and reward noise come from each agent's own generators, seeded
-from its `trainer.seed` as in a run of its own, so an agent's rollouts do not depend on who shares the batch.
+for every agent (the base depends only on the batch signature's task, model and `sft.*` keys): one unstacked model,
+its weights broadcast to every agent's rows. Prompts, sampling noise and reward noise come from each agent's own
+generators, seeded from its `trainer.seed` as in a run of its own, so an agent's rollouts do not depend on who shares
+the batch. On CPU the passes over many agents run in chunks of agents (`CPU_PASS_BYTES`).
 """
 
 from __future__ import annotations
@@ -45,11 +46,11 @@ from playground.tasks.sft import SFTConfig, build_base_model
 from playground.tasks.token_data import make_prompts, pass_at_k, score
 from playground.update import Batch
 
-# On CPU a pass over many agents runs in chunks of agents whose largest activation (the MLP's, tokens × 4·n_embd
-# floats) stays under this, so that a pass's memory does not grow with K (the memory cap measures each agent's share).
-# For K = 32 reverse agents on 2 cores, 64 MiB chunks took no longer per step than none and validated fastest; 16 MiB
-# chunks were 5 % slower (docs/tuning.md). 64 MiB chunks the validation of K >= 8 and every pass of K > 32. A GPU
-# takes all agents at once.
+# On CPU a pass without gradients over many agents (rollout, old log-probs, reference, values, validation) runs in
+# chunks of agents whose largest activation (the MLP's, tokens × 4·n_embd floats) stays under this, so that its memory
+# does not grow with K (the memory cap measures each agent's share). For K = 32 reverse agents on 2 cores, 64 MiB
+# chunks took no longer per step than none and validated fastest; 16 MiB chunks were 5 % slower (docs/tuning.md).
+# 64 MiB chunks the validation of K >= 8 and every such pass of K > 32. A GPU takes all agents at once.
 CPU_PASS_BYTES = 64 * 2**20
 
 
@@ -147,7 +148,10 @@ class TokenTask(Task):
         return AgentView.agents(model, slice(first, first + len(agents)) if contiguous else agents)
 
     def _shared(self, model, num_agents: int):
-        """One model (the reference) for several agents' rows, through the agents' stacked ops (K = 1: itself)."""
+        """One model (the reference) for several agents' rows, run through the agents' stacked ops (K = 1: itself):
+        at step 1 an agent's log-probs then equal the reference's bit for bit and its KL loss has exactly no gradient,
+        as in a run of its own. Through two code paths they differ by rounding, and Adam turns that noise into a
+        full-size step (docs/tuning.md)."""
         return model if self.num_agents == 1 else AgentView.shared(model, num_agents)
 
     # ---- gen / reward -------------------------------------------------------------------------------
@@ -226,12 +230,14 @@ class TokenTask(Task):
     def _forward(self, model, mb: Batch, compute, stacked: bool = True) -> list[Tensor]:
         """`compute(model, input_ids, attention_mask, position_ids, responses)` over the agents' rows in chunks of
         agents, each output `(K, rows, response_length)`. `stacked=False`: one model (the reference) for every agent's
-        rows, run through the same stacked ops as the agents' models: at step 1 an agent's log-probs equal the
-        reference's bit for bit, so its KL loss has exactly no gradient, as in a run of its own (Adam would turn the
-        rounding noise of two code paths into a full-size step)."""
+        rows (`_shared`)."""
         agents, rows, width = mb["input_ids"].shape
+        everyone = list(range(agents))
+        # A pass with gradients (the update) takes every agent at once: its micro-batches bound its memory, and a
+        # block wrapped in torch.utils.checkpoint re-runs its forward in backward, outside any `AgentView`.
+        chunks = [everyone] if torch.is_grad_enabled() else self._chunks(everyone, rows * width)
         parts = []
-        for chunk in self._chunks(list(range(agents)), rows * width):
+        for chunk in chunks:
             picked = slice(chunk[0], chunk[-1] + 1)
             inputs = [_flat(mb[key][picked]) for key in self.model_input_keys]
             outputs = compute(self._view(model, chunk) if stacked else self._shared(model, len(chunk)), *inputs)
@@ -239,9 +245,8 @@ class TokenTask(Task):
         return parts[0] if len(parts) == 1 else [torch.cat(xs) for xs in zip(*parts)]
 
     def _log_prob(self, model, mb: Batch, stacked: bool = True) -> tuple[Tensor, Tensor]:
-        def log_prob(net, input_ids, attention_mask, position_ids, responses):
-            return compute_log_prob(net, input_ids, attention_mask, position_ids, responses, self.temperature)
-        log_probs, entropy = self._forward(model, mb, log_prob, stacked)
+        log_probs, entropy = self._forward(
+            model, mb, lambda net, *inputs: compute_log_prob(net, *inputs, self.temperature), stacked)
         return log_probs, entropy
 
     def log_prob_and_entropy(self, mb: Batch) -> tuple[Tensor, Tensor]:
