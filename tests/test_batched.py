@@ -215,8 +215,8 @@ def _train_tokens(agents: list[list[str]], root: Path, extra: list[str]) -> tupl
 
 @pytest.mark.parametrize("estimator, agent_chunk", [("grpo", None), ("gae", 1)])
 def test_batched_token_agents_match_their_solo_runs(tmp_path, monkeypatch, estimator, agent_chunk):
-    """GRPO, and PPO with a critic; with `agent_chunk=1` every pass runs one agent at a time (`AgentView`), as a
-    large batch does on CPU."""
+    """GRPO, and PPO with a critic; with `agent_chunk=1` every pass without gradients (rollout, old log-probs,
+    reference, values, validation) runs one agent at a time (`AgentView`), as a large batch does on CPU."""
     import playground.tasks.token_task as token_task
 
     extra = [f"algorithm.adv_estimator={estimator}"]
