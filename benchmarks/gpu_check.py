@@ -1,13 +1,16 @@
 """`make gpu-check`: aggregate env steps/s of K = 1, 64, 1024 batched CartPole agents on CUDA, with a check that a
-rollout makes no per-step host round trips, then a short training of each task family (steps/s, peak memory).
+rollout makes no per-step host round trips; aggregate tokens/s of K = 1, 8, 64 batched reverse agents and the ratio
+to K = 1; then a short training of each task family (steps/s, peak memory).
 
-Without a CUDA device it says so and exits 0. One JSON line per figure; a few minutes on an H200.
+Without a CUDA device it says so and exits 0. One JSON line per figure; a few minutes on an H200 (the token batches
+about 2). `--device cpu --token-ks 1,2 --token-steps 2 --only tokens` runs the token batches' code path on a CPU.
 
-    python -m benchmarks.gpu_check
+    python -m benchmarks.gpu_check [--only cartpole,tokens,families]
 """
 
 from __future__ import annotations
 
+import argparse
 import tempfile
 import time
 import warnings
@@ -18,8 +21,9 @@ import torch
 from benchmarks.common import emit, train
 from playground.runs import read_metrics_jsonl
 
-BUDGET_S = 200  # skip the family runs past this, to stay within ~5 minutes
+BUDGET_S = 330  # skip the family runs past this, to stay within ~7 minutes
 K_VALUES = (1, 64, 1024)
+TOKEN_K_VALUES = (1, 8, 64)
 
 
 def family_runs(device: str) -> None:
@@ -87,20 +91,70 @@ def batched_agents(k: int, device: str, steps: int) -> None:
               "ms_in_step: rollout + update only")
 
 
+def token_batches(device: str, ks: tuple[int, ...] = TOKEN_K_VALUES, steps: int = 6, extra: tuple[str, ...] = ()
+                  ) -> None:
+    """K reverse agents (differing lr and seed) in one Trainer on the device: aggregate tokens/s of a training step
+    (prompt + response tokens of every agent over `timing_s/step`, the median past the first step) and the ratio to
+    K = 1; generated tokens/s of the rollout beside it."""
+    from benchmarks.bench_token_batched import token_configs
+    from playground.train import prepare
+    from playground.trainer import Trainer
+
+    base = None
+    for k in ks:
+        cfgs = token_configs(k, steps, device, ("trainer.test_freq=-1", "trainer.val_before_train=false", *extra))
+        with tempfile.TemporaryDirectory() as tmp:
+            if device.startswith("cuda"):
+                torch.cuda.reset_peak_memory_stats()
+            start = time.perf_counter()
+            trainer = Trainer(cfgs, [Path(tmp) / str(i) for i in range(k)], prepare(cfgs[0]))
+            build_s = time.perf_counter() - start
+            trainer.fit()
+            runs = [read_metrics_jsonl(Path(tmp) / str(i) / "metrics.jsonl").records for i in range(k)]
+        steps_after_first = list(zip(*runs))[1:] or list(zip(*runs))
+        rates = sorted(sum(r["perf/total_num_tokens"] for r in step) / step[0]["timing_s/step"]
+                       for step in steps_after_first)
+        rows = trainer.task.rows_per_step
+        gen = sorted(sum(r["response_length/mean"] * rows for r in step) / step[0]["timing_s/gen"]
+                     for step in steps_after_first)
+        rate = rates[len(rates) // 2]
+        base = rate if k == 1 or base is None else base
+        memory = torch.cuda.max_memory_allocated() / 1024**3 if device.startswith("cuda") else None
+        emit(f"gpu_reverse_K{k}_train_tokens_per_s", round(rate), "tokens/s", K=k, device=device,
+             ratio_to_K1=round(rate / base, 2), gen_tokens_per_s=round(gen[len(gen) // 2]),
+             ms_per_step=round(1000 * sorted(s[0]["timing_s/step"] for s in steps_after_first)[len(rates) // 2], 1),
+             build_s=round(build_s, 1), peak_memory_gb=memory and round(memory, 3),
+             note="all K agents' prompt + response tokens per second of a training step (rollout, ref, update)")
+
+
 def main() -> None:
-    if not torch.cuda.is_available():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--only", default="cartpole,tokens,families", help="comma-separated: cartpole, tokens, "
+                        "families")
+    parser.add_argument("--token-ks", default=",".join(map(str, TOKEN_K_VALUES)))
+    parser.add_argument("--token-steps", type=int, default=6)
+    args = parser.parse_args()
+    parts = args.only.split(",")
+    device = args.device
+    if device.startswith("cuda") and not torch.cuda.is_available():
         print("no CUDA device: nothing to check")
         return
     torch.set_num_threads(1)
-    device = "cuda"
     start = time.perf_counter()
-    emit("gpu_device", torch.cuda.get_device_name(), "name", torch=torch.__version__)
-    for k in K_VALUES:  # the headline first; the token task may have to build its SFT base model (cached after)
-        batched_agents(k, device, steps=10 if k >= 1024 else 20)
-    if time.perf_counter() - start > BUDGET_S:
-        emit("gpu_family_runs_skipped", None, "", reason=f"past the {BUDGET_S} s budget")
-        return
-    family_runs(device)
+    cuda = device.startswith("cuda")  # on a CPU (proving the code path) only the token batches run
+    if cuda:
+        emit("gpu_device", torch.cuda.get_device_name(), "name", torch=torch.__version__)
+    if "cartpole" in parts and cuda:
+        for k in K_VALUES:  # the headline first
+            batched_agents(k, device, steps=10 if k >= 1024 else 20)
+    if "tokens" in parts:  # the first token run may have to build the SFT base model (cached after)
+        token_batches(device, tuple(int(k) for k in args.token_ks.split(",")), args.token_steps)
+    if "families" in parts and cuda:
+        if time.perf_counter() - start > BUDGET_S:
+            emit("gpu_family_runs_skipped", None, "", reason=f"past the {BUDGET_S} s budget")
+            return
+        family_runs(device)
 
 
 if __name__ == "__main__":

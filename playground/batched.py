@@ -68,9 +68,10 @@ def batch_signature(cfg: DictConfig, leaves: dict[str, Any] | None = None) -> st
 
 
 def unbatchable_reason(cfg: DictConfig) -> str | None:
-    """Why a job must run alone in its own process, or None when it can join a batch."""
+    """Why a job must run alone in its own process, or None when it can join a batch (token tasks always can: their
+    agents share the SFT base, which the task, model and `sft.*` keys of the signature fix)."""
     if cfg.task.family == "token":
-        return "token tasks run one per process"
+        return None
     from playground.envs.torch_classic import uses_torch_port
 
     backend, env_id = cfg.env.backend, cfg.task.env_id
@@ -113,7 +114,7 @@ def plan_batches(cfgs: Sequence[DictConfig], max_agents: int = 1024, job_ids: Se
 
     Returns:
         the plan, with one line per batch ("batch of 3 agents (jobs 0-2): differing in ...") and one per job
-        that runs alone ("job 3 runs alone: token tasks run one per process").
+        that runs alone ("job 3 runs alone: no other job in this sweep can be batched with it").
     """
     job_ids = list(range(len(cfgs))) if job_ids is None else list(job_ids)
     errors = errors or {}

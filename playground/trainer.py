@@ -267,8 +267,9 @@ class Trainer:
                 flops = task.update_flops(batch, role, shape.ppo_epochs)
                 metrics[f"perf/mfu/{role}"] = [torch.full((self.K,), flops / seconds / task.peak_flops)]
         records = self._records(step, batch, metrics, timing)
+        active = self.active.tolist()  # an agent that stopped has closed its files
         for k, samples in enumerate(task.samples(batch, step)):
-            if samples:
+            if samples and active[k]:
                 self.loggers[k].log_samples(samples)
         # agents evaluated now: on their test steps, and an agent that stops on its score as it stops
         testing = [bool(self.active[k]) and (self._is_test_step(step, k) or self._reached_score(k, r))

@@ -97,15 +97,17 @@ def test_plan_splits_groups_larger_than_max_agents():
     assert plan.lines[2] == "batch of 1 agent (job 4): identical configs"
 
 
-def test_token_tasks_and_gymnasium_envs_run_alone():
+def test_token_jobs_batch_and_gymnasium_envs_run_alone():
     token, probe, cartpole = compose(["task=reverse"]), compose(["task=probe1"]), compose(["task=cartpole"])
-    assert unbatchable_reason(token) == "token tasks run one per process"
+    assert unbatchable_reason(token) is None and unbatchable_reason(cartpole) is None
     assert unbatchable_reason(probe) == ("env.backend=gymnasium steps playground/Probe1-v0 with gymnasium on the "
                                          "host (batches need a torch port)")
-    assert unbatchable_reason(cartpole) is None
-    plan = plan_batches([cartpole, token, compose(["task=reverse", f"{LR}=1e-4"])])
-    assert plan.batches == [] and plan.solo[1] == plan.solo[2] == "token tasks run one per process"
-    assert plan.solo[0] == "no other job in this sweep can be batched with it"
+    other_model = compose(["task=reverse", "actor_rollout_ref.model.n_embd=32"])
+    plan = plan_batches([cartpole, token, compose(["task=reverse", f"{LR}=1e-4"]), other_model])
+    assert plan.batches == [[1, 2]]
+    assert plan.lines[0] == f"batch of 2 agents (jobs 1, 2): differing in {LR}"
+    assert plan.solo[0].startswith("differs from the batch of jobs 1, 2 in ")
+    assert plan.solo[3] == "differs from the batch of jobs 1, 2 in actor_rollout_ref.model.n_embd (32 vs 64)"
 
 
 def test_jobs_with_config_errors_get_a_line_and_no_batch():
@@ -194,10 +196,67 @@ def test_each_per_agent_key_stays_per_agent(tmp_path, first, second):
         _assert_same_metrics(_metrics(solo), _metrics(dirs[k]))
 
 
+# ---- token agents ----------------------------------------------------------------------------------------------
+# +debug=tiny on reverse: 8 prompts × 4 samples a step, 2 mini-batches of 4 prompts (the second one off-policy, so
+# clip_ratio_high binds), validation before training and at the last step.
+TOKEN = ["task=reverse", "+debug=tiny", "actor_rollout_ref.actor.ppo_mini_batch_size=4", f"{STEPS}=3",
+         "trainer.test_freq=3"]
+HIGH = "actor_rollout_ref.actor.clip_ratio_high"
+TOKEN_AGENTS = [[f"{LR}=3e-4", f"{ENT}=0.0", f"{HIGH}=0.2", f"{SEED}=1"],
+                [f"{LR}=1e-3", f"{ENT}=0.01", f"{HIGH}=0.28", f"{SEED}=2"],
+                [f"{LR}=1e-4", f"{ENT}=0.003", f"{HIGH}=0.24", f"{SEED}=3"]]
+
+
+def _train_tokens(agents: list[list[str]], root: Path, extra: list[str]) -> tuple[list[str], list[Path]]:
+    cfgs = [compose([*TOKEN, *extra, *o]) for o in agents]
+    dirs = [root / f"agent{k}" for k in range(len(agents))]
+    return train_batch(cfgs, dirs, [[*TOKEN, *extra, *o] for o in agents]), dirs
+
+
+@pytest.mark.parametrize("estimator, agent_chunk", [("grpo", None), ("gae", 1)])
+def test_batched_token_agents_match_their_solo_runs(tmp_path, monkeypatch, estimator, agent_chunk):
+    """GRPO, and PPO with a critic; with `agent_chunk=1` every pass without gradients (rollout, old log-probs,
+    reference, values, validation) runs one agent at a time (`AgentView`), as a large batch does on CPU."""
+    import playground.tasks.token_task as token_task
+
+    extra = [f"algorithm.adv_estimator={estimator}"]
+    for k, agent in enumerate(TOKEN_AGENTS):
+        _train_tokens([agent], tmp_path / f"solo{k}", extra)
+    if agent_chunk is not None:  # the bytes of one agent's smallest pass: one agent per chunk
+        monkeypatch.setattr(token_task, "CPU_PASS_BYTES", agent_chunk)
+    statuses, dirs = _train_tokens(TOKEN_AGENTS, tmp_path / "batch", extra)
+    assert statuses == ["finished"] * 3
+    for k, run_dir in enumerate(dirs):
+        solo = tmp_path / f"solo{k}" / "agent0"
+        _assert_same_metrics(_metrics(solo), _metrics(run_dir))
+        assert (run_dir / "samples.jsonl").read_text() == (solo / "samples.jsonl").read_text()
+        info, solo_info = (json.loads((d / "run.json").read_text()) for d in (run_dir, solo))
+        assert {key: v for key, v in info.items() if key not in RUN_INFO_VOLATILE} == \
+            {key: v for key, v in solo_info.items() if key not in RUN_INFO_VOLATILE}
+    records = _metrics(dirs[1])
+    assert ("critic/vf_loss" in records[1]) == (estimator == "gae")
+    assert any(r.get("actor/pg_clipfrac", 0) > 0 for r in records)  # the off-policy mini-batch clips
+
+
+def test_a_token_agent_with_a_huge_lr_diverges_alone(tmp_path):
+    quiet = ["trainer.test_freq=-1", "trainer.val_before_train=false", f"{STEPS}=4"]
+    agents = [[*quiet, *TOKEN_AGENTS[0]], [*quiet, f"{LR}=1e30", f"{SEED}=2"], [*quiet, *TOKEN_AGENTS[2]]]
+    _, calm = _train_tokens([agents[0], agents[2]], tmp_path / "calm", [])
+    statuses, dirs = _train_tokens(agents, tmp_path / "wild", [])
+    assert statuses == ["finished", "diverged", "finished"]
+    info = json.loads((dirs[1] / "run.json").read_text())
+    records = _metrics(dirs[1])
+    assert info["error"] == "losses stayed non-finite for 3 steps" and len(records) < 4  # stopped before the end
+    assert all(r["actor/pg_loss"] == "NaN" for r in records[-3:])
+    strip = lambda rs: [{key: v for key, v in r.items() if not key.startswith(UNTIMED)} for r in rs]  # noqa: E731
+    for mine, alone in ((dirs[0], calm[0]), (dirs[2], calm[1])):  # the neighbours' NaNs change none of their bits
+        assert strip(_metrics(mine)) == strip(_metrics(alone))
+
+
 # ---- through Hydra ---------------------------------------------------------------------------------------------
-def _sweep(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
+def _sweep(tmp_path: Path, *overrides: str, task: str = "cartpole") -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "playground.train", "-m", "hydra/launcher=batched", "task=cartpole",
+    return subprocess.run([sys.executable, "-m", "playground.train", "-m", "hydra/launcher=batched", f"task={task}",
                            "trainer.logger=[]", f"hydra.sweep.dir={tmp_path}", *overrides],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
@@ -225,3 +284,15 @@ def test_jobs_that_differ_in_shape_fall_back_to_one_by_one(tmp_path):
     for job in (0, 1):
         info = json.loads((tmp_path / str(job) / "run.json").read_text())
         assert info["status"] == "finished" and info["agent"] is None  # trained by the ordinary path
+
+
+def test_a_token_sweep_trains_as_batches_of_jobs_that_share_shapes(tmp_path):
+    out = _sweep(tmp_path, "+debug=tiny", f"{STEPS}=2", "trainer.test_freq=-1", "trainer.val_before_train=false",
+                 f"{LR}=1e-4,3e-4", "data.train_batch_size=8,16", task="reverse")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert f"batch of 2 agents (jobs 0, 2): differing in {LR}" in out.stdout
+    assert f"batch of 2 agents (jobs 1, 3): differing in {LR}" in out.stdout
+    for job in range(4):
+        info = json.loads((tmp_path / str(job) / "run.json").read_text())
+        assert info["status"] == "finished" and info["agent"] in (0, 1)
+        assert (tmp_path / str(job) / "samples.jsonl").is_file()

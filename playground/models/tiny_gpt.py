@@ -3,6 +3,11 @@
 References: karpathy/nanoGPT `model.py` (the model) and verl (`dp_actor.py` / `dp_critic.py` for which
 positions give log-probs and values, `flops_counter.py` for MFU). Simplifications: no flash/fused paths,
 no weight-decay groups, float32 only, and the KV cache is a plain preallocated tensor per layer.
+
+K agents train as one model (`models.agents.stack_agents`): every parameter gets a leading agent dim and the
+batch holds agent 0's rows, then agent 1's, ... (`(K·rows, T)`). Only the layers that own weights (`AgentLinear`,
+`AgentLayerNorm`, `AgentEmbedding`, torch's layers otherwise) know about agents; everything between them, attention
+included, is the one forward below, over all K·rows rows.
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 from torch.nn import functional as F
+
+from playground.models.agents import AgentEmbedding, AgentLayerNorm, AgentLinear
 
 
 def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
@@ -40,8 +47,8 @@ class CausalSelfAttention(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
         assert config.n_embd % config.n_head == 0
-        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)  # q, k, v for all heads
-        self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+        self.c_attn = AgentLinear(config.n_embd, 3 * config.n_embd, bias=config.bias)  # q, k, v for all heads
+        self.c_proj = AgentLinear(config.n_embd, config.n_embd, bias=config.bias)
         self.resid_dropout = nn.Dropout(config.dropout)
         self.n_head, self.n_embd, self.dropout = config.n_head, config.n_embd, config.dropout
 
@@ -65,9 +72,9 @@ class CausalSelfAttention(nn.Module):
 class MLP(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
-        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
+        self.c_fc = AgentLinear(config.n_embd, 4 * config.n_embd, bias=config.bias)
         self.gelu = nn.GELU()
-        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
+        self.c_proj = AgentLinear(4 * config.n_embd, config.n_embd, bias=config.bias)
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -79,9 +86,9 @@ class Block(nn.Module):
 
     def __init__(self, config: GPTConfig):
         super().__init__()
-        self.ln_1 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.ln_1 = AgentLayerNorm(config.n_embd, bias=config.bias)
         self.attn = CausalSelfAttention(config)
-        self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.ln_2 = AgentLayerNorm(config.n_embd, bias=config.bias)
         self.mlp = MLP(config)
 
     def forward(self, x: torch.Tensor, allowed: torch.Tensor, cache: KVCache | None, layer: int) -> torch.Tensor:
@@ -106,11 +113,11 @@ class Trunk(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
         self.config = config
-        self.wte = nn.Embedding(config.vocab_size, config.n_embd)
-        self.wpe = nn.Embedding(config.block_size, config.n_embd)
+        self.wte = AgentEmbedding(config.vocab_size, config.n_embd)
+        self.wpe = AgentEmbedding(config.block_size, config.n_embd)
         self.drop = nn.Dropout(config.dropout)
         self.h = nn.ModuleList([Block(config) for _ in range(config.n_layer)])
-        self.ln_f = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.ln_f = AgentLayerNorm(config.n_embd, bias=config.bias)
 
     def forward(
         self,
@@ -149,7 +156,7 @@ class TinyGPT(nn.Module):
         super().__init__()
         self.config = config
         self.transformer = Trunk(config)
-        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self.lm_head = AgentLinear(config.n_embd, config.vocab_size, bias=False)
         self.lm_head.weight = self.transformer.wte.weight  # weight tying
         self.apply(_init_weights)
         for name, p in self.named_parameters():  # GPT-2's scaled init of the residual projections
@@ -186,7 +193,7 @@ class TinyGPTCritic(nn.Module):
         super().__init__()
         self.config = config
         self.transformer = Trunk(config)
-        self.value_head = nn.Linear(config.n_embd, 1)
+        self.value_head = AgentLinear(config.n_embd, 1)
         self.apply(_init_weights)
         self._reset_head()
 
@@ -272,10 +279,20 @@ class GenerationOutput:
     log_probs: torch.Tensor  # (bs, max_new_tokens) rollout log-probs under logits / temperature; 0 where masked
 
 
-def _pick_tokens(logits: torch.Tensor, temperature: float, top_p: float, do_sample: bool,
-                 generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Next tokens `(B,)` and their log-probs `(B,)` from last-position logits `(B, V)`."""
-    greedy = not do_sample or temperature == 0
+def _uniforms(generators: Sequence[torch.Generator | None], drawing: Sequence[bool], rows: int,
+              device: torch.device) -> torch.Tensor:
+    """One uniform per row `(B, 1)`, agent k's rows from agent k's generator. An agent whose rows have all ended
+    draws nothing (zeros), so its generator advances exactly as in a run of its own."""
+    per_agent = rows // len(generators)
+    draws = [torch.rand((per_agent, 1), generator=g, device=device) if d else torch.zeros((per_agent, 1), device=device)
+             for g, d in zip(generators, drawing, strict=True)]
+    return draws[0] if len(draws) == 1 else torch.cat(draws)
+
+
+def _pick_tokens(logits: torch.Tensor, temperature: float, top_p: float,
+                 uniforms: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Next tokens `(B,)` and their log-probs `(B,)` from last-position logits `(B, V)`; greedy without uniforms."""
+    greedy = uniforms is None
     log_p = torch.log_softmax(logits if greedy else logits / temperature, dim=-1)  # (B, V)
     if greedy:
         tokens = log_p.argmax(-1)
@@ -288,7 +305,7 @@ def _pick_tokens(logits: torch.Tensor, temperature: float, top_p: float, do_samp
         # inverse-CDF sampling in vocabulary order, one uniform per row: the same draw picks the same
         # token when two code paths (cache / no cache) give logits that differ only by rounding
         cdf = probs.cumsum(-1)  # (B, V)
-        u = torch.rand((probs.size(0), 1), generator=generator, device=probs.device) * cdf[:, -1:]
+        u = uniforms * cdf[:, -1:]
         tokens = torch.searchsorted(cdf, u, right=True).squeeze(-1).clamp(max=probs.size(-1) - 1)
     return tokens, log_p.gather(-1, tokens[:, None]).squeeze(-1)
 
@@ -305,7 +322,7 @@ def generate(
     temperature: float = 1.0,
     top_p: float = 1.0,
     do_sample: bool = True,
-    generator: torch.Generator | None = None,
+    generator: torch.Generator | Sequence[torch.Generator] | None = None,
     use_kv_cache: bool = True,
 ) -> GenerationOutput:
     """Samples responses for left-padded prompts, like verl's rollout (vLLM/SGLang) with `n=1`.
@@ -318,12 +335,16 @@ def generate(
     Args:
         prompt_ids: `(bs, prompt_length)` left-padded.
         prompt_mask: `(bs, prompt_length)`, 1 on real prompt tokens.
-        generator: the only source of randomness when sampling (None: torch's global RNG).
+        generator: the only source of randomness when sampling (None: torch's global RNG); for K agents
+            (`stack_agents`, rows agent-major) one per agent, each drawing for its own rows only while they run.
         use_kv_cache: reuse past keys/values; without it every step recomputes the whole sequence.
             Both give the same tokens.
     """
     B = prompt_ids.size(0)
     device = prompt_ids.device
+    generators = list(generator) if isinstance(generator, Sequence) else [generator]
+    sampling = do_sample and temperature != 0
+    drawing = [True] * len(generators)  # which agents still have a row that runs
     responses = torch.full((B, max_new_tokens), pad_id, dtype=torch.long, device=device)
     response_mask = torch.zeros((B, max_new_tokens), dtype=torch.long, device=device)
     log_probs = torch.zeros((B, max_new_tokens), device=device)
@@ -336,15 +357,20 @@ def generate(
     for t in range(max_new_tokens):
         if not use_kv_cache:
             logits = model(ids, mask, position_ids_from_mask(mask))
-        tokens, token_log_probs = _pick_tokens(logits[:, -1], temperature, top_p, do_sample, generator)
+        uniforms = _uniforms(generators, drawing, B, device) if sampling else None
+        tokens, token_log_probs = _pick_tokens(logits[:, -1], temperature, top_p, uniforms)
         alive = ~done
         tokens = torch.where(alive, tokens, torch.full_like(tokens, pad_id))
         responses[:, t] = tokens
         response_mask[:, t] = alive.long()
         log_probs[:, t] = torch.where(alive, token_log_probs, torch.zeros_like(token_log_probs))
         done = done | (tokens == eos_id)
-        if bool(done.all()) or t == max_new_tokens - 1:
+        if t == max_new_tokens - 1:
             break
+        agents_done = done.view(len(generators), -1).all(-1).tolist()  # one host sync per step
+        if all(agents_done):
+            break
+        drawing = [not d for d in agents_done]
         new_mask = alive.long()[:, None]  # (B, 1)
         if use_kv_cache:
             # a finished row's pad token sits at its last real position, as cumsum(mask) - 1 puts it

@@ -56,7 +56,7 @@ class Task(ABC):
     score_metric: ClassVar[str]  # the metric `task.score_target` and `trainer.stop_on_score` are measured on
     val_score_metric: ClassVar[str | None] = None  # what `trainer.stop_on_score_validated` checks (None: none)
     model_input_keys: ClassVar[tuple[str, ...]]  # the batch fields the actor's and critic's forward read
-    batched_params: ClassVar[bool] = False  # parameters carry a leading agent dim (the optimizer steps K at once)
+    batched_params: bool = False  # parameters carry a leading agent dim (the optimizer steps K at once)
 
     num_agents: int  # K
     actor: Trainable  # the policy the actor optimizer steps (its log-probs come from `log_prob_and_entropy`)

@@ -1,16 +1,25 @@
-"""Token tasks as the trainer sees them: a tiny GPT trained the way verl trains an LLM.
+"""Token tasks as the trainer sees them: a tiny GPT trained the way verl trains an LLM, for K agents at once.
 
 The base model comes from SFT (cached on disk); the reference policy is that base, frozen; the critic is a
-copy of its trunk with a fresh value head. Each step samples `data.train_batch_size` prompts, repeats each
-`rollout.n` times (one `uid` per prompt, as verl), generates with the KV cache, scores every response with
-the rule reward (outcome reward on the last response token) and hands the trainer a verl-shaped batch with
-a leading agent dim of 1: `(1, bs, prompt_length + response_length)` and `(1, bs, response_length)`.
+copy of its trunk with a fresh value head. Each step every agent samples `data.train_batch_size` prompts from its
+own stream, repeats each `rollout.n` times (one `uid` per prompt, as verl), generates with the KV cache, scores
+every response with the rule reward (outcome reward on the last response token) and hands the trainer a
+verl-shaped batch: `(K, bs, prompt_length + response_length)` and `(K, bs, response_length)`.
+
+K agents are one model whose parameters are stacked `(K, ...)` (`models.agents.stack_agents`; K = 1 is the plain
+model, as before), run over the K agents' rows agent-major (`(K·bs, ...)`). The reference is the same frozen base
+for every agent (the base depends only on the batch signature's task, model and `sft.*` keys): one unstacked model,
+its weights broadcast to every agent's rows. Prompts, sampling noise and reward noise come from each agent's own
+generators, seeded from its `trainer.seed` as in a run of its own, so an agent's rollouts do not depend on who shares
+the batch. On CPU the passes over many agents run in chunks of agents (`CPU_PASS_BYTES`).
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
+from collections.abc import Sequence
 
 import torch
 from omegaconf import DictConfig
@@ -19,7 +28,9 @@ from torch import Tensor
 from playground.algos.masked import masked_stats
 from playground.config import uses_critic
 from playground.hparams import AgentHParams
+from playground.models.agents import AgentView, stack_agents
 from playground.models.tiny_gpt import (
+    GenerationOutput,
     GPTConfig,
     TinyGPTCritic,
     build_sequences,
@@ -35,6 +46,13 @@ from playground.tasks.sft import SFTConfig, build_base_model
 from playground.tasks.token_data import make_prompts, pass_at_k, score
 from playground.update import Batch
 
+# On CPU a pass without gradients over many agents (rollout, old log-probs, reference, values, validation) runs in
+# chunks of agents whose largest activation (the MLP's, tokens × 4·n_embd floats) stays under this, so that its memory
+# does not grow with K (the memory cap measures each agent's share). For K = 32 reverse agents on 2 cores, 64 MiB
+# chunks took no longer per step than none and validated fastest; 16 MiB chunks were 5 % slower (docs/tuning.md).
+# 64 MiB chunks the validation of K >= 8 and every such pass of K > 32. A GPU takes all agents at once.
+CPU_PASS_BYTES = 64 * 2**20
+
 
 def base_model_for(cfg: DictConfig):
     """The task's data, the model's config and the SFT base model (built once, then loaded from the cache)."""
@@ -45,11 +63,27 @@ def base_model_for(cfg: DictConfig):
     return data, model_cfg, build_base_model(data, model_cfg, SFTConfig(**cfg.sft))
 
 
+def _per_agent_stats(prefix: str, values: list[Tensor]) -> dict[str, Tensor]:
+    """`masked_stats` of each agent's rows (their counts may differ), as `(K,)` tensors."""
+    stats = [masked_stats(prefix, v.unsqueeze(0)) for v in values]
+    return {key: torch.cat([s[key] for s in stats]) for key in stats[0]}
+
+
+def _std(values: Tensor) -> Tensor:
+    return values.std().view(1) if len(values) > 1 else torch.zeros(1, device=values.device)
+
+
+def _flat(x: Tensor) -> Tensor:
+    """`(K, rows, ...)` → `(K·rows, ...)`: the agents' rows agent-major, as the stacked models take them."""
+    return x.reshape(-1, *x.shape[2:])
+
+
 class TokenTask(Task):
     """The token family: prompts, the SFT base, actor/critic/reference models, rewards, validation, samples.
 
     Besides the interface's fields, its batch carries verl's per-row facts: `uid` (the prompt's group id),
-    `prompt_length`, `response_length` (tensors), and `ground_truth`, `prompt_text`, `response_text` (lists).
+    `prompt_length`, `response_length` (tensors), and `ground_truth`, `prompt_text`, `response_text` (lists),
+    and `agents`, the agents its rows belong to (all of them, except for a rollout of some: `generate(agents)`).
     """
 
     family = "token"
@@ -58,27 +92,34 @@ class TokenTask(Task):
     model_input_keys = ("input_ids", "attention_mask", "position_ids", "responses")
 
     def __init__(self, cfgs: list[DictConfig], hp: AgentHParams, device: torch.device):
-        if len(cfgs) != 1:
-            raise ValueError("token tasks train one agent per process (the batched launcher runs them in turn)")
         cfg = self.cfg = cfgs[0]
-        self.hp, self.device, self.num_agents = hp, device, 1
+        self.cfgs, self.hp, self.device, self.num_agents = list(cfgs), hp, device, len(cfgs)
+        self.batched_params = self.num_agents > 1  # K = 1 keeps the plain model (no agent dim)
         self.data, self.model_cfg, self.base = base_model_for(cfg)
         self.tokenizer = self.data.tokenizer
-        torch.manual_seed(int(cfg.trainer.seed))
-        self.model = copy.deepcopy(self.base.model).to(device).train()
-        self.ref_model = self.base.model.to(device).eval().requires_grad_(False)
         use_critic = uses_critic(cfg)
-        self.critic_model = TinyGPTCritic.from_base(self.model).to(device).train() if use_critic else None
+        seeds = [int(c.trainer.seed) for c in cfgs]
+        critics = []
+        for seed in seeds:
+            torch.manual_seed(seed)  # the critic's fresh value head, as in a run of its own
+            if use_critic:
+                critics.append(TinyGPTCritic.from_base(self.base.model))
+        # every agent starts from the base: K = 1 trains a copy of it, K > 1 a stack of it (copied into the stack)
+        actors = [copy.deepcopy(self.base.model)] if self.num_agents == 1 else [self.base.model] * self.num_agents
+        self.model = stack_agents(actors).to(device).train()
+        self.ref_model = self.base.model.to(device).eval().requires_grad_(False)
+        self.critic_model = stack_agents(critics).to(device).train() if use_critic else None
         self.actor = _Params(self.model)
-        self.critic = _CriticView(self.critic_model) if use_critic else None
-        seed = int(cfg.trainer.seed)
-        self.prompt_gen = torch.Generator().manual_seed(seed)
-        self.sample_gen = torch.Generator(device=device).manual_seed(seed + 1)
+        self.critic = _CriticView(self.critic_model, self) if use_critic else None
+        self.prompt_gens = [torch.Generator().manual_seed(seed) for seed in seeds]
+        self.sample_gens = [torch.Generator(device=device).manual_seed(seed + 1) for seed in seeds]
         self.n = int(cfg.actor_rollout_ref.rollout.n)
         self.temperature = float(cfg.actor_rollout_ref.rollout.temperature)
         # read once: the reward is scored per response
         self._reward_shape = {"format_score": float(cfg.reward.format_score),
                               "partial_credit": bool(cfg.reward.partial_credit)}
+        self._reward_scale = [float(c.reward.scale) for c in cfgs]
+        self._reward_noise = [float(c.reward.noise_std) for c in cfgs]
         self.peak_flops = peak_flops(device_name(device), cfg.trainer.get("peak_flops"))
         self.rows_per_step = int(cfg.data.train_batch_size) * self.n
         self.rows_per_unit = self.n  # ppo_mini_batch_size counts prompts: × rollout.n sequences (verl)
@@ -90,105 +131,173 @@ class TokenTask(Task):
                 "sft_cached": self.base.cached, "score_metric": self.score_metric,
                 "num_params": count_params(self.model_cfg)}
 
+    # ---- agents in chunks ---------------------------------------------------------------------------
+    def _chunks(self, agents: list[int], tokens_per_agent: int) -> list[list[int]]:
+        """The agents of one pass, in chunks (`CPU_PASS_BYTES`); a GPU takes them all at once."""
+        if self.device.type != "cpu":
+            return [agents]
+        per_chunk = max(1, CPU_PASS_BYTES // (tokens_per_agent * 4 * self.model_cfg.n_embd * 4))
+        return [agents[i:i + per_chunk] for i in range(0, len(agents), per_chunk)]
+
+    def _view(self, model, agents: list[int]):
+        """The stacked `model` for these agents: itself for all of them (K = 1: the plain model)."""
+        if len(agents) == self.num_agents:
+            return model
+        first = agents[0]
+        contiguous = agents == list(range(first, first + len(agents)))
+        return AgentView.agents(model, slice(first, first + len(agents)) if contiguous else agents)
+
+    def _shared(self, model, num_agents: int):
+        """One model (the reference) for several agents' rows, run through the agents' stacked ops (K = 1: itself):
+        at step 1 an agent's log-probs then equal the reference's bit for bit and its KL loss has exactly no gradient,
+        as in a run of its own. Through two code paths they differ by rounding, and Adam turns that noise into a
+        full-size step (docs/tuning.md)."""
+        return model if self.num_agents == 1 else AgentView.shared(model, num_agents)
+
     # ---- gen / reward -------------------------------------------------------------------------------
     @torch.no_grad()
-    def _generate(self, examples, *, temperature: float, top_p: float, do_sample: bool):
+    def _generate(self, agents: list[int], examples: list[list], *, temperature: float, top_p: float,
+                  do_sample: bool) -> tuple[Tensor, Tensor, GenerationOutput]:
+        """Generate for each agent's prompts (`examples[i]`: agent `agents[i]`'s), with its own sampling generator;
+        the outputs are agent-major `(len(agents)·rows, ...)`."""
         data = self.cfg.data
-        prompt_ids, prompt_mask = self.data.collate_prompts(examples, width=data.max_prompt_length,
-                                                            truncation=data.truncation)
-        prompt_ids, prompt_mask = prompt_ids.to(self.device), prompt_mask.to(self.device)
+        width = data.max_prompt_length + data.max_response_length
         was_training = self.model.training
         self.model.eval()
-        out = generate(self.model, prompt_ids, prompt_mask, max_new_tokens=data.max_response_length,
-                       eos_id=self.tokenizer.eos_id, pad_id=self.tokenizer.pad_id, temperature=temperature,
-                       top_p=top_p, do_sample=do_sample, generator=self.sample_gen)
+        parts = []
+        for chunk in self._chunks(list(range(len(agents))), len(examples[0]) * width):  # positions in `agents`
+            flat = [e for i in chunk for e in examples[i]]
+            prompt_ids, prompt_mask = self.data.collate_prompts(flat, width=data.max_prompt_length,
+                                                                truncation=data.truncation)
+            prompt_ids, prompt_mask = prompt_ids.to(self.device), prompt_mask.to(self.device)
+            out = generate(self._view(self.model, [agents[i] for i in chunk]), prompt_ids, prompt_mask,
+                           max_new_tokens=data.max_response_length, eos_id=self.tokenizer.eos_id,
+                           pad_id=self.tokenizer.pad_id, temperature=temperature, top_p=top_p, do_sample=do_sample,
+                           generator=[self.sample_gens[agents[i]] for i in chunk])
+            parts.append((prompt_ids, prompt_mask, out))
         self.model.train(was_training)
-        return prompt_ids, prompt_mask, out
+        ids, masks, outs = zip(*parts)
+        fields = (f.name for f in dataclasses.fields(GenerationOutput))
+        return torch.cat(ids), torch.cat(masks), GenerationOutput(
+            *(torch.cat([getattr(out, name) for out in outs]) for name in fields))
 
-    def generate(self) -> Batch:
-        """Sample prompts, repeat each `rollout.n` times (interleaved, one uid per prompt) and generate."""
-        prompts = self.data.sample(int(self.cfg.data.train_batch_size), self.prompt_gen)
-        examples = [e for e in prompts for _ in range(self.n)]
-        uid = torch.arange(len(prompts), device=self.device).repeat_interleave(self.n)
+    def generate(self, agents: Sequence[int] | None = None) -> Batch:
+        """Each agent samples its prompts, repeats each `rollout.n` times (interleaved, one uid per prompt) and
+        generates. `agents`: roll out for these agents only (default all), each from its own streams; it may be
+        called again, for more rows of the same agents (dynamic sampling)."""
+        agents = list(range(self.num_agents)) if agents is None else list(agents)
+        bs = int(self.cfg.data.train_batch_size)
+        examples = [[e for e in self.data.sample(bs, self.prompt_gens[k]) for _ in range(self.n)] for k in agents]
+        uid = torch.arange(bs, device=self.device).repeat_interleave(self.n).expand(len(agents), -1)
         rollout = self.cfg.actor_rollout_ref.rollout
-        prompt_ids, prompt_mask, out = self._generate(examples, temperature=self.temperature,
+        prompt_ids, prompt_mask, out = self._generate(agents, examples, temperature=self.temperature,
                                                       top_p=float(rollout.top_p), do_sample=True)
         input_ids, attention_mask, position_ids = build_sequences(prompt_ids, prompt_mask, out)
-        one = lambda x: x.unsqueeze(0)  # noqa: E731 - the agent dim
-        return {"input_ids": one(input_ids), "attention_mask": one(attention_mask),
-                "position_ids": one(position_ids), "responses": one(out.responses),
-                "response_mask": one(out.response_mask.float()), "uid": one(uid),
-                "prompt_length": one(prompt_mask.sum(-1)), "response_length": one(out.response_mask.sum(-1)),
-                "ground_truth": [[e.answer for e in examples]], "prompt_text": [[e.prompt for e in examples]]}
+        rows = lambda x: x.view(len(agents), -1, *x.shape[1:])  # noqa: E731 - (K·bs, ...) -> (K, bs, ...)
+        return {"input_ids": rows(input_ids), "attention_mask": rows(attention_mask),
+                "position_ids": rows(position_ids), "responses": rows(out.responses),
+                "response_mask": rows(out.response_mask.float()), "uid": uid,
+                "prompt_length": rows(prompt_mask.sum(-1)), "response_length": rows(out.response_mask.sum(-1)),
+                "ground_truth": [[e.answer for e in r] for r in examples],
+                "prompt_text": [[e.prompt for e in r] for r in examples], "agents": agents}
 
     def compute_scores(self, batch: Batch) -> None:
         """The rule reward of each response on its last valid token; the reward trained on adds scale/noise."""
-        texts = self.data.decode_responses(batch["responses"][0].cpu())
-        reward = self.cfg.reward
-        results = [score(text, answer, **self._reward_shape) for text, answer in zip(texts, batch["ground_truth"][0])]
-        seq_scores = torch.tensor([r["score"] for r in results], device=self.device)
-        batch["response_text"] = [texts]
-        mask = batch["response_mask"][0]
-        last = (mask.sum(-1).long() - 1).clamp(min=0)  # (bs,) the last valid response token
-        scores = torch.zeros_like(mask)
-        scores[torch.arange(len(last)), last] = seq_scores
-        trained = seq_scores * float(reward.scale)
-        if float(reward.noise_std) > 0:
-            noise = torch.randn(len(trained), generator=self.prompt_gen).to(self.device)
-            trained = trained + float(reward.noise_std) * noise
-        level_scores = torch.zeros_like(mask)
-        level_scores[torch.arange(len(last)), last] = trained
-        batch["scores"], batch["token_level_scores"] = scores.unsqueeze(0), level_scores.unsqueeze(0)
+        responses = batch["responses"]
+        texts = self.data.decode_responses(_flat(responses).cpu())
+        per_agent = responses.shape[1]
+        batch["response_text"] = [texts[i:i + per_agent] for i in range(0, len(texts), per_agent)]
+        scores, level_scores = [], []
+        for k, agent in enumerate(batch["agents"]):  # each agent as in a run of its own: its scale, its noise
+            results = [score(text, answer, **self._reward_shape)
+                       for text, answer in zip(batch["response_text"][k], batch["ground_truth"][k])]
+            seq_scores = torch.tensor([r["score"] for r in results], device=self.device)
+            mask = batch["response_mask"][k]
+            last = (mask.sum(-1).long() - 1).clamp(min=0)  # (bs,) the last valid response token
+            raw = torch.zeros_like(mask)
+            raw[torch.arange(len(last)), last] = seq_scores
+            trained = seq_scores * self._reward_scale[agent]
+            if self._reward_noise[agent] > 0:
+                noise = torch.randn(len(trained), generator=self.prompt_gens[agent]).to(self.device)
+                trained = trained + self._reward_noise[agent] * noise
+            level = torch.zeros_like(mask)
+            level[torch.arange(len(last)), last] = trained
+            scores.append(raw)
+            level_scores.append(level)
+        batch["scores"], batch["token_level_scores"] = torch.stack(scores), torch.stack(level_scores)
 
     # ---- log-probs, reference, values ---------------------------------------------------------------
-    def _log_prob(self, model, mb: Batch) -> tuple[Tensor, Tensor]:
-        log_probs, entropy = compute_log_prob(model, mb["input_ids"][0], mb["attention_mask"][0],
-                                              mb["position_ids"][0], mb["responses"][0], self.temperature)
-        return log_probs.unsqueeze(0), entropy.unsqueeze(0)
+    def _forward(self, model, mb: Batch, compute, stacked: bool = True) -> list[Tensor]:
+        """`compute(model, input_ids, attention_mask, position_ids, responses)` over the agents' rows in chunks of
+        agents, each output `(K, rows, response_length)`. `stacked=False`: one model (the reference) for every agent's
+        rows (`_shared`)."""
+        agents, rows, width = mb["input_ids"].shape
+        everyone = list(range(agents))
+        # A pass with gradients (the update) takes every agent at once: its micro-batches bound its memory, and a
+        # block wrapped in torch.utils.checkpoint re-runs its forward in backward, outside any `AgentView`.
+        chunks = [everyone] if torch.is_grad_enabled() else self._chunks(everyone, rows * width)
+        parts = []
+        for chunk in chunks:
+            picked = slice(chunk[0], chunk[-1] + 1)
+            inputs = [_flat(mb[key][picked]) for key in self.model_input_keys]
+            outputs = compute(self._view(model, chunk) if stacked else self._shared(model, len(chunk)), *inputs)
+            parts.append([x.view(len(chunk), rows, x.shape[-1]) for x in outputs])
+        return parts[0] if len(parts) == 1 else [torch.cat(xs) for xs in zip(*parts)]
+
+    def _log_prob(self, model, mb: Batch, stacked: bool = True) -> tuple[Tensor, Tensor]:
+        log_probs, entropy = self._forward(
+            model, mb, lambda net, *inputs: compute_log_prob(net, *inputs, self.temperature), stacked)
+        return log_probs, entropy
 
     def log_prob_and_entropy(self, mb: Batch) -> tuple[Tensor, Tensor]:
         return self._log_prob(self.model, mb)
 
     @torch.no_grad()
     def ref_log_prob(self, batch: Batch) -> Tensor:
-        return self._log_prob(self.ref_model, batch)[0]
+        return self._log_prob(self.ref_model, batch, stacked=False)[0]  # one frozen base for every agent's rows
 
     def compute_advantage(self, batch: Batch, estimator, **kwargs) -> tuple[Tensor, Tensor]:
+        # every agent's rows have the same layout, so agent 0's uids group every agent's rows
         return estimator(token_level_rewards=batch["token_level_rewards"], values=batch.get("values"),
                          response_mask=batch["response_mask"], index=batch["uid"][0], **kwargs)
 
     # ---- metrics ------------------------------------------------------------------------------------
     def batch_metrics(self, batch: Batch) -> dict[str, Tensor]:
-        """verl's `compute_data_metrics` for sequences: scores, rewards, lengths (per agent, `(1,)`)."""
+        """verl's `compute_data_metrics` for sequences: scores, rewards, lengths (per agent, `(K,)`)."""
         resp_len, prompt_len = batch["response_length"].float(), batch["prompt_length"].float()
-        alive = resp_len[0] > 0  # verl excludes aborted (empty) responses from score statistics
-        seq_score = batch["scores"][0].sum(-1)[alive]
-        rewards = batch["token_level_rewards"][0].sum(-1)[alive]
-        out = {**masked_stats("critic/score", seq_score.unsqueeze(0)),
-               **masked_stats("critic/rewards", rewards.unsqueeze(0)),
+        # verl excludes aborted (empty) responses from score statistics: which rows count differs per agent
+        alive = [resp_len[k] > 0 for k in range(resp_len.shape[0])]
+        seq_score = [batch["scores"][k].sum(-1)[rows] for k, rows in enumerate(alive)]
+        rewards = [batch["token_level_rewards"][k].sum(-1)[rows] for k, rows in enumerate(alive)]
+        out = {**_per_agent_stats("critic/score", seq_score), **_per_agent_stats("critic/rewards", rewards),
                **masked_stats("response_length", resp_len), **masked_stats("prompt_length", prompt_len)}
-        out["critic/score/std"] = seq_score.std().view(1) if len(seq_score) > 1 else torch.zeros(1)
-        out["critic/rewards/std"] = rewards.std().view(1) if len(rewards) > 1 else torch.zeros(1)
+        out["critic/score/std"] = torch.cat([_std(x) for x in seq_score])
+        out["critic/rewards/std"] = torch.cat([_std(x) for x in rewards])
         data = self.cfg.data
         out["response_length/clip_ratio"] = (resp_len == data.max_response_length).float().mean(-1)
         out["prompt_length/clip_ratio"] = (prompt_len == data.max_prompt_length).float().mean(-1)
         return out
 
     def token_counts(self, batch: Batch) -> dict[str, list[int]]:
-        return {"response": [int(batch["response_mask"].sum())], "total": [int(batch["attention_mask"].sum())]}
+        return {"response": [int(x) for x in batch["response_mask"].sum((1, 2)).tolist()],
+                "total": [int(x) for x in batch["attention_mask"].sum((1, 2)).tolist()]}
 
     def update_flops(self, batch: Batch, role: str, epochs: int) -> float:
-        """The actor and the critic share the trunk's size: the same FLOPs per token for both."""
-        return count_flops(self.model_cfg, batch["attention_mask"][0].sum(-1).tolist()) * epochs
+        """The actor and the critic share the trunk's size: the same FLOPs per token for both (an agent's mean)."""
+        lengths = batch["attention_mask"].sum(-1).tolist()
+        return sum(count_flops(self.model_cfg, agent) for agent in lengths) / len(lengths) * epochs
 
     def samples(self, batch: Batch, step: int) -> list[list[dict]]:
-        """The first `trainer.samples_per_step` rollouts of this step."""
+        """The first `trainer.samples_per_step` rollouts of this step, per agent."""
         count = min(int(self.cfg.trainer.samples_per_step), batch["response_mask"].shape[1])
-        resp_len = batch["response_length"][0]
-        scores = batch["scores"][0].sum(-1)
-        return [[{"step": step, "prompt": batch["prompt_text"][0][i], "answer": batch["ground_truth"][0][i],
-                  "response": batch["response_text"][0][i], "reward": float(scores[i]),
-                  "truncated": bool(resp_len[i] == self.cfg.data.max_response_length)} for i in range(count)]]
+        limit = self.cfg.data.max_response_length
+        out = []
+        for k in range(batch["response_mask"].shape[0]):
+            resp_len, scores = batch["response_length"][k], batch["scores"][k].sum(-1)
+            out.append([{"step": step, "prompt": batch["prompt_text"][k][i], "answer": batch["ground_truth"][k][i],
+                         "response": batch["response_text"][k][i], "reward": float(scores[i]),
+                         "truncated": bool(resp_len[i] == limit)} for i in range(count)])
+        return out
 
     def agent_metrics(self, agent: int, step: int) -> dict[str, float]:
         seen = (step - 1) * int(self.cfg.data.train_batch_size)
@@ -197,14 +306,21 @@ class TokenTask(Task):
     # ---- testing ------------------------------------------------------------------------------------
     @torch.no_grad()
     def validate(self) -> dict[str, Tensor]:
-        """Held-out prompts: `val/score`, `val/accuracy` and `val/pass@k` for k = 1..val_kwargs.n."""
+        """Held-out prompts, the same for every agent: `val/score`, `val/accuracy` and `val/pass@k` for
+        k = 1..val_kwargs.n, each `(K,)`."""
         vk = self.cfg.actor_rollout_ref.rollout.val_kwargs
         n = int(vk.n)
         examples = [e for e in self.data.val for _ in range(n)]
         do_sample = bool(vk.do_sample) and float(vk.temperature) > 0
-        _, _, out = self._generate(examples, temperature=float(vk.temperature) if do_sample else 1.0,
+        _, _, out = self._generate(list(range(self.num_agents)), [examples] * self.num_agents,
+                                   temperature=float(vk.temperature) if do_sample else 1.0,
                                    top_p=float(vk.top_p), do_sample=do_sample)
         texts = self.data.decode_responses(out.responses.cpu())
+        per_agent = [self._val_metrics(texts[k * len(examples):(k + 1) * len(examples)], examples, n)
+                     for k in range(self.num_agents)]
+        return {key: torch.cat([metrics[key] for metrics in per_agent]) for key in per_agent[0]}
+
+    def _val_metrics(self, texts: list[str], examples: list, n: int) -> dict[str, Tensor]:
         results = [score(text, ex.answer, **self._reward_shape) for text, ex in zip(texts, examples)]
         val_score = torch.tensor([r["score"] for r in results]).view(-1, n)
         acc = torch.tensor([r["acc"] for r in results]).view(-1, n)
@@ -216,19 +332,20 @@ class TokenTask(Task):
 
 
 class _Params:
-    """The actor's parameters as the optimizer sees them (one model: no agent dim)."""
+    """A model's parameters as the optimizer sees them (stacked `(K, ...)` for K > 1 agents)."""
 
     def __init__(self, model: torch.nn.Module):
         self.params = [p for p in model.parameters() if p.requires_grad]
 
 
 class _CriticView(_Params):
-    """The critic as the shared update calls it: `values(batch)` → `(1, bs, response_length)`."""
+    """The critic as the shared update calls it: `values(batch)` → `(K, bs, response_length)`."""
 
-    def __init__(self, critic: TinyGPTCritic):
+    def __init__(self, critic: TinyGPTCritic, task: TokenTask):
         super().__init__(critic)
-        self.model = critic
+        self.model, self.task = critic, task
 
     def values(self, mb: Batch) -> Tensor:
-        return compute_values(self.model, mb["input_ids"][0], mb["attention_mask"][0], mb["position_ids"][0],
-                              mb["responses"].shape[-1]).unsqueeze(0)
+        def values(net, input_ids, attention_mask, position_ids, responses):
+            return (compute_values(net, input_ids, attention_mask, position_ids, responses.shape[-1]),)
+        return self.task._forward(self.model, mb, values)[0]

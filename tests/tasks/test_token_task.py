@@ -87,3 +87,34 @@ def test_rloo_and_every_loss_agg_mode_run_through_the_shared_update(train_run):
                                 f"actor_rollout_ref.actor.loss_agg_mode={mode}"])
         step = _records(run_dir)[0]
         assert step["actor/pg_loss"] == step["actor/pg_loss"] and "critic/vf_loss" not in step  # finite, no critic
+
+
+def test_an_agents_rollouts_do_not_depend_on_who_shares_the_batch():
+    """Each agent's prompts and samples come from its own generators: alone, in a batch of three, or rolled out by
+    itself from that batch (`generate(agents)`, as dynamic sampling would ask for more rows), it gets the same rows."""
+    import torch
+
+    from playground.config import compose
+    from playground.hparams import AgentHParams
+    from playground.tasks.token_task import TokenTask
+
+    cfgs = [compose(["task=reverse", "+debug=tiny", f"trainer.seed={seed}", f"reward.scale={seed}"])
+            for seed in (1, 2, 3)]
+    cpu = torch.device("cpu")
+
+    def task(agent_cfgs):
+        return TokenTask(agent_cfgs, AgentHParams(agent_cfgs, cpu), cpu)
+
+    alone, batch, again = task(cfgs[1:2]), task(cfgs), task(cfgs)
+    full = batch.generate()
+    for step in range(2):
+        own = alone.generate()
+        part = again.generate(agents=[1])
+        for rows in (part, full) if step == 0 else (part,):
+            k = 1 if rows is full else 0
+            assert torch.equal(rows["responses"][k], own["responses"][0])
+            assert rows["prompt_text"][k] == own["prompt_text"][0]
+        alone.compute_scores(own)
+        again.compute_scores(part)
+        assert torch.equal(part["token_level_scores"], own["token_level_scores"])  # agent 1's reward.scale
+        assert own["token_level_scores"].max() in (0.0, 2.0)
