@@ -29,7 +29,7 @@ PER_AGENT_KEYS = (
     "actor_rollout_ref.actor.policy_loss.ppo_kl_coef",
     "actor_rollout_ref.actor.grad_clip", "critic.grad_clip", "critic.cliprange_value",
     "algorithm.gamma", "algorithm.lam", "algorithm.kl_ctrl.kl_coef", "algorithm.kl_ctrl.target_kl",
-    "algorithm.kl_ctrl.horizon", "reward.scale", "reward.noise_std",
+    "algorithm.kl_ctrl.horizon", "reward.scale", "reward.noise_std", "reward.nan_rate",
     "trainer.seed", "trainer.total_training_steps", "trainer.memory_limit_gb", "trainer.stop_on_finding",
     "trainer.stop_on_score", "trainer.stop_on_score_validated",
     "trainer.experiment_name", "trainer.mystery", "scenario",

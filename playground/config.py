@@ -31,15 +31,18 @@ TOKEN_ONLY = ("actor_rollout_ref.model.enable_gradient_checkpointing", "algorith
               "reward_model.overlong_buffer.enable")
 # What DAPO's dynamic sampling compares within a group (verl: `acc`, `score`, `seq_final_reward`, `seq_reward`).
 FILTER_METRICS = ("acc", "score", "seq_final_reward", "seq_reward")
+# What a run returns to a Hydra sweeper (`trainer.objective`; `train.objective` computes it).
+OBJECTIVES = ("score", "largest_healthy")
 # Applies to every task: a workshop exercise (`playground.exercise`) brings its own overrides.
 ANY_TASK_SCENARIOS = ("mystery",)
 
 # Knobs verl does not have, named by the playground (the README lists them with their meaning).
 PLAYGROUND_KEYS = (
     "task.*", "env.backend", "env.num_envs", "env.rollout_length", "env.eval_episodes", "env.episode_window",
-    "algorithm.norm_adv", "reward.scale", "reward.noise_std", "reward.noise_type", "actor_rollout_ref.model.*",
+    "algorithm.norm_adv", "reward.scale", "reward.noise_std", "reward.noise_type", "reward.nan_rate",
+    "actor_rollout_ref.model.*",
     "world_model.*", "trainer.memory_limit_gb", "trainer.stop_on_finding", "trainer.stop_on_score",
-    "trainer.stop_on_score_validated", "trainer.diverge_patience",
+    "trainer.stop_on_score_validated", "trainer.diverge_patience", "trainer.objective", "trainer.objective_key",
     "trainer.num_threads", "trainer.progress_bar", "trainer.samples_per_step", "trainer.mystery",
     "actor_rollout_ref.actor.grad_clip=null (clipping off)", "critic.grad_clip=null",
 )
@@ -122,6 +125,14 @@ def validate(cfg: DictConfig) -> None:
     _check(cfg, "trainer.stop_on_score", lambda x: x is None or _number(x), "null or a number")
     _check(cfg, "trainer.stop_on_score_validated", lambda x: isinstance(x, bool), "true or false")
     _check(cfg, "trainer.device", _device_ok, "'auto', 'cpu', or 'cuda[:N]' with CUDA present")
+    _check(cfg, "reward.nan_rate", lambda x: _number(x) and 0 <= x < 1, "in [0, 1)")
+    _check(cfg, "trainer.objective", lambda x: x in OBJECTIVES, f"one of {list(OBJECTIVES)}")
+    if _get(cfg, "trainer.objective") == "largest_healthy":
+        _check(cfg, "trainer.objective_key",
+               lambda x: isinstance(x, str) and _number(_get(cfg, x)) and _get(cfg, x) > 0, "a config key holding a positive number (trainer.objective=largest_healthy takes its log10)")
+    elif _get(cfg, "trainer.objective_key") is not None:
+        raise ConfigError(f"trainer.objective_key={_get(cfg, 'trainer.objective_key')!r} is out of range: allowed "
+                          "null unless trainer.objective=largest_healthy (it would be ignored)")
     for name in logger_names(cfg):
         if name not in LOGGERS:
             raise ConfigError(f"trainer.logger contains {name!r}: allowed {list(LOGGERS)}")

@@ -21,6 +21,9 @@ from playground.metrics import canonicalize, fmt
 
 VERL_GRAD_CLIP = 1.0  # verl's default actor grad_clip, assumed for logs that do not say
 KINDS = ("point", "window", "trend", "run")
+# What a policy with a single action (max_entropy 0: Andy Jones' probe environments) makes of its metrics: nothing it
+# could change, so none of them is diagnosed.
+POLICY_PREFIXES = ("actor/", "critic/score/", "critic/rewards/", "critic/advantages/", "episode/")
 SHORTCUT_KEYS = ("actor/ppo_kl", "actor/pg_clipfrac", "actor/pg_clipfrac_lower")
 
 
@@ -202,8 +205,7 @@ def _finding(finding_id: str, fired: list[tuple[Rule, list[list[int]]]], log: Lo
     if not catalogue.document()["severities"].get(severity, {}).get("marks_bad", True):
         for item in evidence:
             item["status"] = "ok" if item["status"] == "bad" else item["status"]
-    own = [rule.fix for rule, _ in fired if rule.fix is not None]  # every rule that fired has its own fix: the first
-    spec = own[0] if own and len(own) == len(fired) else None
+    spec = fired[0][0].fix  # the first rule that reported the id names the fix, when it has its own
     return Finding(id=finding_id, severity=severity, first_step=min(firsts), last_step=max(lasts), evidence=evidence,
                    explanation=catalogue.explanation(finding_id),
                    fix=catalogue.render_fix(finding_id, family, config, spec), rule=", ".join(r.name for r, _ in fired),
@@ -324,9 +326,11 @@ def diagnose(records: list[dict[str, float]], *, info: dict | None = None, famil
     cfg = plain_config(config)
     fam = resolve_family(family, info, cfg)
     log = Log(facts(info, cfg, fam))
+    inert = log.facts["action_space"] == "discrete" and log.facts["max_entropy"] == 0
     for record in records:
-        log.append(record)
-    return diagnose_log(log, fam, cfg)
+        log.append({k: v for k, v in record.items() if not k.startswith(POLICY_PREFIXES)} if inert else record)
+    notes = ["the policy has a single action (a probe of the critic): only the critic is diagnosed"] if inert else []
+    return diagnose_log(log, fam, cfg, notes=notes)
 
 
 def findings_document(report: Report) -> dict:

@@ -111,6 +111,7 @@ class GymTask(Task):
         self.ep_length = np.zeros(shape, dtype=np.int64)
         self.env_steps = 0
         self.noisy_agents = [float(c.reward.noise_std) > 0 for c in cfgs]
+        self.nan_rates = [float(c.reward.nan_rate) for c in cfgs]
         self.peak_flops = peak_flops(device_name(device), cfg.trainer.get("peak_flops"))
         if not self.env.discrete:
             self.action_low = self.env.action_low.to(device)
@@ -170,6 +171,8 @@ class GymTask(Task):
         if any(self.noisy_agents):
             noise_std = self.hp.vector("reward.noise_std")
             trained_reward = trained_reward + noise_std.view(-1, 1) * self._reward_noise(reward.shape)
+        if any(self.nan_rates):
+            trained_reward = torch.where(self._broken_rewards(reward.shape), torch.nan, trained_reward)
         return {
             "obs": rows(obs_l), "actions": rows(act_l), "final_obs": rows(final_l),
             "terminated": rows(term_l), "truncated": rows(trunc_l),
@@ -177,6 +180,12 @@ class GymTask(Task):
             "scores": reward.unsqueeze(-1),  # the task's raw reward
             "token_level_scores": (trained_reward * valid).unsqueeze(-1),  # the reward the agent trains on
         }
+
+    def _broken_rewards(self, shape: tuple[int, ...]) -> Tensor:
+        """Which rewards come out NaN (`reward.nan_rate`), per agent from its own generator (none for a rate 0)."""
+        draws = [torch.rand(shape[1:], generator=g) < rate if rate > 0 else torch.zeros(shape[1:], dtype=torch.bool)
+                 for g, rate in zip(self.noise_gens, self.nan_rates)]
+        return torch.stack(draws).to(self.device)
 
     def _reward_noise(self, shape: tuple[int, ...]) -> Tensor:
         """Heavy-tailed (Cauchy) or normal noise, per agent from its own generator (zeros for agents without)."""
