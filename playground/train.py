@@ -7,6 +7,7 @@ any Hydra launcher (basic, joblib, submitit, and `hydra/launcher=batched` for ma
 
 from __future__ import annotations
 
+import math
 import os
 import shlex
 import signal
@@ -18,7 +19,7 @@ from pathlib import Path
 import hydra
 import torch
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from playground.config import (
     CONF_DIR,
@@ -111,6 +112,29 @@ def run_in_own_process(overrides: Sequence[str], run_dir: str | Path, show_stder
     return (read_run_info(Path(run_dir)) or {}).get("status", "failed")
 
 
+def objective(run_dir: str | Path, cfg: DictConfig) -> float:
+    """What the run returns to a Hydra sweeper (`trainer.objective`), from its `findings.json` and metrics.
+
+    `score`: the task's progress towards its target, `1 - (target - score) / max(|target|, 1)` (1 at the target),
+    minus 1 when the diagnosis found a warning or worse. `largest_healthy`: `log10` of `trainer.objective_key`'s value
+    when the run is healthy (no warning) and reaches its target, else that minus 10, so that maximising it finds the
+    largest value that still trains healthily. A run with no score yet scores as far from its target as it gets.
+    """
+    from playground.runs import METRICS, read_findings, read_metrics_jsonl, read_run_info
+
+    run_dir = Path(run_dir)
+    info = read_run_info(run_dir) or {}
+    scores = [r[info["score_metric"]] for r in read_metrics_jsonl(run_dir / METRICS).records
+              if info.get("score_metric") in r and r[info["score_metric"]] == r[info["score_metric"]]]
+    target = float(cfg.task.score_target)
+    progress = 1.0 - (target - scores[-1]) / max(abs(target), 1.0) if scores else -1.0
+    bad = any(f.get("severity") in ("warning", "critical") for f in (read_findings(run_dir) or {}).get("findings", []))
+    if cfg.trainer.objective == "largest_healthy":
+        value = math.log10(float(OmegaConf.select(cfg, cfg.trainer.objective_key)))
+        return value if not bad and progress >= 1.0 else value - 10.0
+    return progress - (1.0 if bad else 0.0)
+
+
 def write_findings(run_dir: str | Path, cfg: DictConfig | None = None) -> None:
     """Diagnose the finished run into `findings.json` (the explorer lists runs without re-diagnosing); `cfg`, the
     run's config, spares reading back the `.hydra/config.yaml` written from it."""
@@ -123,14 +147,14 @@ def write_findings(run_dir: str | Path, cfg: DictConfig | None = None) -> None:
 def hydra_main(cfg: DictConfig) -> float | None:
     hc = HydraConfig.get()
     try:
-        status = run(cfg, hc.runtime.output_dir, list(hc.overrides.task))
+        run(cfg, hc.runtime.output_dir, list(hc.overrides.task))
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(EXIT_BAD_CONFIG)
     except KeyboardInterrupt as stop:
         print("interrupted: run.json says so; metrics so far are kept", file=sys.stderr)
         sys.exit(128 + signal.SIGTERM if isinstance(stop, Terminated) else 130)  # the shell's codes
-    return 0.0 if status == "finished" else None
+    return objective(hc.runtime.output_dir, cfg)  # a diverged or out-of-memory run scores with its finding's penalty
 
 
 def main() -> None:

@@ -125,6 +125,7 @@ class BatchedLauncher(Launcher):
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from playground.batched import batch_threads, plan_batches, train_batch
         from playground.config import ConfigError, check_scenario_applies, validate
+        from playground.train import objective
 
         setup_globals()
         assert self.config is not None and self.hydra_context is not None and self.task_function is not None
@@ -158,10 +159,10 @@ class BatchedLauncher(Launcher):
             for job in members:
                 self._callback(job, "on_job_start", task_function=self.task_function)
             try:
-                statuses = train_batch([j.task_cfg for j in members], [j.output_dir for j in members],
-                                       [OmegaConf.to_container(j.config.hydra.overrides.task) for j in members],
-                                       num_threads=batch_threads(self.num_threads, len(members)))
-                outcome = [(JobStatus.COMPLETED, 0.0 if s == "finished" else None) for s in statuses]
+                train_batch([j.task_cfg for j in members], [j.output_dir for j in members],
+                            [OmegaConf.to_container(j.config.hydra.overrides.task) for j in members],
+                            num_threads=batch_threads(self.num_threads, len(members)))
+                outcome = [(JobStatus.COMPLETED, objective(j.output_dir, j.task_cfg)) for j in members]
             except Exception as error:  # noqa: BLE001 - recorded per job, as run_job records a task's failure
                 log.error(f"batch of jobs {[j.idx for j in members]} failed: {type(error).__name__}: {error}")
                 outcome = [(JobStatus.FAILED, error)] * len(members)

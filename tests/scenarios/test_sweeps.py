@@ -3,6 +3,7 @@ through the submitit launcher (the code path a SLURM cluster uses), and (slow) t
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -21,7 +22,8 @@ from playground.runs import read_run_info
 
 ROOT = Path(__file__).resolve().parents[2]
 LR = "actor_rollout_ref.actor.optim.lr"
-CLIP = "actor_rollout_ref.actor.clip_ratio"
+CLIP = "actor_rollout_ref.actor.clip_ratio_low"  # the key that acts in verl (clip_ratio_high follows it)
+SEED = "trainer.seed"
 
 
 def sweep_jobs(preset: str, task: str = "cartpole") -> tuple[object, list[list[str]]]:
@@ -34,27 +36,29 @@ def sweep_jobs(preset: str, task: str = "cartpole") -> tuple[object, list[list[s
     return cfg, [job for batch in batches for job in batch]
 
 
-def test_lr_preset_crosses_cartpoles_lr_from_one_hundredth_to_twenty_times():
+def test_lr_preset_crosses_cartpoles_lr_from_one_thousandth_to_twenty_times_on_three_seeds():
     cfg, jobs = sweep_jobs("lr")
     assert cfg.hydra.mode == RunMode.MULTIRUN  # `-m` is optional
-    assert [float(job[0].split("=")[1]) for job in jobs] == [2.5e-5, 2.5e-4, 2.5e-3, 2.5e-2, 5e-2]
-    assert all(job[0].startswith(f"{LR}=") and len(job) == 1 for job in jobs)
+    lrs = sorted({float(o.split("=")[1]) for job in jobs for o in job if o.startswith(f"{LR}=")})
+    assert lrs == [2.5e-6, 2.5e-5, 2.5e-4, 2.5e-3, 2.5e-2, 5e-2]
     assert cfg.actor_rollout_ref.actor.entropy_coeff == 0.05  # the high end overshoots instead of collapsing
-    default_lr = compose(["task=cartpole"]).actor_rollout_ref.actor.optim.lr
-    assert default_lr in [float(job[0].split("=")[1]) for job in jobs]
+    assert compose(["task=cartpole"]).actor_rollout_ref.actor.optim.lr in lrs
 
 
-@pytest.mark.parametrize(("preset", "count", "keys"), [
-    ("lr", 5, {LR}), ("entropy", 5, {"actor_rollout_ref.actor.entropy_coeff"}), ("clip", 5, {CLIP}),
+@pytest.mark.parametrize(("preset", "cells", "keys"), [
+    ("lr", 6, {LR}), ("entropy", 5, {"actor_rollout_ref.actor.entropy_coeff"}), ("clip", 5, {CLIP}),
     ("stability_map", 16, {LR, CLIP})])
-def test_every_preset_expands_into_valid_jobs(preset, count, keys):
-    _, jobs = sweep_jobs(preset)
-    assert len(jobs) == count and len({tuple(job) for job in jobs}) == count
+def test_every_preset_runs_three_seeds_a_cell_batched_on_verls_keys(preset, cells, keys):
+    cfg, jobs = sweep_jobs(preset)
+    assert len(jobs) == 3 * cells and len({tuple(job) for job in jobs}) == len(jobs)
+    assert cfg.hydra.launcher._target_.endswith("BatchedLauncher")
     for job in jobs:
-        assert {o.split("=")[0] for o in job} == keys
+        assert {o.split("=")[0] for o in job} == keys | {SEED}
         cfg = compose(["task=cartpole", f"+sweep={preset}", *job])
         check_scenario_applies(cfg)
         validate(cfg)
+        actor = cfg.actor_rollout_ref.actor
+        assert actor.clip_ratio_high == actor.clip_ratio_low  # the clip sweeps move both ends
 
 
 def run_cli(args: list[str], timeout: int) -> subprocess.CompletedProcess:
@@ -78,19 +82,39 @@ def test_two_job_sweep_runs_through_submitit_local(tmp_path):
 
 @pytest.mark.slow
 def test_lr_sweep_yields_lr_too_low_healthy_and_lr_too_high(tmp_path):
-    """`python -m playground.train task=cartpole +sweep=lr` as a user runs it (five full CartPole runs, ~1 min)."""
+    """`python -m playground.train task=cartpole +sweep=lr` as a user runs it (18 CartPole runs as one batch)."""
     from playground.diagnose.engine import diagnose_path
 
     sweep_dir = tmp_path / "sweep"
     done = run_cli(["task=cartpole", "+sweep=lr", "trainer.progress_bar=false", "trainer.logger=[]",
                     f"hydra.sweep.dir={sweep_dir}"], timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
-    by_lr = {}
-    for run, diagnosis in diagnose_path(sweep_dir):
+    roots: dict[float, list[list[str]]] = {}
+    for run, report in diagnose_path(sweep_dir):
         lr = next(float(o.split("=")[1]) for o in read_run_info(run)["overrides"] if o.startswith(f"{LR}="))
-        by_lr[lr] = diagnosis
-    assert sorted(by_lr) == [2.5e-5, 2.5e-4, 2.5e-3, 2.5e-2, 5e-2]
-    assert "lr_too_low" in by_lr[2.5e-5].ids()
-    assert "lr_too_high" in by_lr[5e-2].ids()
-    healthy = [lr for lr, d in by_lr.items() if "healthy" in d.ids() and d.worst_severity() == "info"]
-    assert set(healthy) & {2.5e-4, 2.5e-3}, {lr: d.ids() for lr, d in by_lr.items()}
+        roots.setdefault(lr, []).append(report.roots())
+    assert sorted(roots) == [2.5e-6, 2.5e-5, 2.5e-4, 2.5e-3, 2.5e-2, 5e-2] and all(len(v) == 3 for v in roots.values())
+    assert sum("lr_too_low" in r for r in roots[2.5e-6]) >= 2, roots[2.5e-6]
+    assert sum("lr_too_high" in r for r in roots[5e-2]) >= 2, roots[5e-2]
+    assert sum(r[:1] == ["healthy"] for r in roots[2.5e-3]) >= 2, roots[2.5e-3]
+
+
+def test_a_six_trial_optuna_search_batches_its_trials_and_returns_the_objective(tmp_path):
+    """`hydra/sweeper=optuna` (the `lr_search` preset): each run returns its objective to the sweeper, and the trials
+    asked together share their shapes, so they train as one batch of agents."""
+    sweep_dir = tmp_path / "search"
+    done = run_cli(["task=cartpole", "+sweep=lr_search", "+debug=tiny", "hydra.sweeper.n_trials=6",
+                    "hydra.sweeper.n_jobs=3", f"hydra.sweep.dir={sweep_dir}"], timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stderr.count("batch of 3 agents") == 2  # two asks of three trials, each one batch
+    import yaml
+
+    results = yaml.safe_load((sweep_dir / "optimization_results.yaml").read_text())
+    assert results["name"] == "optuna" and LR in results["best_params"]
+    lrs = [float(next(o for o in read_run_info(sweep_dir / str(j))["overrides"] if o.startswith(LR)).split("=")[1])
+           for j in range(6)]
+    assert all(1e-4 <= lr <= 0.3 for lr in lrs) and len(set(lrs)) == 6
+    # largest_healthy: log10(lr), minus 10 for a run that does not reach its target healthily (none does in 4 steps),
+    # so the best trial is the largest lr
+    assert results["best_params"][LR] == pytest.approx(max(lrs))
+    assert results["best_value"] == pytest.approx(math.log10(max(lrs)) - 10)
