@@ -4,6 +4,7 @@ tasks, and each policy loss and advantage estimator of the modern ladder trainin
 from __future__ import annotations
 
 import pytest
+import torch
 
 from playground.config import ConfigError, compose, resolve_deprecated, validate
 from playground.runs import read_metrics_jsonl
@@ -80,3 +81,26 @@ def test_each_advantage_estimator_trains(train_run, estimator):
     records = read_metrics_jsonl(train_run([*TINY_TOKEN, f"algorithm.adv_estimator={estimator}"])[1]
                                  / "metrics.jsonl").records
     assert len(records) == 3 and "critic/advantages/max" in records[-1]
+
+
+def test_remax_baselines_are_each_prompts_greedy_reward():
+    """verl's gen_max phase: one greedy response per prompt, its reward repeated over the prompt's rollout.n rows."""
+    from playground.hparams import AgentHParams
+    from playground.tasks import build_task
+
+    cfg = compose([*TINY_TOKEN, "algorithm.adv_estimator=remax"])
+    validate(cfg)
+    task = build_task([cfg], AgentHParams([cfg], torch.device("cpu")), torch.device("cpu"))
+    batch = task.generate()
+    baselines, n = batch["reward_baselines"], int(cfg.actor_rollout_ref.rollout.n)
+    assert baselines.shape == batch["uid"].shape
+    assert torch.equal(baselines.view(1, -1, n), baselines.view(1, -1, n)[..., :1].expand(-1, -1, n))
+    assert set(baselines.unique().tolist()) <= {0.0, 1.0}  # the rule reward of the greedy answer (scale 1)
+
+
+def test_nan_rewards_end_a_token_run_as_a_training_crash(train_run):
+    _, run_dir = train_run([*TINY_TOKEN, "trainer.total_training_steps=6", "reward.nan_rate=0.5"])
+    from playground.runs import read_findings, read_run_info
+
+    assert read_run_info(run_dir)["status"] == "diverged"
+    assert read_findings(run_dir)["diagnoses"][0]["root"]["id"] == "training_crash"

@@ -114,12 +114,14 @@ class TokenTask(Task):
         self.prompt_gens = [torch.Generator().manual_seed(seed) for seed in seeds]
         self.sample_gens = [torch.Generator(device=device).manual_seed(seed + 1) for seed in seeds]
         self.n = int(cfg.actor_rollout_ref.rollout.n)
+        self.greedy_baseline = cfg.algorithm.adv_estimator == "remax"  # ReMax: each prompt's greedy reward
         self.temperature = float(cfg.actor_rollout_ref.rollout.temperature)
         # read once: the reward is scored per response
         self._reward_shape = {"format_score": float(cfg.reward.format_score),
                               "partial_credit": bool(cfg.reward.partial_credit)}
         self._reward_scale = [float(c.reward.scale) for c in cfgs]
         self._reward_noise = [float(c.reward.noise_std) for c in cfgs]
+        self._nan_rates = [float(c.reward.nan_rate) for c in cfgs]
         self.peak_flops = peak_flops(device_name(device), cfg.trainer.get("peak_flops"))
         self.rows_per_step = int(cfg.data.train_batch_size) * self.n
         self.rows_per_unit = self.n  # ppo_mini_batch_size counts prompts: × rollout.n sequences (verl)
@@ -194,12 +196,26 @@ class TokenTask(Task):
                                                       top_p=float(rollout.top_p), do_sample=True)
         input_ids, attention_mask, position_ids = build_sequences(prompt_ids, prompt_mask, out)
         rows = lambda x: x.view(len(agents), -1, *x.shape[1:])  # noqa: E731 - (K·bs, ...) -> (K, bs, ...)
-        return {"input_ids": rows(input_ids), "attention_mask": rows(attention_mask),
+        extra = {"reward_baselines": self._greedy_rewards(agents, examples)} if self.greedy_baseline else {}
+        return {**extra, "input_ids": rows(input_ids), "attention_mask": rows(attention_mask),
                 "position_ids": rows(position_ids), "responses": rows(out.responses),
                 "response_mask": rows(out.response_mask.float()), "uid": uid,
                 "prompt_length": rows(prompt_mask.sum(-1)), "response_length": rows(out.response_mask.sum(-1)),
                 "ground_truth": [[e.answer for e in r] for r in examples],
                 "prompt_text": [[e.prompt for e in r] for r in examples], "agents": agents}
+
+    def _greedy_rewards(self, agents: list[int], examples: list[list]) -> Tensor:
+        """ReMax's baseline, as verl's `gen_max` phase: one greedy (do_sample=False) response per prompt, scored by
+        the reward function (× reward.scale, without the injected noise), repeated over the prompt's `rollout.n`
+        rows: `(len(agents), rows)`."""
+        prompts = [r[::self.n] for r in examples]
+        _, _, out = self._generate(agents, prompts, temperature=self.temperature, top_p=1.0, do_sample=False)
+        texts = self.data.decode_responses(out.responses.cpu())
+        per_agent = len(prompts[0])
+        rewards = [[score(t, e.answer, **self._reward_shape)["score"] * self._reward_scale[agent]
+                    for t, e in zip(texts[k * per_agent:(k + 1) * per_agent], prompts[k])]
+                   for k, agent in enumerate(agents)]
+        return torch.tensor(rewards, device=self.device).repeat_interleave(self.n, dim=1)
 
     def compute_scores(self, batch: Batch) -> None:
         """The rule reward of each response on its last valid token; the reward trained on adds scale/noise."""
@@ -220,6 +236,9 @@ class TokenTask(Task):
             if self._reward_noise[agent] > 0:
                 noise = torch.randn(len(trained), generator=self.prompt_gens[agent]).to(self.device)
                 trained = trained + self._reward_noise[agent] * noise
+            if self._nan_rates[agent] > 0:  # a reward function that fails on some responses (reward.nan_rate)
+                broken = torch.rand(len(trained), generator=self.prompt_gens[agent]) < self._nan_rates[agent]
+                trained = torch.where(broken.to(self.device), torch.nan, trained)
             level = torch.zeros_like(mask)
             level[torch.arange(len(last)), last] = trained
             scores.append(raw)
@@ -259,7 +278,8 @@ class TokenTask(Task):
     def compute_advantage(self, batch: Batch, estimator, **kwargs) -> tuple[Tensor, Tensor]:
         # every agent's rows have the same layout, so agent 0's uids group every agent's rows
         return estimator(token_level_rewards=batch["token_level_rewards"], values=batch.get("values"),
-                         response_mask=batch["response_mask"], index=batch["uid"][0], **kwargs)
+                         response_mask=batch["response_mask"], index=batch["uid"][0],
+                         reward_baselines=batch.get("reward_baselines"), **kwargs)
 
     # ---- metrics ------------------------------------------------------------------------------------
     def batch_metrics(self, batch: Batch) -> dict[str, Tensor]:
