@@ -142,7 +142,11 @@ def draw_panels(sources: Sequence[Source], frame_by_label: Mapping[str, pd.DataF
 
 
 def _group_names(rows: pd.DataFrame) -> dict[str, str]:
-    """Run label -> its seed group's legend text ("healthy ×3 seeds (09-00-00…)"); a lone run keeps its label."""
+    """Run label -> its seed group's legend text ("healthy ×3 seeds (09-00-00…)"); a lone run keeps its label.
+
+    A group holds distinct runs with distinct seeds: a run listed twice, or a config trained twice with one seed,
+    is no group of seeds (its members stand alone).
+    """
     keys = [frames.seed_group_key(ov, (task,)) if has_info else run  # a run without run.json stands alone
             for ov, task, has_info, run in zip(rows["overrides"], rows["task"], rows["has_info"], rows["run"],
                                                strict=True)]
@@ -151,11 +155,14 @@ def _group_names(rows: pd.DataFrame) -> dict[str, str]:
         members.setdefault(key, []).append(i)
     out = {}
     for idx in members.values():
-        first = rows.iloc[idx[0]]
+        group = rows.iloc[idx]
+        seeds = [str(s) for s in group["seed"]]
+        is_group = len(idx) > 1 and group["run"].nunique() == len(idx) and len(set(seeds)) == len(idx)
+        first = group.iloc[0]
         what = first["task"] if first["mystery"] or not first["scenario"] else first["scenario"]
         name = widgets.t("seed_group", what=what, n=len(idx), first=first["label"])
         for i in idx:
-            out[rows.iloc[i]["label"]] = name if len(idx) > 1 else rows.iloc[i]["label"]
+            out[rows.iloc[i]["label"]] = name if is_group else rows.iloc[i]["label"]
     return out
 
 

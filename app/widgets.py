@@ -18,7 +18,8 @@ import data
 LANGS = {"en": "English", "zh": "中文"}
 SEVERITY_BADGE = {"info": "blue", "warning": "orange", "critical": "red"}
 SEVERITY_ICON = {"info": "🔵", "warning": "🟠", "critical": "🔴"}
-STATUS_ICON = {"running": "▶", "finished": "✓", "diverged": "✗", "oom": "✗", "failed": "✗", "interrupted": "■"}
+STATUS_ICON = {"running": "▶", "finished": "✓", "diverged": "✗", "oom": "✗", "failed": "✗", "interrupted": "■",
+               "gone": "✗"}
 LIVE_S = 2.0  # a running run's charts refresh this often
 # Widgets whose option labels are translated. The browser keeps a choice as its label, so after a language
 # switch these are set again (same value), which makes Streamlit send the new label.
@@ -56,7 +57,8 @@ STRINGS: dict[str, tuple[str, str]] = {
     "status_finished": ("finished", "已完成"), "status_diverged": ("diverged", "发散"),
     "status_oom": ("out of memory", "内存溢出"), "status_failed": ("failed", "失败"),
     "status_interrupted": ("interrupted", "已中断"), "status_unknown": ("unknown", "未知"),
-    "warn_root_missing": ("Runs folder {path} does not exist (yet).", "运行目录 {path} 不存在（尚未创建）。"),
+    "status_gone": ("process gone", "进程已不在"),
+    "root_not_yet": ("{path} (not created yet)", "{path}（尚未创建）"),
     "warn_root_empty": ("No runs in {path}.", "{path} 中没有运行。"),
     "warn_no_run_json": (
         "{path}: no readable run.json; status, task and seed are unknown.",
@@ -249,6 +251,12 @@ def roots() -> tuple[str, ...]:
     return tuple(dict.fromkeys([*found, *st.session_state.get("extra_roots", [])]))
 
 
+def root_texts() -> list[str]:
+    """The runs folders as text, one not created yet marked so (it is no warning: `multirun/` before a sweep)."""
+    missing = set(data.missing_roots(roots()))
+    return [t("root_not_yet", path=r) if r in missing else r for r in roots()]
+
+
 def runs_table() -> tuple[pd.DataFrame, list[tuple[str, str]]]:
     table, warnings = data.list_runs(roots())
     return table.assign(label=short_labels(table)), warnings
@@ -357,7 +365,7 @@ def sidebar() -> None:
         st.radio(t("x_axis"), list(x_names), format_func=x_names.get, key="x_mode", horizontal=True)
         st.toggle(t("group_seeds"), value=True, key="group_seeds", help=t("group_seeds_help"))
         with st.expander(t("roots")):
-            for root in roots():
+            for root in root_texts():
                 st.caption(root)
             st.text_input(t("add_root"), key="new_root", on_change=_add_root, placeholder="outputs/…")
             message = st.session_state.pop("root_message", None)
