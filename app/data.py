@@ -369,8 +369,12 @@ def exercises() -> list[dict[str, Any]]:
 
 
 def run_row(run: str) -> pd.DataFrame:
-    """One run dir as a one-row runs table, for a run outside the configured roots (a workshop run)."""
+    """One run dir as a one-row runs table, for a run read directly (a workshop run, the Lab's)."""
     path = Path(run)
     return pd.DataFrame([_run_row(path, path.parent.parent, [])], columns=RUN_COLUMNS)
 
+
+def run_row_columns() -> pd.DataFrame:
+    """An empty runs table."""
+    return pd.DataFrame(columns=[*RUN_COLUMNS, "label"])
 

@@ -10,7 +10,6 @@ import sys
 import time
 
 import psutil
-
 import pytest
 
 from playground.metrics import STEP
