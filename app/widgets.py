@@ -23,7 +23,8 @@ STATUS_ICON = {"running": "▶", "finished": "✓", "diverged": "✗", "oom": "�
 LIVE_S = 2.0  # a running run's charts refresh this often
 # Widgets whose option labels are translated. The browser keeps a choice as its label, so after a language
 # switch these are set again (same value), which makes Streamlit send the new label.
-TRANSLATED_KEYS = ("x_mode", "sort_by", "panel_choice", "external_choice", "color_by", "g_group", "workshop_exercise")
+TRANSLATED_KEYS = ("x_mode", "sort_by", "panel_choice", "external_choice", "color_by", "g_group", "workshop_exercise",
+                   "sweep_knob_1", "sweep_knob_2")
 DEFAULT_SMOOTHING = 0.6  # TensorBoard's default
 
 # Every UI string: key -> (English, Chinese). Metric text is not here (it comes from playground's glossary).
@@ -262,6 +263,20 @@ STRINGS: dict[str, tuple[str, str]] = {
     "before": ("Before", "修复前"), "after": ("After the fix", "修复后"),
     "finding_gone": ("{id}: gone in the rerun", "{id}：重新运行后已消失"),
     "finding_still": ("{id}: still there", "{id}：仍然存在"),
+    "sweep_new": ("New sweep", "新建扫描"), "sweep_knob": ("Knob {n}", "旋钮 {n}"),
+    "sweep_values": ("Values (comma-separated)", "取值（用逗号分隔）"), "sweep_none": ("(none)", "（无）"),
+    "sweep_seeds": ("Seeds (comma-separated)", "随机种子（用逗号分隔）"),
+    "sweep_no_values": ("{key}: give at least one value", "{key}：至少给出一个取值"),
+    "sweep_no_knob": ("Choose a knob to sweep.", "请选择要扫描的旋钮。"),
+    "sweep_too_big": ("{n} runs is too many for one sweep here (at most {max}).",
+                      "{n} 个运行太多（一次最多 {max} 个）。"),
+    "sweep_jobs": ("{n} runs, trained as one batch of agents (hydra/launcher=batched).",
+                   "{n} 个运行，作为一批智能体一起训练（hydra/launcher=batched）。"),
+    "sweep_start": ("Sweep", "开始扫描"),
+    "sweep_command": ("The same sweep in a terminal:", "在终端中运行同样的扫描："),
+    "sweep_live": ("Its runs are training: the map fills in every {s:g} s.", "扫描仍在训练：图每 {s:g} 秒更新。"),
+    "sweep_pending": ("Sweep {name}: {state}. Its runs appear here once they start.",
+                      "扫描 {name}：{state}。运行开始后会显示在这里。"),
 }
 
 
