@@ -24,7 +24,7 @@ LIVE_S = 2.0  # a running run's charts refresh this often
 # Widgets whose option labels are translated. The browser keeps a choice as its label, so after a language
 # switch these are set again (same value), which makes Streamlit send the new label.
 TRANSLATED_KEYS = ("x_mode", "sort_by", "panel_choice", "external_choice", "color_by", "g_group", "workshop_exercise",
-                   "sweep_knob_1", "sweep_knob_2")
+                   "workshop_diagnosis", "sweep_knob_1", "sweep_knob_2")
 DEFAULT_SMOOTHING = 0.6  # TensorBoard's default
 
 # Every UI string: key -> (English, Chinese). Metric text is not here (it comes from playground's glossary).
@@ -197,14 +197,34 @@ STRINGS: dict[str, tuple[str, str]] = {
         "No hints left: talk it over with your neighbour or the instructor.",
         "提示已用完：和旁边的同学或讲师讨论一下。",
     ),
-    "workshop_not_started": (
-        "This exercise's run has not been started. Run this in a terminal, then come back:",
-        "这道练习的运行还没有开始。在终端里运行下面的命令，然后回到这里：",
+    "workshop_not_started": ("This exercise's run has not been started yet.", "这道练习的运行还没有开始。"),
+    "workshop_start": ("Start the exercise's run", "开始练习的运行"),
+    "workshop_start_terminal": ("…or in a terminal:", "……或在终端中运行："),
+    "workshop_starting": ("Training the exercise's run…", "正在训练练习的运行……"),
+    "workshop_restart": ("Train the run again", "重新训练这次运行"),
+    "workshop_restart_help": (
+        "`python -m playground.exercise start`: the run is trained afresh; your progress stays.",
+        "`python -m playground.exercise start`：重新训练这次运行；你的进度保留。",
     ),
     "workshop_hidden": (
-        "Its findings stay hidden until you name the failure. When you know what went wrong:",
-        "在你说出故障之前，它的诊断结果保持隐藏。判断出问题后运行：",
+        "Its findings stay hidden until you name the failure.",
+        "在你说出故障之前，它的诊断结果保持隐藏。",
     ),
+    "workshop_answer": ("Your answer", "你的答案"),
+    "workshop_diagnosis": ("Diagnosis (a catalogue id)", "诊断（故障目录中的 id）"),
+    "workshop_diagnosis_hint": ("What went wrong?", "出了什么问题？"),
+    "workshop_fix": ("Fix (overrides, once the diagnosis is right)", "修复（覆盖参数，诊断正确后填写）"),
+    "workshop_fix_help": (
+        "Hydra overrides, e.g. `critic.optim.lr=1e-3`; added after the exercise's own (later ones win). The check "
+        "trains the fixed run and judges it.",
+        "Hydra 覆盖参数，例如 `critic.optim.lr=1e-3`；追加在练习自身的覆盖参数之后（后者优先）。"
+        "检查会训练修复后的运行并评判。",
+    ),
+    "workshop_check": ("Check", "检查"),
+    "workshop_checking": ("Checking your fix: {state}", "正在检查你的修复：{state}"),
+    "workshop_terminal": ("The same check in a terminal", "在终端中做同样的检查"),
+    "workshop_fix_run": ("On the panels with your newest fix run ({name}).",
+                         "面板上同时显示你最新的修复运行（{name}）。"),
     "workshop_solved": (
         "Diagnosed: its findings now show here and on every page.",
         "已诊断：这里和其他页面现在都会显示它的诊断结果。",
