@@ -23,6 +23,7 @@ import widgets
 
 VIEW = "lab_view"
 MESSAGE = "lab_message"  # (kind, text) shown once above the form: why a run did not start
+LOAD = "lab_load"  # overrides the fields take on the page's next run (an applied fix's)
 BAD = ("warning", "critical")
 
 
@@ -86,14 +87,9 @@ def start(overrides: list[str], name: str, base: str | None = None) -> bool:
 
 
 def load_form(overrides: list[str]) -> None:
-    """Put a run's config into the Lab's fields (knobs; other overrides kept as applied fixes)."""
-    task, scenario, values, extra = knobs.form_from(overrides)
-    st.session_state["lab_task"], st.session_state["lab_scenario"] = task, scenario
-    fallback = knobs.scenario_config(task, scenario)
-    for knob in knobs.KNOBS:
-        value = values.get(knob.name)
-        st.session_state[f"knob_{knob.name}"] = fallback.value(knob) if value is None else value
-    st.session_state["lab_extra"] = extra
+    """Have the Lab's fields show a run's config on the page's next run (a button inside the live fragment cannot
+    set fields drawn outside it: the browser would send their old values back)."""
+    st.session_state[LOAD] = list(overrides)
 
 
 def apply_fix(run: str, fix: str) -> None:
@@ -142,24 +138,41 @@ def usable_fix(finding: dict) -> str:
     return "" if "<" in fix else fix
 
 
+def _finding(run: str, f: dict, key: str) -> None:
+    """One finding in a card keyed `<key>` (its fix's button: `<key>-apply`), e.g. lab_run-lr_too_high."""
+    with st.container(border=True, key=key):
+        steps = widgets.t("finding_steps", first=f.get("first_step"), last=f.get("last_step"))
+        st.markdown(f"{widgets.badges([f])} · {steps}")
+        st.caption(widgets.pick(f.get("explanation")))
+        fix = usable_fix(f)
+        if fix:
+            st.code(fix, language="bash", wrap_lines=True)
+            st.button(widgets.t("apply_rerun"), key=f"{key}-apply", on_click=apply_fix, args=(run, fix),
+                      icon=":material/build:", type="primary" if f.get("severity") in BAD else "secondary")
+
+
 def draw_findings(run: str, report: dict | None, key: str, active: bool) -> None:
-    """A run's findings, each with its fix and Apply and rerun (root causes first)."""
+    """A run's findings, each with its fix and Apply and rerun: warnings and worse first (root causes first), the
+    informational ones folded away."""
     if report is None:
         st.caption(widgets.t("no_report"))
         return
     findings = ordered_findings(report)
-    if not findings:
-        st.success(widgets.t("no_findings"))
-    for i, f in enumerate(findings):
-        with st.container(border=True):
-            steps = widgets.t("finding_steps", first=f.get("first_step"), last=f.get("last_step"))
-            st.markdown(f"{widgets.badges([f])} · {steps}")
-            st.caption(widgets.pick(f.get("explanation")))
-            fix = usable_fix(f)
-            if fix:
-                st.code(fix, language="bash", wrap_lines=True)
-                st.button(widgets.t("apply_rerun"), key=f"{key}_apply_{i}", on_click=apply_fix, args=(run, fix),
-                          icon=":material/build:", type="primary" if f.get("severity") in BAD else "secondary")
+    keys, seen = [], set()
+    for f in findings:  # one card per finding, keyed by its id (and its place, should an id come twice)
+        name = f"{key}-{f.get('id', '?')}"
+        keys.append(name if name not in seen else f"{name}-{len(keys)}")
+        seen.add(keys[-1])
+    bad = [(f, k) for f, k in zip(findings, keys) if f.get("severity") in BAD]
+    if not bad:
+        st.success(widgets.t("lab_no_warning"))
+    for f, k in bad:
+        _finding(run, f, k)
+    info = [(f, k) for f, k in zip(findings, keys) if f.get("severity") not in BAD]
+    if info:
+        with st.expander(widgets.t("lab_info_findings", ids=", ".join(str(f.get("id")) for f, _ in info))):
+            for f, k in info:
+                _finding(run, f, k)
     if active:
         st.caption(widgets.t("diagnosis_live"))
 
@@ -192,8 +205,16 @@ def merged_only(base: list[str], run: list[str]) -> list[str]:
     return [i for i in run if i not in set(base)]
 
 
+def _labels(rows, base: str | None):
+    """Legend text: "before · 09-30-05" and "after · 09-31-10" when comparing, else the run's folder name."""
+    if base is None:
+        return rows
+    names = {base: widgets.t("before"), **{r: widgets.t("after") for r in rows["run"] if r != base}}
+    return rows.assign(label=[f"{names[r]} · {Path(r).name[:8]}" for r in rows["run"]])
+
+
 def view_body(view: dict[str, Any]) -> bool:
-    """The view's status, panels and diagnosis, read now (the live fragment's body); returns whether it is active."""
+    """The view's status, diagnosis and panels, read now (the live fragment's body); returns whether it is active."""
     run, base = view["run"], view.get("base")
     active = running.run_active(run, ("train",))
     job = launcher.shared().job_for(run, ("train",))
@@ -205,21 +226,20 @@ def view_body(view: dict[str, Any]) -> bool:
     elif active:  # started by an explorer that has since restarted: its pid is in run.json
         st.button(widgets.t("stop"), key="lab_stop", on_click=launcher.stop_adopted, args=(data.run_info(run),),
                   icon=":material/stop_circle:")
-    if job is not None:
-        st.code(job.command, language="bash", wrap_lines=True)
-    elif info := data.run_info(run):
-        st.code(info.get("command", ""), language="bash", wrap_lines=True)
+    command = job.command if job is not None else data.run_info(run).get("command")
+    if command:
+        with st.expander(widgets.t("lab_exact_command")):
+            st.code(command, language="bash", wrap_lines=True)
     rows = sections.run_rows([r for r in (base, run) if r])
     if rows.empty or not Path(run, "metrics.jsonl").is_file():
         st.info(widgets.t("lab_waiting") if active else widgets.t("no_metrics"))
         if job is not None and not active and job.output():
             st.code(job.output(), language="text")
-    if not rows.empty:
-        sections.draw_run_panels(rows, grouped=False, choice="recommended", key="lab")
     st.subheader(widgets.t("diagnosis_title"))
     if base:
         draw_comparison(base, run, active)
     else:
         draw_findings(run, data.run_diagnosis(run)[0], "lab_run", active)
+    if not rows.empty:
+        sections.draw_run_panels(_labels(rows, base), grouped=False, choice="recommended", key="lab")
     return active
-

@@ -176,20 +176,23 @@ def run_now(argv: list[str], timeout_s: float = 120.0) -> tuple[int, str]:
     return out.returncode, out.stdout + out.stderr
 
 
+def shown_path(path: str | Path) -> str:
+    """A path as a user reads it: relative to the working directory when it lies under it."""
+    path = Path(path)
+    try:
+        return str(path.relative_to(Path.cwd().resolve())) if path.is_absolute() else str(path)
+    except ValueError:
+        return str(path)
+
+
 def shown_command(argv: Sequence[str]) -> str:
     """The command as a terminal would take it: `python`, and paths relative to the working directory."""
-    cwd = Path.cwd().resolve()
 
     def short(arg: str) -> str:
         key, sep, value = arg.partition("=")
-        path = value if sep else key
-        try:
-            relative = str(Path(path.strip("'")).relative_to(cwd)) if Path(path.strip("'")).is_absolute() else None
-        except ValueError:
-            relative = None
-        if relative is None:
-            return arg
-        return f"{key}={relative}" if sep else relative
+        if not sep:
+            return shown_path(arg) if Path(arg).is_absolute() else arg
+        return f"{key}={shown_path(value.strip(chr(39)))}" if Path(value.strip(chr(39))).is_absolute() else arg
 
     words = ["python", *(short(a) for a in argv[1:])] if argv and argv[0] == sys.executable else list(argv)
     return shlex.join(words)

@@ -75,7 +75,7 @@ def queue_section() -> None:
         st.caption(widgets.t("queue_empty"))
         return
     for job in jobs:
-        left, right = st.columns([4, 1], vertical_alignment="center")
+        left, right = st.columns([3, 2], vertical_alignment="center")
         left.markdown(f"**{job.label}** · {job_state(job)}")
         with right:
             stop_button(job, key=f"queue_stop_{job.id}")

@@ -283,6 +283,9 @@ STRINGS: dict[str, tuple[str, str]] = {
     "before": ("Before", "修复前"), "after": ("After the fix", "修复后"),
     "finding_gone": ("{id}: gone in the rerun", "{id}：重新运行后已消失"),
     "finding_still": ("{id}: still there", "{id}：仍然存在"),
+    "lab_no_warning": ("Nothing of severity warning or worse.", "没有警告或更严重的问题。"),
+    "lab_info_findings": ("Also noted (info): {ids}", "另外记录（信息）：{ids}"),
+    "lab_exact_command": ("Its exact command", "它的完整命令"),
     "sweep_new": ("New sweep", "新建扫描"), "sweep_knob": ("Knob {n}", "旋钮 {n}"),
     "sweep_values": ("Values (comma-separated)", "取值（用逗号分隔）"), "sweep_none": ("(none)", "（无）"),
     "sweep_seeds": ("Seeds (comma-separated)", "随机种子（用逗号分隔）"),
@@ -440,7 +443,8 @@ def sidebar() -> None:
         if gone:
             st.session_state["runs"] = [r for r in st.session_state["runs"] if r in options]
             st.session_state["gone_runs"] = gone
-        st.multiselect(t("runs_shown"), options, key="runs", format_func=run_options(table).get,
+        labels = run_options(table)  # a run deleted since the browser last sent its choice keeps its path as text
+        st.multiselect(t("runs_shown"), options, key="runs", format_func=lambda run: labels.get(run, str(run)),
                        placeholder=t("runs_placeholder"))
         shown = set(st.session_state["runs"])
         st.query_params["run"] = [n for r, n in zip(table["run"], table["name"], strict=True) if r in shown]

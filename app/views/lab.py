@@ -46,8 +46,21 @@ def _on_task() -> None:
     _load_scenario()
 
 
+def _load(overrides: list[str]) -> None:
+    """The fields of a run's config (knobs; other overrides kept as applied fixes), before the fields are drawn."""
+    task, scenario, values, extra = knobs.form_from(overrides)
+    st.session_state["lab_task"], st.session_state["lab_scenario"] = task, scenario
+    fallback = knobs.scenario_config(task, scenario)
+    for knob in knobs.KNOBS:
+        value = values.get(knob.name)
+        st.session_state[f"knob_{knob.name}"] = _typed(knob, fallback.value(knob) if value is None else value)
+    st.session_state[EXTRA] = extra
+
+
 def _init() -> None:
-    if "lab_task" not in st.session_state:
+    if lab_run.LOAD in st.session_state:
+        _load(st.session_state.pop(lab_run.LOAD))
+    elif "lab_task" not in st.session_state:
         tasks = knobs.tasks()
         st.session_state["lab_task"] = "cartpole" if "cartpole" in tasks else tasks[0]
         st.session_state["lab_scenario"] = _default_scenario(st.session_state["lab_task"])
@@ -111,6 +124,15 @@ def form() -> None:
     config, defaults = knobs.scenario_config(task, scenario), knobs.task_defaults(task)
     overrides, checked = form_overrides()
     at_field = knobs.error_knob(checked.error, config.family)
+    message = st.session_state.pop(lab_run.MESSAGE, None)
+    if message:
+        st.error(message[1])
+    if checked.error and at_field is None:
+        st.error(checked.error, icon=":material/error:")
+    st.button(widgets.t("train"), key="lab_train", on_click=_train, type="primary", icon=":material/play_arrow:")
+    st.caption(widgets.t("lab_command"))
+    st.code(launcher.shown_command([sys.executable, *launcher.TRAIN, *overrides]), language="bash",
+            wrap_lines=True)
     st.caption(widgets.t("lab_batch", batch=config.batch))
     cells = st.columns(2)
     for i, knob in enumerate(knobs.shown_knobs(config.family)):
@@ -119,22 +141,13 @@ def form() -> None:
     if st.session_state.get(EXTRA):
         st.caption(widgets.t("lab_extra", overrides=" ".join(st.session_state[EXTRA])))
         st.button(widgets.t("lab_extra_clear"), key="lab_extra_clear", on_click=_clear_extra)
-    if checked.error and at_field is None:
-        st.error(checked.error, icon=":material/error:")
-    message = st.session_state.pop(lab_run.MESSAGE, None)
-    if message:
-        st.error(message[1])
-    st.button(widgets.t("train"), key="lab_train", on_click=_train, type="primary", icon=":material/play_arrow:")
-    st.caption(widgets.t("lab_command"))
-    st.code(launcher.shown_command([sys.executable, *launcher.TRAIN, *overrides]), language="bash",
-            wrap_lines=True)
     with st.expander(widgets.t("queue_title"), expanded=True):
         running.queue_section()
 
 
 def render() -> None:
     st.title(widgets.t("lab_title"))
-    st.caption(widgets.t("lab_caption", folder=str(lab_run.lab_folder())))
+    st.caption(widgets.t("lab_caption", folder=launcher.shown_path(lab_run.lab_folder())))
     _init()
     left, right = st.columns([2, 3], gap="large")
     with left:

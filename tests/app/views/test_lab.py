@@ -94,7 +94,7 @@ def test_train_starts_the_entry_with_the_overrides_as_arguments(lab, runs, spawn
 def test_apply_and_rerun_overlays_both_runs_and_shows_the_finding_gone(lab, runs, spawn):
     at = _short_lr_too_high(lab)
     at.button(key="lab_train").click().run()
-    at.button(key="lab_run_apply_0").click().run()
+    at.button(key="lab_run-lr_too_high-apply").click().run()
     assert not at.exception
     first, rerun = spawn.argvs
     assert rerun[3:-2] == [*first[3:-2], "actor_rollout_ref.actor.optim.lr=0.005"]  # the fix on top
@@ -103,7 +103,7 @@ def test_apply_and_rerun_overlays_both_runs_and_shows_the_finding_gone(lab, runs
     assert "**Before** · " + run_dir_of(first).name in texts(at)
     clipfrac = next(c for c in charts_of(at) if spec_title(json.loads(c.proto.spec)) == "actor/pg_clipfrac")
     series = set(pd.concat(chart_data(clipfrac))["series"].dropna())
-    assert series == {run_dir_of(first).name, run_dir_of(rerun).name}  # the two runs on one chart
+    assert series == {f"Before · {run_dir_of(first).name[:8]}", f"After the fix · {run_dir_of(rerun).name[:8]}"}
     assert at.number_input(key="knob_actor_lr").value == pytest.approx(0.005)  # the form now holds the fix
 
 
@@ -113,7 +113,7 @@ def test_a_fix_that_leaves_the_runs_folder_is_refused(lab, runs, spawn):
                     findings=[{**LR_TOO_HIGH, "fix": "hydra.run.dir=../x"}])
     at = lab.run()
     assert f"**{run.name}**" in texts(at)  # a fresh session shows the newest Lab run
-    at.button(key="lab_run_apply_0").click().run()
+    at.button(key="lab_run-lr_too_high-apply").click().run()
     assert any(e.value.startswith("Not started: hydra.run.dir=../x is refused") for e in at.error)
     assert spawn.started == [] and _lab_dirs(runs) == [run]
 
