@@ -221,6 +221,10 @@ STRINGS: dict[str, tuple[str, str]] = {
         "检查会训练修复后的运行并评判。",
     ),
     "workshop_check": ("Check", "检查"),
+    "workshop_fixed": (
+        "Solved: a fix of yours passed the check (its run is on the panels below).",
+        "已完成：你的一个修复通过了检查（它的运行显示在下方面板中）。",
+    ),
     "workshop_checking": ("Checking your fix: {state}", "正在检查你的修复：{state}"),
     "workshop_terminal": ("The same check in a terminal", "在终端中做同样的检查"),
     "workshop_fix_run": ("On the panels with your newest fix run ({name}).",

@@ -104,13 +104,15 @@ def _verdict(ex: dict) -> None:
             return
         verdict = {"rc": job.returncode, "text": job.output()}
     show = {0: st.success, 1: st.warning}.get(verdict["rc"], st.error)
-    text = verdict["text"].strip() or widgets.t("job_done", rc=verdict["rc"])
-    show("  \n".join(text.splitlines()))  # the checker's lines, kept as lines
+    lines = [line for line in verdict["text"].splitlines() if line.strip() and "%|" not in line]  # no progress bar
+    show("  \n".join(lines) or widgets.t("job_done", rc=verdict["rc"]))  # the checker's lines, kept as lines
 
 
 def _answer(ex: dict, row: pd.Series | None, busy: bool) -> None:
     """The diagnosis picker, the fix field, Check, and the checker's verdict."""
     st.subheader(widgets.t("workshop_answer"))
+    if read_progress(find(ex["id"])).get("solved"):
+        st.success(widgets.t("workshop_fixed"))
     titles = {fid: f"{fid} · {TITLES[fid][widgets.lang()]}" for fid in FAILURE_IDS}
     st.selectbox(widgets.t("workshop_diagnosis"), FAILURE_IDS, index=None, format_func=titles.get,
                  key="workshop_diagnosis", placeholder=widgets.t("workshop_diagnosis_hint"))

@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from playground.exercise import check
 from playground.runs import read_run_info
-from playground.workshop import find, read_progress
+from playground.workshop import find, read_progress, save_progress
 
 from app_helpers import ENTRY, charts_of, show, texts
 from fake_runs import finding, write_run
@@ -150,3 +150,5 @@ def test_a_fix_is_checked_by_a_queued_check_and_a_bad_one_refused(app, workshop,
     (argv,) = spawn.argvs
     assert argv[-6:] == ["check", "1", "--diagnosis", ANSWER, "--fix", "actor_rollout_ref.actor.optim.lr=0.005"]
     assert "✓ Healthy: the engine finds no warning." in [s.value for s in at.success]  # the check's own lines
+    save_progress(find("1"), {"diagnosed": True, "solved": True}, workshop)  # what a passing check records
+    assert "Solved: a fix of yours passed the check" in texts(at.run())
