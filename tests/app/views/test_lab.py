@@ -4,7 +4,10 @@ a bad one, Train's command, Apply and rerun's comparison, and what is refused (t
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 import sys
+import time
 
 import pandas as pd
 import pytest
@@ -131,3 +134,17 @@ def test_runs_wait_their_turn_and_can_be_stopped(lab, runs, spawn):
     spawn.started[0].finish(-15)
     at.run()
     assert "waiting" not in texts(at) and "Nothing is training." in texts(at) and len(spawn.started) == 1
+
+
+def test_a_run_an_earlier_explorer_started_can_still_be_stopped(lab, runs):
+    """The explorer restarted while its run trained on: run.json's pid finds the process, Stop sends it SIGTERM."""
+    trainer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "-m", "playground.train"])
+    try:
+        write_run(runs / "lab" / "2026-12-01" / "09-00-00-cartpole-healthy", status="running",
+                  extra_info={"pid": trainer.pid, "start_time": time.time()})
+        at = lab.run()
+        assert "▶ running" in texts(at)
+        at.button(key="lab_stop").click().run()
+        assert trainer.wait(timeout=10) == -signal.SIGTERM
+    finally:
+        trainer.kill()
