@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 # One torch thread: on a shared 2-core machine two threads are slower and not reproducible.
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: setup play demo explorer test test-all bench lint gpu-check wheelhouse offline-setup workshop workshop-verify clean
+.PHONY: setup play demo explorer test test-all bench lint gpu-check screenshots wheelhouse offline-setup workshop workshop-verify clean
 
 setup: $(STAMP)
 
@@ -37,6 +37,10 @@ lint: setup
 
 gpu-check: setup
 	$(PY) -m benchmarks.gpu_check
+
+# docs/lab.png, the README's picture: the Lab trains a short run and its fix in headless Chromium (as the browser tests)
+screenshots: setup
+	$(PY) tests/app/screenshots.py
 
 # Every wheel the project needs, for laptops with no network (build it on the same OS, CPU and Python as they have).
 # torch comes first from its own index (TORCH may name one); the rest from PyPI, with that torch found in wheelhouse/.

@@ -88,6 +88,27 @@ def _hydra_overrides(run_dir: Path) -> list[str]:
     return [str(i) for i in items] if isinstance(items, list) else []
 
 
+def pid_alive(pid: Any, started: Any = None) -> bool:
+    """Whether process `pid` still runs and is the one that started at `started` (a reused pid started later)."""
+    import psutil
+
+    try:
+        proc = psutil.Process(int(pid))
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return started is None or proc.create_time() <= float(started) + 1.0
+    except (psutil.Error, TypeError, ValueError, OverflowError):
+        return False
+
+
+def run_status(info: dict[str, Any]) -> str:
+    """run.json's status; "gone" for a run still marked running whose recorded process no longer exists (killed)."""
+    status = str(info.get("status", "unknown"))
+    if status == "running" and info.get("pid") is not None and not pid_alive(info["pid"], info.get("start_time")):
+        return "gone"
+    return status
+
+
 def _run_row(run_dir: Path, root: Path, warnings: list[tuple[str, str]]) -> dict[str, Any]:
     info = read_run_info(run_dir)
     if info is None:
@@ -104,7 +125,7 @@ def _run_row(run_dir: Path, root: Path, warnings: list[tuple[str, str]]) -> dict
     return {
         "run": str(run_dir), "name": str(Path(root.name) / run_dir.relative_to(root)), "root": str(root),
         "sweep": str(run_dir.parent) if in_sweep else "", "job": run_dir.name if in_sweep else "",
-        "status": info.get("status", "unknown"), "task": info.get("task", ""), "family": family,
+        "status": run_status(info) if info else "unknown", "task": info.get("task", ""), "family": family,
         "scenario": info.get("scenario", ""), "seed": info.get("seed"), "last_step": info.get("last_step"),
         "total_steps": info.get("total_steps"), "start_time": info.get("start_time"),
         "end_time": info.get("end_time"), "mystery": mystery,
@@ -115,7 +136,10 @@ def _run_row(run_dir: Path, root: Path, warnings: list[tuple[str, str]]) -> dict
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def list_runs(roots: tuple[str, ...]) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
-    """Every run under the roots, from `run.json` and `findings.json` only.
+    """Every run under the roots once, from `run.json` and `findings.json` only.
+
+    A root that does not exist yet is no warning (`multirun/` before the first sweep). Roots may nest
+    (`outputs/demo` and `outputs`): a run is listed once, named after the outermost root that holds it.
 
     Args:
         roots: resolved root dirs.
@@ -124,18 +148,21 @@ def list_runs(roots: tuple[str, ...]) -> tuple[pd.DataFrame, list[tuple[str, str
         (one row per run with RUN_COLUMNS, warnings as (message key, path) pairs for widgets.t).
     """
     warnings: list[tuple[str, str]] = []
-    rows = []
-    for root in map(Path, roots):
-        if not root.is_dir():
-            warnings.append(("warn_root_missing", str(root)))
-            continue
+    owner: dict[Path, Path] = {}  # run dir -> the outermost root it lies under
+    for root in sorted({Path(r) for r in roots if Path(r).is_dir()}, key=lambda r: len(r.parts)):
         run_dirs = find_runs([root])
         if not run_dirs:
             warnings.append(("warn_root_empty", str(root)))
         for run_dir in run_dirs:
-            if run_dir.is_dir():  # it may be deleted between the walk and now
-                rows.append(_run_row(run_dir, root, warnings))
+            owner.setdefault(run_dir, root)
+    rows = [_run_row(run_dir, root, warnings) for run_dir, root in sorted(owner.items())
+            if run_dir.is_dir()]  # it may be deleted between the walk and now
     return pd.DataFrame(rows, columns=RUN_COLUMNS), warnings
+
+
+def missing_roots(roots: tuple[str, ...]) -> list[str]:
+    """The roots not created yet (shown as such, not as a warning)."""
+    return [r for r in roots if not Path(r).is_dir()]
 
 
 # ---- one run's files ----
@@ -343,7 +370,12 @@ def exercises() -> list[dict[str, Any]]:
 
 
 def run_row(run: str) -> pd.DataFrame:
-    """One run dir as a one-row runs table, for a run outside the configured roots (a workshop run)."""
+    """One run dir as a one-row runs table, for a run read directly (a workshop run, the Lab's)."""
     path = Path(run)
     return pd.DataFrame([_run_row(path, path.parent.parent, [])], columns=RUN_COLUMNS)
+
+
+def run_row_columns() -> pd.DataFrame:
+    """An empty runs table."""
+    return pd.DataFrame(columns=[*RUN_COLUMNS, "label"])
 

@@ -7,8 +7,10 @@ so a live run's charts are rebuilt only when a line was added.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -114,9 +116,15 @@ def _metric_spec(keys: tuple, metric: str | tuple, settings: tuple, x_title: str
     return charts.to_spec(chart)
 
 
+def chart_key(prefix: str, metric: str | tuple[str, str]) -> str:
+    """A chart's container key (its CSS class `st-key-<key>`: a browser test finds the chart by its metric)."""
+    name = "-vs-".join(metric) if isinstance(metric, tuple) else metric
+    return f"{prefix}-{re.sub(r'[^A-Za-z0-9_-]+', '-', name)}"
+
+
 def draw_panels(sources: Sequence[Source], frame_by_label: Mapping[str, pd.DataFrame],
-                status_by_label: Mapping[str, dict | None], choice: str) -> int:
-    """Draw the chosen panels for the sources; returns how many charts were drawn."""
+                status_by_label: Mapping[str, dict | None], choice: str, key: str = "chart") -> int:
+    """Draw the chosen panels for the sources; returns how many charts were drawn. `key` prefixes chart keys."""
     x_mode, weight, grouped = widgets.settings()
     if x_mode == "wall" and any(frames.wall_time(df) is None for df in frame_by_label.values()):
         st.caption(widgets.t("wall_fallback"))
@@ -135,14 +143,18 @@ def draw_panels(sources: Sequence[Source], frame_by_label: Mapping[str, pd.DataF
             spec = _metric_spec(keys, metric, (x_mode, weight, grouped), x_title, chart_title,
                                 frame_by_label, status_by_label)
             if spec is not None:
-                with cells[i % 2]:
+                with cells[i % 2], st.container(key=chart_key(key, metric)):
                     st.vega_lite_chart(spec=spec, width="stretch")
                 drawn += 1
     return drawn
 
 
 def _group_names(rows: pd.DataFrame) -> dict[str, str]:
-    """Run label -> its seed group's legend text ("healthy ×3 seeds (09-00-00…)"); a lone run keeps its label."""
+    """Run label -> its seed group's legend text ("healthy ×3 seeds (09-00-00…)"); a lone run keeps its label.
+
+    A group holds distinct runs with distinct seeds: a run listed twice, or a config trained twice with one seed,
+    is no group of seeds (its members stand alone).
+    """
     keys = [frames.seed_group_key(ov, (task,)) if has_info else run  # a run without run.json stands alone
             for ov, task, has_info, run in zip(rows["overrides"], rows["task"], rows["has_info"], rows["run"],
                                                strict=True)]
@@ -151,11 +163,14 @@ def _group_names(rows: pd.DataFrame) -> dict[str, str]:
         members.setdefault(key, []).append(i)
     out = {}
     for idx in members.values():
-        first = rows.iloc[idx[0]]
+        group = rows.iloc[idx]
+        seeds = [str(s) for s in group["seed"]]
+        is_group = len(idx) > 1 and group["run"].nunique() == len(idx) and len(set(seeds)) == len(idx)
+        first = group.iloc[0]
         what = first["task"] if first["mystery"] or not first["scenario"] else first["scenario"]
         name = widgets.t("seed_group", what=what, n=len(idx), first=first["label"])
         for i in idx:
-            out[rows.iloc[i]["label"]] = name if len(idx) > 1 else rows.iloc[i]["label"]
+            out[rows.iloc[i]["label"]] = name if is_group else rows.iloc[i]["label"]
     return out
 
 
@@ -182,7 +197,7 @@ def run_sources(rows: pd.DataFrame, grouped: bool) -> tuple[list[Source], dict, 
     return sources, frame_by_label, status_by_label, why
 
 
-def draw_run_panels(rows: pd.DataFrame, grouped: bool, choice: str) -> int:
+def draw_run_panels(rows: pd.DataFrame, grouped: bool, choice: str, key: str = "chart") -> int:
     """The chosen panels of the given runs, read now (call inside a fragment to stream); returns the charts drawn."""
     sources, frame_by_label, status_by_label, why = run_sources(rows, grouped)
     if why:
@@ -190,7 +205,16 @@ def draw_run_panels(rows: pd.DataFrame, grouped: bool, choice: str) -> int:
     if not sources:
         st.info(widgets.t("no_metrics"))
         return 0
-    return draw_panels(sources, frame_by_label, status_by_label, choice)
+    return draw_panels(sources, frame_by_label, status_by_label, choice, key=key)
+
+
+def run_rows(runs: Sequence[str]) -> pd.DataFrame:
+    """Run dirs (existing ones) as a runs table labelled by folder name, for runs read directly (Lab, Workshop)."""
+    tables = [data.run_row(r) for r in dict.fromkeys(runs) if Path(r).is_dir()]
+    if not tables:
+        return data.run_row_columns()
+    table = pd.concat(tables, ignore_index=True)
+    return table.assign(label=[Path(r).name for r in table["run"]])
 
 
 def draw_findings(report: dict | None, overrides: Sequence[str] | None, *, key: str,

@@ -11,6 +11,7 @@ import widgets
 
 # (script, title key, url path, icon); the first is the default page.
 PAGES = [
+    ("views/lab.py", "nav_lab", "lab", ":material/science:"),
     ("views/runs.py", "nav_runs", "runs", ":material/table_rows:"),
     ("views/panels.py", "nav_panels", "panels", ":material/monitoring:"),
     ("views/diagnosis.py", "nav_diagnosis", "diagnosis", ":material/troubleshoot:"),

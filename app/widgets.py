@@ -18,11 +18,13 @@ import data
 LANGS = {"en": "English", "zh": "中文"}
 SEVERITY_BADGE = {"info": "blue", "warning": "orange", "critical": "red"}
 SEVERITY_ICON = {"info": "🔵", "warning": "🟠", "critical": "🔴"}
-STATUS_ICON = {"running": "▶", "finished": "✓", "diverged": "✗", "oom": "✗", "failed": "✗", "interrupted": "■"}
+STATUS_ICON = {"running": "▶", "finished": "✓", "diverged": "✗", "oom": "✗", "failed": "✗", "interrupted": "■",
+               "gone": "✗"}
 LIVE_S = 2.0  # a running run's charts refresh this often
 # Widgets whose option labels are translated. The browser keeps a choice as its label, so after a language
 # switch these are set again (same value), which makes Streamlit send the new label.
-TRANSLATED_KEYS = ("x_mode", "sort_by", "panel_choice", "external_choice", "color_by", "g_group", "workshop_exercise")
+TRANSLATED_KEYS = ("x_mode", "sort_by", "panel_choice", "external_choice", "color_by", "g_group", "workshop_exercise",
+                   "workshop_diagnosis", "sweep_knob_1", "sweep_knob_2")
 DEFAULT_SMOOTHING = 0.6  # TensorBoard's default
 
 # Every UI string: key -> (English, Chinese). Metric text is not here (it comes from playground's glossary).
@@ -56,7 +58,8 @@ STRINGS: dict[str, tuple[str, str]] = {
     "status_finished": ("finished", "已完成"), "status_diverged": ("diverged", "发散"),
     "status_oom": ("out of memory", "内存溢出"), "status_failed": ("failed", "失败"),
     "status_interrupted": ("interrupted", "已中断"), "status_unknown": ("unknown", "未知"),
-    "warn_root_missing": ("Runs folder {path} does not exist (yet).", "运行目录 {path} 不存在（尚未创建）。"),
+    "status_gone": ("process gone", "进程已不在"),
+    "root_not_yet": ("{path} (not created yet)", "{path}（尚未创建）"),
     "warn_root_empty": ("No runs in {path}.", "{path} 中没有运行。"),
     "warn_no_run_json": (
         "{path}: no readable run.json; status, task and seed are unknown.",
@@ -194,14 +197,38 @@ STRINGS: dict[str, tuple[str, str]] = {
         "No hints left: talk it over with your neighbour or the instructor.",
         "提示已用完：和旁边的同学或讲师讨论一下。",
     ),
-    "workshop_not_started": (
-        "This exercise's run has not been started. Run this in a terminal, then come back:",
-        "这道练习的运行还没有开始。在终端里运行下面的命令，然后回到这里：",
+    "workshop_not_started": ("This exercise's run has not been started yet.", "这道练习的运行还没有开始。"),
+    "workshop_start": ("Start the exercise's run", "开始练习的运行"),
+    "workshop_start_terminal": ("…or in a terminal:", "……或在终端中运行："),
+    "workshop_starting": ("Training the exercise's run…", "正在训练练习的运行……"),
+    "workshop_restart": ("Train the run again", "重新训练这次运行"),
+    "workshop_restart_help": (
+        "`python -m playground.exercise start`: the run is trained afresh; your progress stays.",
+        "`python -m playground.exercise start`：重新训练这次运行；你的进度保留。",
     ),
     "workshop_hidden": (
-        "Its findings stay hidden until you name the failure. When you know what went wrong:",
-        "在你说出故障之前，它的诊断结果保持隐藏。判断出问题后运行：",
+        "Its findings stay hidden until you name the failure.",
+        "在你说出故障之前，它的诊断结果保持隐藏。",
     ),
+    "workshop_answer": ("Your answer", "你的答案"),
+    "workshop_diagnosis": ("Diagnosis (a catalogue id)", "诊断（故障目录中的 id）"),
+    "workshop_diagnosis_hint": ("What went wrong?", "出了什么问题？"),
+    "workshop_fix": ("Fix (overrides, once the diagnosis is right)", "修复（覆盖参数，诊断正确后填写）"),
+    "workshop_fix_help": (
+        "Hydra overrides, e.g. `critic.optim.lr=1e-3`; added after the exercise's own (later ones win). The check "
+        "trains the fixed run and judges it.",
+        "Hydra 覆盖参数，例如 `critic.optim.lr=1e-3`；追加在练习自身的覆盖参数之后（后者优先）。"
+        "检查会训练修复后的运行并评判。",
+    ),
+    "workshop_check": ("Check", "检查"),
+    "workshop_fixed": (
+        "Solved: a fix of yours passed the check (its run is on the panels below).",
+        "已完成：你的一个修复通过了检查（它的运行显示在下方面板中）。",
+    ),
+    "workshop_checking": ("Checking your fix: {state}", "正在检查你的修复：{state}"),
+    "workshop_terminal": ("The same check in a terminal", "在终端中做同样的检查"),
+    "workshop_fix_run": ("On the panels with your newest fix run ({name}).",
+                         "面板上同时显示你最新的修复运行（{name}）。"),
     "workshop_solved": (
         "Diagnosed: its findings now show here and on every page.",
         "已诊断：这里和其他页面现在都会显示它的诊断结果。",
@@ -211,6 +238,72 @@ STRINGS: dict[str, tuple[str, str]] = {
         "This run is outside the runs folders; add {path} in the sidebar to pick it on the other pages.",
         "这次运行不在运行目录中；在侧边栏添加 {path}，即可在其他页面选择它。",
     ),
+    # the Lab, the queue and the processes the explorer starts
+    "nav_lab": ("Lab", "实验台"), "lab_title": ("Lab", "实验台"),
+    "lab_caption": (
+        "Turn a knob, press Train, watch it break, apply the fix. Runs go to {folder}.",
+        "调一个旋钮，点「训练」，看它出问题，再一键应用修复。运行写入 {folder}。",
+    ),
+    "lab_intro": (
+        "Pick a task and a scenario (lr_too_high is a good first one), then press Train: the run's panels and "
+        "diagnosis appear here as it trains.",
+        "选择任务和场景（可以先试试 lr_too_high），然后点「训练」：训练过程中，运行的面板和诊断会显示在这里。",
+    ),
+    "lab_task": ("Task", "任务"), "lab_scenario": ("Scenario", "场景"),
+    "lab_batch": ("Each step trains on {batch}.", "每一步训练 {batch}。"),
+    "knob_actor_lr": ("Actor learning rate", "Actor 学习率"),
+    "knob_lr_schedule": ("Actor LR schedule", "Actor 学习率调度"),
+    "knob_critic_lr": ("Critic learning rate", "Critic 学习率"),
+    "knob_entropy_coeff": ("Entropy coefficient", "熵系数"),
+    "knob_clip_low": ("clip_ratio_low", "clip_ratio_low（下限）"),
+    "knob_clip_high": ("clip_ratio_high", "clip_ratio_high（上限）"),
+    "knob_ppo_epochs": ("PPO epochs", "PPO 轮数"), "knob_mini_batch": ("Mini-batch size", "Mini-batch 大小"),
+    "knob_use_kl_loss": ("KL loss", "KL 损失"), "knob_kl_loss_coef": ("KL loss coefficient", "KL 损失系数"),
+    "knob_rollout_n": ("Rollout n (samples per prompt)", "Rollout n（每个提示的样本数）"),
+    "knob_temperature": ("Rollout temperature", "采样温度"),
+    "knob_steps": ("Training steps", "训练步数"), "knob_seed": ("Seed", "随机种子"),
+    "knob_default": ("task default {value}", "任务默认值 {value}"),
+    "knob_fallback": ("null: uses {name}", "null：沿用 {name}"),
+    "knob_no_critic": ("no critic trains in this config", "此配置不训练 critic"),
+    "lab_extra": ("Also applied (from fixes): `{overrides}`", "另外已应用（来自修复）：`{overrides}`"),
+    "lab_extra_clear": ("Drop them", "移除"),
+    "train": ("Train", "训练"),
+    "lab_command": ("The same run in a terminal:", "在终端中运行同样的训练："),
+    "not_started": ("Not started: {why}", "未启动：{why}"),
+    "queue_title": ("Training now and waiting", "正在训练与排队"),
+    "queue_limit": (
+        "{n} process(es) train at a time ({env}); the rest wait here.",
+        "同时最多训练 {n} 个进程（{env}）；其余在此排队。",
+    ),
+    "queue_empty": ("Nothing is training.", "当前没有训练。"),
+    "stop": ("Stop", "停止"), "cancel": ("Cancel", "取消"),
+    "job_queued": ("waiting (#{n})", "排队中（第 {n} 位）"),
+    "job_running": ("training (pid {pid})", "训练中（pid {pid}）"),
+    "job_starting": ("starting the trainer…", "正在启动训练进程……"),
+    "job_done": ("process ended (exit {rc})", "进程已结束（退出码 {rc}）"),
+    "job_stopped": ("stopped", "已停止"), "job_cancelled": ("cancelled", "已取消"),
+    "lab_waiting": ("Waiting for the first steps…", "等待最初几步……"),
+    "apply_rerun": ("Apply and rerun", "应用并重新运行"),
+    "before": ("Before", "修复前"), "after": ("After the fix", "修复后"),
+    "finding_gone": ("{id}: gone in the rerun", "{id}：重新运行后已消失"),
+    "finding_still": ("{id}: still there", "{id}：仍然存在"),
+    "lab_no_warning": ("Nothing of severity warning or worse.", "没有警告或更严重的问题。"),
+    "lab_info_findings": ("Also noted (info): {ids}", "另外记录（信息）：{ids}"),
+    "lab_exact_command": ("Its exact command", "它的完整命令"),
+    "sweep_new": ("New sweep", "新建扫描"), "sweep_knob": ("Knob {n}", "旋钮 {n}"),
+    "sweep_values": ("Values (comma-separated)", "取值（用逗号分隔）"), "sweep_none": ("(none)", "（无）"),
+    "sweep_seeds": ("Seeds (comma-separated)", "随机种子（用逗号分隔）"),
+    "sweep_no_values": ("{key}: give at least one value", "{key}：至少给出一个取值"),
+    "sweep_no_knob": ("Choose a knob to sweep.", "请选择要扫描的旋钮。"),
+    "sweep_too_big": ("{n} runs is too many for one sweep here (at most {max}).",
+                      "{n} 个运行太多（一次最多 {max} 个）。"),
+    "sweep_jobs": ("{n} runs, trained as one batch of agents (hydra/launcher=batched).",
+                   "{n} 个运行，作为一批智能体一起训练（hydra/launcher=batched）。"),
+    "sweep_start": ("Sweep", "开始扫描"),
+    "sweep_command": ("The same sweep in a terminal:", "在终端中运行同样的扫描："),
+    "sweep_live": ("Its runs are training: the map fills in every {s:g} s.", "扫描仍在训练：图每 {s:g} 秒更新。"),
+    "sweep_pending": ("Sweep {name}: {state}. Its runs appear here once they start.",
+                      "扫描 {name}：{state}。运行开始后会显示在这里。"),
 }
 
 
@@ -247,6 +340,12 @@ def roots() -> tuple[str, ...]:
     """The configured roots plus any added in the sidebar this session."""
     found = [str(p) for p in data.configured_roots()]
     return tuple(dict.fromkeys([*found, *st.session_state.get("extra_roots", [])]))
+
+
+def root_texts() -> list[str]:
+    """The runs folders as text, one not created yet marked so (it is no warning: `multirun/` before a sweep)."""
+    missing = set(data.missing_roots(roots()))
+    return [t("root_not_yet", path=r) if r in missing else r for r in roots()]
 
 
 def runs_table() -> tuple[pd.DataFrame, list[tuple[str, str]]]:
@@ -348,7 +447,8 @@ def sidebar() -> None:
         if gone:
             st.session_state["runs"] = [r for r in st.session_state["runs"] if r in options]
             st.session_state["gone_runs"] = gone
-        st.multiselect(t("runs_shown"), options, key="runs", format_func=run_options(table).get,
+        labels = run_options(table)  # a run deleted since the browser last sent its choice keeps its path as text
+        st.multiselect(t("runs_shown"), options, key="runs", format_func=lambda run: labels.get(run, str(run)),
                        placeholder=t("runs_placeholder"))
         shown = set(st.session_state["runs"])
         st.query_params["run"] = [n for r, n in zip(table["run"], table["name"], strict=True) if r in shown]
@@ -357,7 +457,7 @@ def sidebar() -> None:
         st.radio(t("x_axis"), list(x_names), format_func=x_names.get, key="x_mode", horizontal=True)
         st.toggle(t("group_seeds"), value=True, key="group_seeds", help=t("group_seeds_help"))
         with st.expander(t("roots")):
-            for root in roots():
+            for root in root_texts():
                 st.caption(root)
             st.text_input(t("add_root"), key="new_root", on_change=_add_root, placeholder="outputs/…")
             message = st.session_state.pop("root_message", None)

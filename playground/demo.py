@@ -1,7 +1,8 @@
-"""`make play`: a small demo sweep trains in the background while the explorer shows it live.
+"""`make play`: the explorer opens on its Lab, while a small demo sweep trains in the background behind it.
 
 Healthy runs and a few failure scenarios of both task families run one after another into `outputs/demo/`, so they
-appear in the explorer and stream in as they train. Ctrl-C stops both.
+appear on the explorer's other pages and stream in as they train; the Lab trains what you ask it to. Ctrl-C stops
+both (and the runs the explorer started).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import webbrowser
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-EXPLORER_URL = "http://127.0.0.1:8599"  # .streamlit/config.toml's address and port
+EXPLORER_URL = "http://127.0.0.1:8599"  # .streamlit/config.toml's address and port; its first page is the Lab
 DEMO_RUNS = [
     ("cartpole-healthy", ["task=cartpole"]),
     ("reverse-healthy", ["task=reverse"]),
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     trainer = subprocess.Popen([sys.executable, "-m", "playground.demo", "--runs", args.runs, "--no-explorer"],
                                cwd=ROOT, env=env)
     print(f"training the demo runs in the background into {root}; the explorer shows them as they stream in")
-    env["PLAYGROUND_RUNS"] = os.pathsep.join([str(root), str(ROOT / "outputs"), str(ROOT / "multirun")])
+    env["PLAYGROUND_RUNS"] = explorer_roots(root)
     # headless (the config's default), and the browser opened here: a non-headless first start of Streamlit asks
     # for an e-mail address on stdin and serves nothing until it gets one
     explorer = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app"], cwd=ROOT, env=env)
@@ -94,6 +95,15 @@ def main(argv: list[str] | None = None) -> int:
         for proc in (explorer, trainer):
             _stop(proc)
     return 0
+
+
+def explorer_roots(root: Path) -> str:
+    """The explorer's runs folders: `outputs/` first (where the Lab writes) and `multirun/`, plus the demo's folder
+    when it lies outside them (`--runs` elsewhere)."""
+    roots = [ROOT / "outputs", ROOT / "multirun"]
+    if not any(root.is_relative_to(r) for r in roots):
+        roots.append(root)
+    return os.pathsep.join(map(str, roots))
 
 
 def _wait_until_serving(explorer: subprocess.Popen, timeout_s: float = 60.0) -> bool:

@@ -14,6 +14,7 @@ import argparse
 import math
 import shlex
 import shutil
+import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -268,6 +269,15 @@ def verify(exercises: list[Exercise], root: Path, quick: bool = False) -> list[d
 
 
 # ---- command line ----------------------------------------------------------------------------------------------
+class Terminated(KeyboardInterrupt):
+    """A SIGTERM (the explorer's Stop, or the explorer exiting) ends the run being trained as Ctrl-C does: run.json
+    says `interrupted`, its metrics are kept."""
+
+
+def _terminated(signum, frame) -> None:
+    raise Terminated(f"terminated by signal {signal.Signals(signum).name}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m playground.exercise", description=__doc__.splitlines()[0])
     parser.add_argument("--lang", choices=["en", "zh"], default=default_lang())
@@ -329,8 +339,12 @@ def main(argv: list[str] | None = None) -> int:
     except ExerciseError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as stop:
+        print("interrupted: run.json says so; metrics so far are kept", file=sys.stderr)
+        return 128 + signal.SIGTERM if isinstance(stop, Terminated) else 130  # the shell's codes
     return 0
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _terminated)
     raise SystemExit(main())

@@ -133,6 +133,7 @@ class RunRecorder:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.info: dict[str, Any] = {
             "status": "running", "last_step": 0, "start_time": time.time(), "end_time": None, "error": None,
+            "pid": os.getpid(),  # a run still "running" whose process is gone was killed (the explorer says so)
             **info,
         }
         self._metrics = open(self.run_dir / METRICS, "a", encoding="utf-8")

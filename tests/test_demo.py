@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from playground.demo import demo_commands
+from playground.demo import demo_commands, explorer_roots
 from playground.runs import read_run_info
 
 from .conftest import ROOT
@@ -34,3 +34,9 @@ def test_sigterm_stops_the_demo_and_the_run_it_is_training(tmp_path):
     info = read_run_info(first)
     assert info["status"] == "interrupted" and "SIGTERM" in info["error"]
     assert sorted(p.name for p in tmp_path.iterdir()) == [first.name]  # no later run was started
+
+
+def test_the_explorer_lists_the_demo_runs_once(tmp_path):
+    roots = explorer_roots(ROOT / "outputs" / "demo").split(os.pathsep)
+    assert roots == [str(ROOT / "outputs"), str(ROOT / "multirun")]  # outputs/demo lies inside outputs/
+    assert explorer_roots(tmp_path).split(os.pathsep)[-1] == str(tmp_path)

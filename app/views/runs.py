@@ -88,7 +88,7 @@ def render() -> None:
     table, warnings = widgets.runs_table()
     widgets.show_gone_runs()
     widgets.show_warnings(warnings)
-    st.caption(widgets.t("roots_caption", roots=", ".join(widgets.roots())))
+    st.caption(widgets.t("roots_caption", roots=", ".join(widgets.root_texts())))
     if table.empty:
         st.info(widgets.t("no_runs"))
         return

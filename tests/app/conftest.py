@@ -16,7 +16,20 @@ for path in (APP, Path(__file__).parent):
         sys.path.insert(0, str(path))
 
 from app_helpers import ENTRY  # noqa: E402
+from fake_procs import FakeSpawn  # noqa: E402
 from fake_runs import write_tree  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def spawn(monkeypatch) -> FakeSpawn:
+    """Every test's explorer gets a launcher of its own whose processes are fakes (`fake_procs`): a page test never
+    trains, and no test sees another's queue. A test that needs real processes builds its own `Launcher`."""
+    import launcher
+
+    fake = FakeSpawn()
+    own = launcher.Launcher(limit=1, spawn=fake)
+    monkeypatch.setattr(launcher, "shared", lambda: own)
+    return fake
 
 
 @pytest.fixture

@@ -1,69 +1,50 @@
-"""End-to-end: `streamlit run app` in a subprocess, driven by headless Chromium through Playwright.
+"""End-to-end: `streamlit run app` in a subprocess, driven by headless Chromium through Playwright (`browser.py`).
 
 Needs Debian's chromium (`apt-get install -y chromium`); skipped without it, except under CI=true where a
-missing browser fails the test. Set EXPLORER_SHOTS=<dir> to keep the screenshots.
+missing browser fails the test. Set EXPLORER_SHOTS=<dir> to keep the screenshots. The Lab, Sweeps and Workshop tests
+train real (short) runs through the page.
 """
 
 from __future__ import annotations
 
+import io
 import os
-import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
+import re
 from pathlib import Path
 
 import pytest
+from browser import MISSING, choose, chromium, explorer, explorer_env, number, open_page
 
-from app_helpers import ROOT
+from playground.runs import read_findings, read_run_info
+
+import data
+from fake_runs import finding, write_run
 
 pytestmark = pytest.mark.browser
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+STEPS = 30  # CartPole lr_too_high at a constant lr shows the failure from about step 12 (checked at 20 to 40)
+BLUE, GREEN = (0x4C, 0x78, 0xA8), (0x54, 0xA2, 0x4B)  # the first two series colours (charts.PALETTE)
 
 
-def _chromium() -> str:
-    path = shutil.which("chromium")
-    if path is None:
-        message = "headless Chromium not found: install it with `apt-get install -y chromium` (Debian/Ubuntu)"
+@pytest.fixture(autouse=True)
+def needs_chromium():
+    if chromium() is None:
         if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
+            pytest.fail(MISSING)
+        pytest.skip(MISSING)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+@pytest.fixture
+def shots(tmp_path) -> Path:
+    folder = Path(os.environ.get("EXPLORER_SHOTS", tmp_path / "shots"))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 @pytest.fixture
 def server(tree, tmp_path):
-    """The explorer on a free loopback port over the fake tree; yields its URL."""
-    port = _free_port()
-    log = open(tmp_path / "server.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app", "--server.port", str(port),
-                             "--server.address", "127.0.0.1", "--server.headless", "true"],
-                            cwd=ROOT, env=dict(os.environ), stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                    break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"the app did not start: {(tmp_path / 'server.log').read_text()[-2000:]}")
-                time.sleep(0.2)
+    """The explorer over the fake tree; yields its URL."""
+    with explorer(dict(os.environ), tmp_path / "server.log") as (url, _):
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
-        log.close()
 
 
 def _ink(png: Path, box: dict) -> float:
@@ -79,17 +60,22 @@ def _ink(png: Path, box: dict) -> float:
     return float((np.abs(pixels - background).sum(axis=1) > 30).mean())
 
 
-def test_browse_to_panels_and_see_charts(server, tree, tmp_path):
+def _share_of(png: bytes, colour: tuple[int, int, int]) -> float:
+    """The fraction of pixels within a small distance of `colour` (a series' line)."""
+    import numpy as np
+    from PIL import Image
+
+    pixels = np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), dtype=np.int32).reshape(-1, 3)
+    return float((np.abs(pixels - np.asarray(colour)).sum(axis=1) < 40).mean())
+
+
+def test_browse_to_panels_and_see_charts(server, tree, shots):
     from playwright.sync_api import expect, sync_playwright
 
-    shots = Path(os.environ.get("EXPLORER_SHOTS", tmp_path))
-    shots.mkdir(parents=True, exist_ok=True)
     query = "&".join(f"run=outputs/2026-11-30/{t}" for t in ("09-00-00", "09-10-00"))
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=_chromium(), headless=True, args=CHROMIUM_ARGS)
+        browser, page = open_page(p, f"{server}/runs?{query}")
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(f"{server}/?{query}")
             expect(page.get_by_role("heading", name="Runs", exact=True)).to_be_visible(timeout=60_000)
             expect(page.get_by_text("Shown (2)")).to_be_visible(timeout=30_000)
             page.screenshot(path=shots / "runs.png")
@@ -105,3 +91,112 @@ def test_browse_to_panels_and_see_charts(server, tree, tmp_path):
             assert _ink(shots / "panels.png", box) > 0.02  # axes, band and lines, not a blank box
         finally:
             browser.close()
+
+
+def _running_step(page) -> int:
+    text = page.get_by_text(re.compile(r"running · step \d+/")).first.inner_text(timeout=60_000)
+    return int(re.search(r"step (\d+)/", text).group(1))
+
+
+def test_lab_trains_watches_it_break_and_fixes_it(tmp_path, shots):
+    from playwright.sync_api import expect, sync_playwright
+
+    runs = tmp_path / "outputs"
+    with explorer(explorer_env(runs), tmp_path / "server.log") as (url, _), sync_playwright() as p:
+        browser, page = open_page(p, url)  # the Lab is the first page
+        try:
+            expect(page.get_by_role("heading", name="Lab", exact=True)).to_be_visible(timeout=60_000)
+            choose(page, "Scenario", "lr_too_high")
+            expect(page.get_by_label("Actor learning rate", exact=True)).to_have_value("0.05", timeout=30_000)
+            number(page, "Training steps", STEPS)
+            choose(page, "Actor LR schedule", "constant")
+            expect(page.get_by_text(f"trainer.total_training_steps={STEPS}").first).to_be_visible(timeout=30_000)
+            page.locator(".st-key-lab_train button").click()
+            clipfrac = page.locator(".st-key-lab-actor-pg_clipfrac")
+            expect(clipfrac.locator("canvas, svg").first).to_be_visible(timeout=90_000)
+            expect(page.get_by_text("Still running: these are the findings so far.")).to_be_visible()
+            before, drawn = _running_step(page), clipfrac.screenshot()
+            page.wait_for_function(  # the chart redraws itself with the steps that came since
+                f"() => /running · step (\\d+)\\//.test(document.body.innerText) && "
+                f"+document.body.innerText.match(/running · step (\\d+)\\//)[1] > {before}", timeout=60_000)
+            page.wait_for_timeout(2500)
+            assert clipfrac.screenshot() != drawn, "the pg_clipfrac chart did not gain points while the run trained"
+            apply = page.locator(".st-key-lab_run-lr_too_high").first  # the finding's card, with its fix
+            expect(apply).to_contain_text("actor_rollout_ref.actor.optim.lr=0.005", timeout=120_000)
+            expect(page.get_by_text(f"finished · step {STEPS}/{STEPS}")).to_be_visible(timeout=120_000)
+            page.screenshot(path=shots / "lab-broken.png", full_page=True)
+            page.locator(".st-key-lab_run-lr_too_high-apply button").click()
+            expect(page.get_by_text("lr_too_high: gone in the rerun")).to_be_visible(timeout=180_000)
+            expect(page.get_by_text("After the fix", exact=False).first).to_be_visible()
+            page.wait_for_timeout(2000)
+            overlay = page.locator(".st-key-lab-actor-pg_clipfrac").screenshot()
+            assert _share_of(overlay, BLUE) > 0.001 and _share_of(overlay, GREEN) > 0.001  # both runs drawn
+            page.screenshot(path=shots / "lab-fixed.png", full_page=True)
+        finally:
+            browser.close()
+    first, fixed = sorted(p for p in (runs / "lab").glob("*/*") if p.is_dir())
+    assert "actor_rollout_ref.actor.optim.lr=0.005" in read_run_info(fixed)["overrides"]
+    assert "lr_too_high" not in {f["id"] for f in read_findings(fixed)["findings"]}
+
+
+def test_sweep_from_the_page_maps_its_runs(tmp_path, shots):
+    from playwright.sync_api import expect, sync_playwright
+
+    runs = tmp_path / "outputs"
+    with explorer(explorer_env(runs), tmp_path / "server.log") as (url, _), sync_playwright() as p:
+        browser, page = open_page(p, f"{url}/sweeps")
+        try:
+            expect(page.get_by_role("heading", name="Sweeps", exact=True)).to_be_visible(timeout=60_000)
+            number(page, "Training steps", 10)
+            values = page.get_by_label("Values (comma-separated)", exact=True)
+            values.nth(0).fill("0.005, 0.05")
+            values.nth(0).press("Enter")
+            choose(page, "Knob 2", "Entropy coefficient")
+            expect(values.nth(1)).to_be_enabled(timeout=30_000)
+            values.nth(1).fill("0, 0.05")
+            values.nth(1).press("Enter")
+            expect(page.get_by_text("4 runs, trained as one batch")).to_be_visible(timeout=30_000)
+            page.locator(".st-key-sweep_start button").click()
+            heatmap = page.locator(".st-key-sweep-heatmap")
+            expect(heatmap.locator("canvas, svg").first).to_be_visible(timeout=120_000)
+            expect(page.get_by_text("4 jobs; swept: actor_rollout_ref.actor.optim.lr, "
+                                    "actor_rollout_ref.actor.entropy_coeff")).to_be_visible()
+            expect(page.locator(".st-key-sweep-parallel canvas, .st-key-sweep-parallel svg").first).to_be_visible()
+            expect(page.get_by_text("Its runs are training")).to_have_count(0, timeout=120_000)  # all four done
+            page.wait_for_timeout(1500)
+            page.screenshot(path=shots / "sweep.png", full_page=True)
+        finally:
+            browser.close()
+    statuses = [read_run_info(p)["status"] for p in sorted((runs / "multirun").glob("*/*/[0-9]"))]
+    assert statuses == ["finished"] * 4
+
+
+def test_workshop_wrong_then_right_diagnosis_and_the_explorer_stops_its_run(tmp_path, shots):
+    from playwright.sync_api import expect, sync_playwright
+
+    runs = tmp_path / "outputs"
+    mystery = write_run(runs / "workshop" / "01_cartpole_relapse" / "mystery", scenario="mystery", mystery=True,
+                        unstable=True, findings=[finding("lr_too_high", "warning", 5, 60)],
+                        overrides=["task=cartpole", "scenario=mystery", "trainer.mystery=true"])
+    with explorer(explorer_env(runs), tmp_path / "server.log") as (url, server), sync_playwright() as p:
+        browser, page = open_page(p, f"{url}/workshop")
+        try:
+            expect(page.get_by_role("heading", name="Workshop", exact=True)).to_be_visible(timeout=60_000)
+            choose(page, "Diagnosis (a catalogue id)", "entropy_collapse · entropy collapse (premature convergence)")
+            page.locator(".st-key-workshop_submit button").click()
+            expect(page.get_by_text("entropy_collapse is not what went wrong in this run")).to_be_visible(
+                timeout=60_000)
+            expect(page.get_by_text("Hint 1/3:").first).to_be_visible()
+            choose(page, "Diagnosis (a catalogue id)", "lr_too_high · learning rate too high")
+            page.locator(".st-key-workshop_submit button").click()
+            expect(page.get_by_text("lr_too_high (learning rate too high) is right")).to_be_visible(timeout=60_000)
+            expect(page.get_by_text("Diagnosed: its findings now show here")).to_be_visible(timeout=30_000)
+            page.screenshot(path=shots / "workshop.png", full_page=True)
+            page.get_by_role("button", name="Train the run again").click()  # the exercise's real run, 60 steps
+            expect(page.get_by_text(re.compile(r"running · step [1-9]"))).to_be_visible(timeout=120_000)
+        finally:
+            browser.close()
+    # the explorer exited (SIGTERM, as Ctrl-C would): it stopped the run it had started
+    assert server.returncode is not None
+    info = read_run_info(mystery)
+    assert info["status"] == "interrupted" and not data.pid_alive(info["pid"], info["start_time"]), info

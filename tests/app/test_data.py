@@ -5,7 +5,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
+import time
 
+import psutil
 import pytest
 
 from playground.metrics import STEP
@@ -46,7 +50,30 @@ def test_list_runs_reads_info_findings_and_warns(tree, tmp_path):
     assert by_run.loc[str(tree["sweep"] / "3"), "sweep"] == str(tree["sweep"])
     assert by_run.loc[str(tree["sweep"] / "3"), "name"] == "multirun/2026-11-30/10-00-00/3"
     assert ("warn_no_run_json", str(tree["no_info"])) in warnings
-    assert ("warn_root_missing", str(tmp_path / "nope")) in warnings
+    assert not any(path == str(tmp_path / "nope") for _, path in warnings)  # not created yet: no warning
+    assert data.missing_roots((str(tmp_path / "outputs"), str(tmp_path / "nope"))) == [str(tmp_path / "nope")]
+
+
+def test_nested_roots_list_each_run_once(tree, tmp_path):
+    outputs = tmp_path / "outputs"
+    table, _ = data.list_runs((str(outputs / "2026-11-30"), str(outputs), str(outputs)))
+    assert len(table) == 8 and table["run"].is_unique
+    assert table.set_index("run").loc[str(tree["healthy"]), "name"] == "outputs/2026-11-30/09-00-00"  # outermost
+
+
+def test_a_run_whose_process_is_gone_says_so(tmp_path):
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = int(done.stdout)
+    me = psutil.Process()
+    assert data.run_status({"status": "running", "pid": dead, "start_time": time.time()}) == "gone"
+    assert data.run_status({"status": "running", "pid": me.pid, "start_time": time.time()}) == "running"
+    # a pid reused by a process that started after the run did is not the run's
+    assert data.run_status({"status": "running", "pid": me.pid, "start_time": me.create_time() - 60}) == "gone"
+    assert data.run_status({"status": "running"}) == "running"  # no pid recorded (an older run): as it says
+    assert data.run_status({"status": "finished", "pid": dead}) == "finished"
+    run = write_run(tmp_path / "outputs" / "r", status="running", extra_info={"pid": dead})
+    table, _ = data.list_runs((str(tmp_path / "outputs"),))
+    assert table.set_index("run").loc[str(run), "status"] == "gone"
 
 
 def test_list_runs_empty_root(tmp_path):

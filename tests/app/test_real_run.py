@@ -17,7 +17,7 @@ def real_run(tiny_run, monkeypatch):
 
 
 def test_a_real_run_is_listed_drawn_and_diagnosed(real_run):
-    at = show(AppTest.from_file(ENTRY, default_timeout=60).run(), real_run)
+    at = show(AppTest.from_file(ENTRY, default_timeout=60).run().switch_page("views/runs.py").run(), real_run)
     assert "12-00-00** · cartpole · healthy" in texts(at)
     columns = list(data.metrics_frame(str(real_run)).columns)
     groups = sections.metrics_by_group(columns)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 import sections
@@ -28,3 +29,19 @@ def test_recommended_panels_keep_the_guides_order_and_the_pair():
     assert panels[1][1] == ["actor/ppo_kl"]
     assert panels[2][1] == [("critic/vpred_mean", "critic/returns/mean")]
     assert sections.panel_list("perf", ["actor/pg_loss"]) == [("System performance", [])]
+
+
+def _rows(*runs):
+    """Runs-table rows: (run dir, seed), all of one config."""
+    return pd.DataFrame([{"run": run, "label": f"{run}#{i}", "seed": seed, "task": "cartpole", "scenario": "healthy",
+                          "mystery": False, "has_info": True, "overrides": ["task=cartpole", f"trainer.seed={seed}"]}
+                         for i, (run, seed) in enumerate(runs)])
+
+
+def test_seed_groups_hold_distinct_runs_with_distinct_seeds():
+    names = sections._group_names(_rows(("a", 1), ("b", 2)))
+    assert set(names.values()) == {"healthy ×2 seeds (a#0…)"}
+    listed_twice = sections._group_names(_rows(("a", 1), ("a", 1)))
+    assert listed_twice == {"a#0": "a#0", "a#1": "a#1"}  # a run is never grouped with itself
+    same_seed = sections._group_names(_rows(("a", 1), ("b", 1)))
+    assert same_seed == {"a#0": "a#0", "b#1": "b#1"}  # one config trained twice with one seed: no seeds to group

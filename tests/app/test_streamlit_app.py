@@ -9,8 +9,8 @@ from streamlit.testing.v1 import AppTest
 
 from app_helpers import ENTRY, PAGES, ROOT, texts
 
-TITLES = {"en": ["Runs", "Panels", "Diagnosis", "Sweeps", "Samples", "External log", "Glossary", "Workshop"],
-          "zh": ["运行列表", "指标面板", "诊断", "参数扫描", "样本", "外部日志", "术语表", "工作坊"]}
+TITLES = {"en": ["Lab", "Runs", "Panels", "Diagnosis", "Sweeps", "Samples", "External log", "Glossary", "Workshop"],
+          "zh": ["实验台", "运行列表", "指标面板", "诊断", "参数扫描", "样本", "外部日志", "术语表", "工作坊"]}
 
 
 def test_every_page_renders(app):
@@ -25,7 +25,7 @@ def test_language_switch_applies_app_wide_and_keeps_settings(app):
     at = app.run()
     at.slider(key="smoothing").set_value(0.3).run()
     at.radio(key="lang").set_value("zh").run()
-    assert at.title[0].value == "运行列表"
+    assert at.title[0].value == "实验台"  # the Lab is the first page
     assert at.slider(key="smoothing").label == "平滑" and at.slider(key="smoothing").value == 0.3
     for page, title in zip(PAGES, TITLES["zh"], strict=True):
         at.switch_page(page).run()
@@ -33,7 +33,7 @@ def test_language_switch_applies_app_wide_and_keeps_settings(app):
 
 
 def test_language_switch_relabels_kept_choices(app):
-    at = app.run()
+    at = app.run().switch_page("views/runs.py").run()
     at.selectbox(key="sort_by").set_value("name").run()
     at.radio(key="lang").set_value("zh").run()
     sort_by = at.selectbox(key="sort_by")
@@ -44,7 +44,7 @@ def test_language_switch_relabels_kept_choices(app):
 def test_empty_root_warns_and_pages_still_work(tmp_path, monkeypatch):
     (tmp_path / "empty").mkdir()
     monkeypatch.setenv("PLAYGROUND_RUNS", str(tmp_path / "empty"))
-    at = AppTest.from_file(ENTRY, default_timeout=60).run()
+    at = AppTest.from_file(ENTRY, default_timeout=60).run().switch_page("views/runs.py").run()
     assert "No runs in" in texts(at) and "No runs yet" in texts(at)
     for page in PAGES:
         at.switch_page(page).run()

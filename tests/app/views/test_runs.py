@@ -9,8 +9,12 @@ def _table(at):
     return at.dataframe[0].value
 
 
+def _runs(app):
+    return app.run().switch_page("views/runs.py").run()
+
+
 def test_list_shows_runs_badges_and_hides_mystery(app, tree):
-    at = app.run()
+    at = _runs(app)
     table = _table(at)
     assert len(table) == 14
     row = table[table["run"] == "outputs/2026-11-30/09-10-00"].iloc[0]
@@ -22,7 +26,7 @@ def test_list_shows_runs_badges_and_hides_mystery(app, tree):
 
 
 def test_pick_runs_shows_only_the_differing_params(app, tree):
-    at = show(app.run(), tree["healthy"], tree["unstable"])
+    at = show(_runs(app), tree["healthy"], tree["unstable"])
     text = texts(at)
     assert "Shown (2)" in text
     assert "`scenario=lr_too_high`" in text and "`scenario=healthy`" in text
@@ -31,7 +35,7 @@ def test_pick_runs_shows_only_the_differing_params(app, tree):
 
 
 def test_filters_and_show_these(app, tree):
-    at = app.run()
+    at = _runs(app)
     at.multiselect(key="filter_finding").set_value(["lr_too_high"]).run()
     assert set(_table(at)["run"]) == {"outputs/2026-11-30/09-10-00", "multirun/2026-11-30/10-00-00/4",
                                       "multirun/2026-11-30/10-00-00/5"}
@@ -44,7 +48,7 @@ def test_filters_and_show_these(app, tree):
 
 
 def test_sort_by_smoothed_metric(app, tree):
-    at = app.run()
+    at = _runs(app)
     at.multiselect(key="filter_status").set_value(["finished"]).run()
     at.multiselect(key="filter_task").set_value(["cartpole"]).run()
     at.selectbox(key="sort_by").set_value("metric").run()

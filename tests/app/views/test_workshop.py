@@ -3,17 +3,21 @@ nothing away on any page until `playground.exercise.check` accepts its diagnosis
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from playground.exercise import check
-from playground.workshop import find
+from playground.runs import read_run_info
+from playground.workshop import find, read_progress, save_progress
 
 from app_helpers import ENTRY, charts_of, show, texts
 from fake_runs import finding, write_run
 
 EX = "01_cartpole_relapse"
 ANSWER = "lr_too_high"
+EVERY_ID = ("workshop_diagnosis", "lab_scenario", "sweep_scenario")
 
 
 @pytest.fixture
@@ -46,8 +50,8 @@ def everything(at) -> str:
     """All the text a participant can see: messages, code, tables and the options of every picker."""
     parts = [texts(at), *(c.value for c in at.code)]
     parts += [df.value.to_string() for df in at.dataframe]
-    for kind in ("selectbox", "multiselect"):
-        parts += [" ".join(map(str, w.options)) for w in getattr(at, kind)]
+    for kind in ("selectbox", "multiselect"):  # pickers of every catalogue id or scenario give nothing away
+        parts += [" ".join(map(str, w.options)) for w in getattr(at, kind) if w.key not in EVERY_ID]
     return "\n".join(parts)
 
 
@@ -108,3 +112,43 @@ def test_a_solved_run_written_elsewhere_is_read_directly(app, tmp_path, monkeypa
     assert not at.exception
     assert f":orange-badge[{ANSWER}]" in texts(at) and len(charts_of(at)) >= 4
     assert at.button(key="workshop_show").disabled and "outside the runs folders" in texts(at)
+
+
+def test_start_trains_the_exercises_run_through_the_exercise_command(app, workshop, spawn):
+    at = _workshop(app)
+    at.button(key="workshop_start").click().run()
+    (argv,) = spawn.argvs
+    assert argv == [sys.executable, "-m", "playground.exercise", "--runs", str(workshop.resolve()), "--lang", "en",
+                    "start", "1"]
+
+
+def test_a_wrong_then_a_right_diagnosis_through_the_checker(app, workshop):
+    run = _mystery(workshop)
+    at = _workshop(app)
+    at.selectbox(key="workshop_diagnosis").set_value("entropy_collapse").run()
+    at.button(key="workshop_submit").click().run()
+    assert "✗ Diagnosis: entropy_collapse is not what went wrong" in texts(at)
+    assert "Hint 1/3" in texts(at)  # the checker's hint, counted in the progress the command line reads
+    assert read_progress(find("1"), workshop) == {"hints": 1, "attempts": 1}
+    assert ANSWER not in everything(at)
+    at.selectbox(key="workshop_diagnosis").set_value(ANSWER).run()
+    at.button(key="workshop_submit").click().run()
+    assert f"✓ Diagnosis: {ANSWER} (learning rate too high) is right." in texts(at)
+    assert f":orange-badge[{ANSWER}]" in texts(at) and read_run_info(run)["solved"]
+
+
+def test_a_fix_is_checked_by_a_queued_check_and_a_bad_one_refused(app, workshop, spawn):
+    _mystery(workshop)
+    at = _workshop(app)
+    at.selectbox(key="workshop_diagnosis").set_value(ANSWER).run()
+    at.text_input(key="workshop_fix").input("hydra.run.dir=../x").run()
+    at.button(key="workshop_submit").click().run()
+    assert any(e.value.startswith("Not started: hydra.run.dir=../x is refused") for e in at.error)
+    assert spawn.started == []
+    at.text_input(key="workshop_fix").input("actor_rollout_ref.actor.optim.lr=0.005").run()
+    at.button(key="workshop_submit").click().run()
+    (argv,) = spawn.argvs
+    assert argv[-6:] == ["check", "1", "--diagnosis", ANSWER, "--fix", "actor_rollout_ref.actor.optim.lr=0.005"]
+    assert "✓ Healthy: the engine finds no warning." in [s.value for s in at.success]  # the check's own lines
+    save_progress(find("1"), {"diagnosed": True, "solved": True}, workshop)  # what a passing check records
+    assert "Solved: a fix of yours passed the check" in texts(at.run())

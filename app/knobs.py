@@ -1,0 +1,198 @@
+"""The Lab's knobs: the config keys the metrics guide talks about, their values in a scenario, and their check.
+
+Values come from `playground.config.compose` (the config `python -m playground.train <overrides>` would run) and are
+checked by `playground.config.validate`: a bad value gets the one line the command line prints. Like
+`playground.config`, nothing here loads torch.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from playground.config import ConfigError, check_scenario_applies, compose, known_options, uses_critic, validate
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One field of the Lab: a config key, how it is typed, and when it applies."""
+
+    name: str  # the widget's key (`knob_<name>`) and its label's string key
+    key: str  # the config key, as an override names it
+    kind: str  # float | int | bool | choice
+    step: float = 1.0  # the number field's +/- step
+    family: str = ""  # "token": only token tasks have it; "": every task
+    options: tuple[str, ...] = ()  # a choice's values
+    fallback: str | None = None  # the key whose value a null means (verl: clip_ratio_low/high -> clip_ratio)
+    needs: str | None = None  # "critic": only when a critic trains; another knob's name: only when that one is on
+
+
+ACTOR = "actor_rollout_ref.actor"
+KNOBS: tuple[Knob, ...] = (
+    Knob("actor_lr", f"{ACTOR}.optim.lr", "float", step=1e-4),
+    Knob("critic_lr", "critic.optim.lr", "float", step=1e-4, needs="critic"),
+    # verl's default is constant; the tasks anneal (cosine), which hides a high lr late in a short run
+    Knob("lr_schedule", f"{ACTOR}.optim.lr_scheduler_type", "choice", options=("constant", "cosine")),
+    Knob("entropy_coeff", f"{ACTOR}.entropy_coeff", "float", step=0.01),
+    Knob("clip_low", f"{ACTOR}.clip_ratio_low", "float", step=0.05, fallback=f"{ACTOR}.clip_ratio"),
+    Knob("clip_high", f"{ACTOR}.clip_ratio_high", "float", step=0.05, fallback=f"{ACTOR}.clip_ratio"),
+    Knob("ppo_epochs", f"{ACTOR}.ppo_epochs", "int"),
+    Knob("mini_batch", f"{ACTOR}.ppo_mini_batch_size", "int"),
+    Knob("use_kl_loss", f"{ACTOR}.use_kl_loss", "bool"),
+    Knob("kl_loss_coef", f"{ACTOR}.kl_loss_coef", "float", step=1e-3, needs="use_kl_loss"),
+    Knob("rollout_n", "actor_rollout_ref.rollout.n", "int", family="token"),
+    Knob("temperature", "actor_rollout_ref.rollout.temperature", "float", step=0.1, family="token"),
+    Knob("steps", "trainer.total_training_steps", "int"),
+    Knob("seed", "trainer.seed", "int"),
+)
+BY_NAME = {k.name: k for k in KNOBS}
+BY_KEY = {k.key: k for k in KNOBS}
+PAGE_KEYS = ("task", "scenario", *BY_KEY)  # every key the Lab itself may pass
+_COMPOSE = threading.Lock()  # Hydra's GlobalHydra is one per process; the server composes for every session
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A composed config's knob values, and the validator's line when it is not runnable (else None)."""
+
+    overrides: tuple[str, ...]
+    error: str | None
+    values: Mapping[str, Any] = field(default_factory=dict)  # config key -> value (a knob's, or a fallback's)
+    family: str = ""
+    scenario: str = ""
+    scenarios: tuple[str, ...] = ()
+    critic: bool = False
+    batch: str = ""  # what a step trains on, e.g. "512 transitions"
+
+    def value(self, knob: Knob) -> Any:
+        """The knob's effective value: a null falls back to the key verl uses instead."""
+        value = self.values.get(knob.key)
+        return self.values.get(knob.fallback) if value is None and knob.fallback else value
+
+
+def _one_line(error: Exception) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
+
+
+@functools.lru_cache(maxsize=512)
+def check(overrides: tuple[str, ...]) -> Checked:
+    """Compose `overrides` as `python -m playground.train` would, then validate: values and the first error."""
+    with _COMPOSE:
+        try:
+            cfg = compose(list(overrides))
+        except Exception as error:  # noqa: BLE001 - ConfigError or Hydra's (an unknown key, a bad type)
+            return Checked(overrides, _one_line(error))
+    keys = {*BY_KEY, *(k.fallback for k in KNOBS if k.fallback)}
+    values = {key: OmegaConf.select(cfg, key, default=None) for key in keys}
+    family = str(cfg.task.family)
+    if family == "gym":
+        batch = f"{cfg.env.num_envs * cfg.env.rollout_length} transitions"
+    else:
+        batch = f"{cfg.data.train_batch_size} prompts × {cfg.actor_rollout_ref.rollout.n}"
+    error = None
+    try:
+        check_scenario_applies(cfg)
+        validate(cfg)
+    except ConfigError as e:
+        error = _one_line(e)
+    return Checked(overrides, error, values, family, str(cfg.scenario), tuple(cfg.task.get("scenarios", [])),
+                   bool(uses_critic(cfg)), batch)
+
+
+def tasks() -> list[str]:
+    return known_options("task")
+
+
+def scenario_of(task: str) -> Checked:
+    """The config `task=<task>` runs (its default scenario), with the task's list of scenarios."""
+    return check((f"task={task}",))
+
+
+def scenario_config(task: str, scenario: str) -> Checked:
+    return check((f"task={task}", f"scenario={scenario}"))
+
+
+def task_defaults(task: str) -> Checked:
+    """The task's own tuned values (scenario healthy), shown beside each field."""
+    return scenario_config(task, "healthy")
+
+
+def applies(knob: Knob, family: str) -> bool:
+    return not knob.family or knob.family == family
+
+
+def shown_knobs(family: str) -> list[Knob]:
+    return [k for k in KNOBS if applies(k, family)]
+
+
+def same(a: Any, b: Any) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-15)
+    return a == b
+
+
+def text(value: Any) -> str:
+    """A value as an override writes it: `true`, `30`, `0.005`, `2.5e-05`."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def overrides_for(task: str, scenario: str, chosen: Mapping[str, Any], extra: Sequence[str] = ()) -> list[str]:
+    """The run's overrides: the task and scenario, each knob that differs from the scenario's value, then `extra`."""
+    base = scenario_config(task, scenario)
+    out = [f"task={task}", f"scenario={scenario}"]
+    for knob in shown_knobs(base.family):
+        if knob.name in chosen and chosen[knob.name] is not None and not same(chosen[knob.name], base.value(knob)):
+            out.append(f"{knob.key}={text(chosen[knob.name])}")
+    return [*out, *extra]
+
+
+def parse(knob: Knob, raw: str) -> Any:
+    """A typed value from text (a sweep's list); ValueError with one line when it is not of the knob's kind."""
+    raw = raw.strip()
+    try:
+        if knob.kind == "int":
+            return int(raw)
+        if knob.kind == "float":
+            value = float(raw)
+            if not math.isfinite(value):
+                raise ValueError
+            return value
+        if knob.kind == "bool":
+            return {"true": True, "false": False}[raw.lower()]
+    except (ValueError, KeyError):
+        raise ValueError(f"{knob.key}: {raw!r} is not {'an integer' if knob.kind == 'int' else 'a ' + knob.kind}"
+                         ) from None
+    if raw not in knob.options:
+        raise ValueError(f"{knob.key}: {raw!r} is not one of {list(knob.options)}")
+    return raw
+
+
+def error_knob(error: str | None, family: str) -> str | None:
+    """The knob a validator's line names first (`<key>=<value> is out of range ...`), or None."""
+    if not error:
+        return None
+    hits = [(error.find(f"{k.key}="), k.name) for k in shown_knobs(family) if f"{k.key}=" in error]
+    return min(hits)[1] if hits else None
+
+
+def form_from(overrides: Sequence[str]) -> tuple[str, str, dict[str, Any], list[str]]:
+    """(task, scenario, knob values, other overrides) that reproduce a run's overrides in the Lab's form.
+
+    Overrides the explorer adds itself (`launcher.QUIET`) are the caller's to drop.
+    """
+    pairs = [str(o).partition("=")[::2] for o in overrides]
+    task = next((v for k, v in pairs if k == "task"), "cartpole")
+    checked = check(tuple(f"{k}={v}" for k, v in pairs))
+    scenario = checked.scenario or next((v for k, v in pairs if k == "scenario"), "healthy")
+    values = {k.name: checked.value(k) for k in KNOBS}
+    extra = [f"{k}={v}" for k, v in pairs if k not in PAGE_KEYS]
+    return task, scenario, values, extra

@@ -1,0 +1,245 @@
+"""The Lab's run view: a run's panels and diagnosis as it trains, each fix's Apply and rerun, and the comparison.
+
+The view is the session's `lab_view`: {"run": a run dir, "base": the run it reruns with a fix, or None}. With a
+base, the two runs are drawn on the same panels and their diagnoses side by side.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+from playground.runs import read_run_info
+
+import data
+import frames
+import knobs
+import launcher
+import running
+import sections
+import widgets
+
+VIEW = "lab_view"
+MESSAGE = "lab_message"  # (kind, text) shown once above the form: why a run did not start
+LOAD = "lab_load"  # overrides the fields take on the page's next run (an applied fix's)
+BAD = ("warning", "critical")
+
+
+def lab_folder() -> Path:
+    return launcher.runs_folder() / "lab"
+
+
+def newest_run() -> str | None:
+    """The newest run under the Lab's folder (a fresh session's view)."""
+    folder = lab_folder()
+    runs = sorted(folder.glob("*/*/run.json"), key=lambda p: p.stat().st_mtime) if folder.is_dir() else []
+    return str(runs[-1].parent) if runs else None
+
+
+def current_view() -> dict[str, Any] | None:
+    view = st.session_state.get(VIEW)
+    if view is None and (run := newest_run()):
+        view = {"run": run, "base": None}
+    return view
+
+
+# ---- overrides of a run ----
+
+def checked(items: list[str]) -> list[str]:
+    """A run's overrides as the Lab may pass them: its knobs, then fix overrides (ordinary config keys)."""
+    return [launcher.check_override(i, knobs.PAGE_KEYS if i.partition("=")[0] in knobs.PAGE_KEYS else None)
+            for i in items]
+
+
+def run_overrides(run: str) -> list[str]:
+    """The overrides a run was started with (run.json, else its job), without the explorer's own."""
+    info = read_run_info(run) or {}
+    items = info.get("overrides")
+    if items is None:
+        job = launcher.shared().job_for(run, ("train",))
+        items = job.argv[3:-1] if job is not None else []
+    return [str(i) for i in items if str(i) not in launcher.QUIET and not str(i).startswith("hydra.")]
+
+
+def merged(base: list[str], fix: list[str]) -> list[str]:
+    """`base` with `fix` on top: a key the fix sets is dropped from the base (the command stays short)."""
+    keys = {i.partition("=")[0] for i in fix}
+    return [i for i in base if i.partition("=")[0] not in keys] + fix
+
+
+def start(overrides: list[str], name: str, base: str | None = None) -> bool:
+    """Check and queue a Lab run; on success it becomes the view. Returns False (and a message) when refused."""
+    try:
+        overrides = checked(overrides)
+        error = knobs.check(tuple(overrides)).error
+        if error:
+            raise launcher.Refused(error)
+        run_dir = launcher.new_folder("lab", name)
+        argv = launcher.train_argv(overrides, run_dir)
+        launcher.shared().submit("train", run_dir.name, argv, run_dir, run_dir / "console.log")
+    except launcher.Refused as refused:
+        st.session_state[MESSAGE] = ("error", widgets.t("not_started", why=str(refused)))
+        return False
+    st.session_state[VIEW] = {"run": str(run_dir), "base": base}
+    return True
+
+
+def load_form(overrides: list[str]) -> None:
+    """Have the Lab's fields show a run's config on the page's next run (a button inside the live fragment cannot
+    set fields drawn outside it: the browser would send their old values back)."""
+    st.session_state[LOAD] = list(overrides)
+
+
+def apply_fix(run: str, fix: str) -> None:
+    """Apply and rerun: the run's overrides with the fix's on top, into a new run compared with this one."""
+    try:
+        fix_items = launcher.fix_overrides(fix)
+    except launcher.Refused as refused:
+        st.session_state[MESSAGE] = ("error", widgets.t("not_started", why=str(refused)))
+        return
+    overrides = merged(run_overrides(run), fix_items)
+    info = read_run_info(run) or {}
+    name = f"{info.get('task', 'run')}-{info.get('scenario', '')}-fix"
+    if start(overrides, name, base=run):
+        load_form(overrides)
+    running.request_page_rerun()
+
+
+# ---- drawing ----
+
+def status_line(run: str) -> str:
+    info = data.run_info(run)
+    job = launcher.shared().job_for(run, ("train",))
+    parts = [f"**{Path(run).name}**"]
+    if info:
+        status = data.run_status(info)
+        done, total = widgets.integer(info.get("last_step")), widgets.integer(info.get("total_steps"))
+        parts += [widgets.status_text(status), f"{widgets.t('col_step')} {done}/{total}"]
+    elif job is not None:
+        parts.append(running.job_state(job) if job.state != "running" else widgets.t("job_starting"))
+    return " · ".join(parts)
+
+
+def ordered_findings(report: dict | None) -> list[dict]:
+    """Findings with their fixes, root causes first when the report names them (`diagnoses`), then by severity."""
+    findings = [f for f in (report or {}).get("findings", []) if isinstance(f, dict)]
+    roots = [d.get("root") for d in (report or {}).get("diagnoses", []) or [] if isinstance(d, dict)]
+    root_ids = [r.get("id") for r in roots if isinstance(r, dict)]
+    rank = {fid: i for i, fid in enumerate(root_ids)}
+    return sorted(findings, key=lambda f: (rank.get(f.get("id"), len(rank)),
+                                           -frames.SEVERITY_ORDER.get(f.get("severity", "info"), 0)))
+
+
+def usable_fix(finding: dict) -> str:
+    """The finding's fix when it names values (not `<current*2>` placeholders), else ""."""
+    fix = str(finding.get("fix") or "")
+    return "" if "<" in fix else fix
+
+
+def _finding(run: str, f: dict, key: str) -> None:
+    """One finding in a card keyed `<key>` (its fix's button: `<key>-apply`), e.g. lab_run-lr_too_high."""
+    with st.container(border=True, key=key):
+        steps = widgets.t("finding_steps", first=f.get("first_step"), last=f.get("last_step"))
+        st.markdown(f"{widgets.badges([f])} · {steps}")
+        st.caption(widgets.pick(f.get("explanation")))
+        fix = usable_fix(f)
+        if fix:
+            st.code(fix, language="bash", wrap_lines=True)
+            st.button(widgets.t("apply_rerun"), key=f"{key}-apply", on_click=apply_fix, args=(run, fix),
+                      icon=":material/build:", type="primary" if f.get("severity") in BAD else "secondary")
+
+
+def draw_findings(run: str, report: dict | None, key: str, active: bool) -> None:
+    """A run's findings, each with its fix and Apply and rerun: warnings and worse first (root causes first), the
+    informational ones folded away."""
+    if report is None:
+        st.caption(widgets.t("no_report"))
+        return
+    findings = ordered_findings(report)
+    keys, seen = [], set()
+    for f in findings:  # one card per finding, keyed by its id (and its place, should an id come twice)
+        name = f"{key}-{f.get('id', '?')}"
+        keys.append(name if name not in seen else f"{name}-{len(keys)}")
+        seen.add(keys[-1])
+    bad = [(f, k) for f, k in zip(findings, keys) if f.get("severity") in BAD]
+    if not bad:
+        st.success(widgets.t("lab_no_warning"))
+    for f, k in bad:
+        _finding(run, f, k)
+    info = [(f, k) for f, k in zip(findings, keys) if f.get("severity") not in BAD]
+    if info:
+        with st.expander(widgets.t("lab_info_findings", ids=", ".join(str(f.get("id")) for f, _ in info))):
+            for f, k in info:
+                _finding(run, f, k)
+    if active:
+        st.caption(widgets.t("diagnosis_live"))
+
+
+def _bad_ids(report: dict | None) -> list[str]:
+    return [f["id"] for f in (report or {}).get("findings", []) if f.get("severity") in BAD and "id" in f]
+
+
+def draw_comparison(base: str, run: str, active: bool) -> None:
+    """The two diagnoses side by side; under the rerun, whether each of the first run's findings is gone."""
+    before, after = data.run_diagnosis(base)[0], data.run_diagnosis(run)[0]
+    fix = " ".join(merged_only(run_overrides(base), run_overrides(run)))
+    left, right = st.columns(2)
+    with left:
+        st.markdown(f"**{widgets.t('before')}** · {Path(base).name}")
+        draw_findings(base, before, "lab_before", False)
+    with right:
+        st.markdown(f"**{widgets.t('after')}** · {Path(run).name}" + (f"  \n`{fix}`" if fix else ""))
+        still = set(_bad_ids(after))
+        for fid in _bad_ids(before):
+            if fid in still:
+                st.error(widgets.t("finding_still", id=fid))
+            elif not active:
+                st.success(widgets.t("finding_gone", id=fid))
+        draw_findings(run, after, "lab_after", active)
+
+
+def merged_only(base: list[str], run: list[str]) -> list[str]:
+    """The overrides the rerun adds or changes."""
+    return [i for i in run if i not in set(base)]
+
+
+def _labels(rows, base: str | None):
+    """Legend text: "before · 09-30-05" and "after · 09-31-10" when comparing, else the run's folder name."""
+    if base is None:
+        return rows
+    names = {base: widgets.t("before"), **{r: widgets.t("after") for r in rows["run"] if r != base}}
+    return rows.assign(label=[f"{names[r]} · {Path(r).name[:8]}" for r in rows["run"]])
+
+
+def view_body(view: dict[str, Any]) -> bool:
+    """The view's status, diagnosis and panels, read now (the live fragment's body); returns whether it is active."""
+    run, base = view["run"], view.get("base")
+    active = running.run_active(run, ("train",))
+    job = launcher.shared().job_for(run, ("train",))
+    for shown in (base, run):
+        if shown:
+            st.markdown(status_line(shown))
+    if job is not None:
+        running.stop_button(job, key="lab_stop")
+    elif active:  # started by an explorer that has since restarted: its pid is in run.json
+        st.button(widgets.t("stop"), key="lab_stop", on_click=launcher.stop_adopted, args=(data.run_info(run),),
+                  icon=":material/stop_circle:")
+    command = job.command if job is not None else data.run_info(run).get("command")
+    if command:
+        with st.expander(widgets.t("lab_exact_command")):
+            st.code(command, language="bash", wrap_lines=True)
+    rows = sections.run_rows([r for r in (base, run) if r])
+    if rows.empty or not Path(run, "metrics.jsonl").is_file():
+        st.info(widgets.t("lab_waiting") if active else widgets.t("no_metrics"))
+        if job is not None and not active and job.output():
+            st.code(job.output(), language="text")
+    st.subheader(widgets.t("diagnosis_title"))
+    if base:
+        draw_comparison(base, run, active)
+    else:
+        draw_findings(run, data.run_diagnosis(run)[0], "lab_run", active)
+    if not rows.empty:
+        sections.draw_run_panels(_labels(rows, base), grouped=False, choice="recommended", key="lab")
+    return active

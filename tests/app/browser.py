@@ -1,0 +1,96 @@
+"""The explorer in a real browser: `streamlit run app` on a free loopback port, driven by Debian's headless Chromium
+through Playwright. Used by the browser tests and by `make screenshots` (`tests/app/screenshots.py`)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+MISSING = "headless Chromium not found: install it with `apt-get install -y chromium` (Debian/Ubuntu)"
+
+
+def chromium() -> str | None:
+    return shutil.which("chromium")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def explorer(env: dict[str, str], log: Path, timeout_s: float = 60.0, cwd: Path = ROOT
+             ) -> Iterator[tuple[str, subprocess.Popen]]:
+    """`streamlit run app` with `env` until the block ends (then SIGTERM, as Ctrl-C would); yields (URL, process).
+
+    `cwd` is where relative runs folders resolve (the checkout by default)."""
+    port = free_port()
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "app"), "--server.port",
+                                 str(port), "--server.address", "127.0.0.1", "--server.headless", "true"],
+                                cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                    break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the explorer did not start: {log.read_text()[-2000:]}") from None
+                time.sleep(0.2)
+        yield url, proc
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def explorer_env(runs: Path, **extra: str) -> dict[str, str]:
+    """The environment of an explorer over `runs` (its only runs folder) with the workshop under it; the
+    checkout on PYTHONPATH, as an editable install would have it, whatever the working directory."""
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PLAYGROUND_RUNS": str(runs), "PLAYGROUND_WORKSHOP": str(runs / "workshop"),
+            "OMP_NUM_THREADS": "1", "PYTHONPATH": path, **extra}
+
+
+def open_page(playwright, url: str, width: int = 1400, height: int = 1000):
+    """A fresh headless Chromium page at `url`; returns (browser, page)."""
+    browser = playwright.chromium.launch(executable_path=chromium(), headless=True, args=CHROMIUM_ARGS)
+    page = browser.new_page(viewport={"width": width, "height": height})
+    page.goto(url)
+    return browser, page
+
+
+def number(page, label: str, value: object) -> None:
+    """Type a value into a Streamlit number field (Enter commits it, as a user's would)."""
+    field = page.get_by_label(label, exact=True)
+    field.fill(str(value))
+    field.press("Enter")
+
+
+def choose(page, label: str, option: str, tries: int = 4) -> None:
+    """Pick an option of a Streamlit select box by its label (again if a rerun closed the list as it opened)."""
+    for attempt in range(tries):
+        page.get_by_label(label, exact=True).click()
+        item = page.get_by_role("option", name=option, exact=True)
+        try:
+            item.click(timeout=10_000)
+            return
+        except Exception:  # noqa: BLE001 - Playwright's TimeoutError: the list did not open or was redrawn
+            if attempt == tries - 1:
+                raise
+            page.keyboard.press("Escape")
+            page.wait_for_timeout(1000)

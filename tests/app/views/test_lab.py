@@ -1,0 +1,150 @@
+"""Tests for `app/views/lab.py` and `app/lab_run.py`: the knobs at the scenario's values, the validator's line next to
+a bad one, Train's command, Apply and rerun's comparison, and what is refused (the processes are `fake_procs`)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from playground.config import ConfigError, compose, validate
+
+from app_helpers import ENTRY, chart_data, charts_of, spec_title, texts
+from fake_procs import run_dir_of
+from fake_runs import LR_TOO_HIGH, write_run
+
+TRAIN = [sys.executable, "-m", "playground.train"]
+
+
+@pytest.fixture
+def runs(tmp_path, monkeypatch):
+    """An empty runs folder: the Lab writes into its `lab/`."""
+    monkeypatch.setenv("PLAYGROUND_RUNS", str(tmp_path / "outputs"))
+    monkeypatch.setenv("PLAYGROUND_WORKSHOP", str(tmp_path / "outputs" / "workshop"))
+    return tmp_path / "outputs"
+
+
+@pytest.fixture
+def lab(runs):
+    return AppTest.from_file(ENTRY, default_timeout=60).run()
+
+
+def _lab_dirs(runs):
+    return sorted(p for p in (runs / "lab").glob("*/*") if p.is_dir()) if (runs / "lab").is_dir() else []
+
+
+def _short_lr_too_high(at):
+    at.selectbox(key="lab_scenario").set_value("lr_too_high").run()
+    at.number_input(key="knob_steps").set_value(25).run()
+    return at.selectbox(key="knob_lr_schedule").set_value("constant").run()
+
+
+def test_the_lab_is_the_first_page_with_the_scenarios_values_and_the_tasks_defaults(lab):
+    assert not lab.exception and lab.title[0].value == "Lab"
+    assert "Pick a task and a scenario" in texts(lab)
+    assert lab.number_input(key="knob_actor_lr").value == pytest.approx(2.5e-3)
+    lab.selectbox(key="lab_scenario").set_value("lr_too_high").run()
+    assert lab.number_input(key="knob_actor_lr").value == pytest.approx(0.05)  # the scenario's
+    assert lab.number_input(key="knob_entropy_coeff").value == pytest.approx(0.05)
+    assert "task default 0.0025" in texts(lab)
+    assert "null: uses clip_ratio" in texts(lab)  # clip_ratio_low/high null: the effective clip_ratio is shown
+    assert lab.number_input(key="knob_clip_high").value == pytest.approx(0.2)
+    keys = {w.key for w in lab.number_input}
+    assert "knob_rollout_n" not in keys and "knob_temperature" not in keys  # token tasks only
+    lab.selectbox(key="lab_task").set_value("reverse").run()
+    assert lab.selectbox(key="lab_scenario").value == "healthy"
+    assert lab.number_input(key="knob_rollout_n").value == 4 and lab.number_input(key="knob_critic_lr").disabled
+    assert "no critic trains" in texts(lab)
+    assert lab.code[0].value == "python -m playground.train task=reverse scenario=healthy"
+
+
+def test_an_invalid_knob_shows_the_validators_line_and_starts_nothing(lab, runs, spawn):
+    lab.number_input(key="knob_mini_batch").set_value(100).run()
+    with pytest.raises(ConfigError) as expected:
+        validate(compose(["task=cartpole", "scenario=healthy", "actor_rollout_ref.actor.ppo_mini_batch_size=100"]))
+    assert [e.value for e in lab.error] == [str(expected.value)]  # the command line's own line, by the field
+    lab.button(key="lab_train").click().run()
+    assert f"Not started: {expected.value}" in [e.value for e in lab.error]
+    assert spawn.started == [] and _lab_dirs(runs) == []
+    lab.number_input(key="knob_mini_batch").set_value(128)
+    lab.number_input(key="knob_clip_high").set_value(1.5).run()
+    assert [e.value for e in lab.error] == [
+        "actor_rollout_ref.actor.clip_ratio_high=1.5 is out of range: allowed null or in (0, 1)"]
+
+
+def test_train_starts_the_entry_with_the_overrides_as_arguments(lab, runs, spawn):
+    at = _short_lr_too_high(lab)
+    overrides = ["task=cartpole", "scenario=lr_too_high", "actor_rollout_ref.actor.optim.lr_scheduler_type=constant",
+                 "trainer.total_training_steps=25"]
+    assert at.code[0].value == "python -m playground.train " + " ".join(overrides)
+    at.button(key="lab_train").click().run()
+    assert not at.exception
+    (argv,) = spawn.argvs
+    (run_dir,) = _lab_dirs(runs)
+    assert argv == [*TRAIN, *overrides, "trainer.progress_bar=false", f"hydra.run.dir={run_dir}"]
+    assert run_dir.name.endswith("cartpole-lr_too_high")
+    assert "hydra.run.dir=" in " ".join(c.value for c in at.code)  # the exact command of the run shown
+    assert any(spec_title(json.loads(c.proto.spec)) == "actor/pg_clipfrac" for c in charts_of(at))
+    assert ":orange-badge[lr_too_high]" in texts(at)
+
+
+def test_apply_and_rerun_overlays_both_runs_and_shows_the_finding_gone(lab, runs, spawn):
+    at = _short_lr_too_high(lab)
+    at.button(key="lab_train").click().run()
+    at.button(key="lab_run-lr_too_high-apply").click().run()
+    assert not at.exception
+    first, rerun = spawn.argvs
+    assert rerun[3:-2] == [*first[3:-2], "actor_rollout_ref.actor.optim.lr=0.005"]  # the fix on top
+    assert run_dir_of(rerun).name.endswith("cartpole-lr_too_high-fix")
+    assert "lr_too_high: gone in the rerun" in [s.value for s in at.success]
+    assert "**Before** · " + run_dir_of(first).name in texts(at)
+    clipfrac = next(c for c in charts_of(at) if spec_title(json.loads(c.proto.spec)) == "actor/pg_clipfrac")
+    series = set(pd.concat(chart_data(clipfrac))["series"].dropna())
+    assert series == {f"Before · {run_dir_of(first).name[:8]}", f"After the fix · {run_dir_of(rerun).name[:8]}"}
+    assert at.number_input(key="knob_actor_lr").value == pytest.approx(0.005)  # the form now holds the fix
+
+
+def test_a_fix_that_leaves_the_runs_folder_is_refused(lab, runs, spawn):
+    run = write_run(runs / "lab" / "2026-12-01" / "09-00-00-cartpole-lr_too_high", scenario="lr_too_high",
+                    unstable=True, overrides=["task=cartpole", "scenario=lr_too_high"],
+                    findings=[{**LR_TOO_HIGH, "fix": "hydra.run.dir=../x"}])
+    at = lab.run()
+    assert f"**{run.name}**" in texts(at)  # a fresh session shows the newest Lab run
+    at.button(key="lab_run-lr_too_high-apply").click().run()
+    assert any(e.value.startswith("Not started: hydra.run.dir=../x is refused") for e in at.error)
+    assert spawn.started == [] and _lab_dirs(runs) == [run]
+
+
+def test_runs_wait_their_turn_and_can_be_stopped(lab, runs, spawn):
+    spawn.finish = False
+    at = lab
+    at.button(key="lab_train").click().run()
+    at.button(key="lab_train").click().run()
+    assert "waiting (#1)" in texts(at) and len(spawn.started) == 1
+    assert "1 process(es) train at a time (PLAYGROUND_MAX_RUNS)" in texts(at)
+    assert at.button(key="lab_stop").label == "Cancel"  # the run shown is the one waiting
+    at.button(key="lab_stop").click().run()
+    at.button(key="queue_stop_j1").click().run()  # the one training: SIGTERM
+    spawn.started[0].finish(-15)
+    at.run()
+    assert "waiting" not in texts(at) and "Nothing is training." in texts(at) and len(spawn.started) == 1
+
+
+def test_a_run_an_earlier_explorer_started_can_still_be_stopped(lab, runs):
+    """The explorer restarted while its run trained on: run.json's pid finds the process, Stop sends it SIGTERM."""
+    trainer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "-m", "playground.train"])
+    try:
+        write_run(runs / "lab" / "2026-12-01" / "09-00-00-cartpole-healthy", status="running",
+                  extra_info={"pid": trainer.pid, "start_time": time.time()})
+        at = lab.run()
+        assert "▶ running" in texts(at)
+        at.button(key="lab_stop").click().run()
+        assert trainer.wait(timeout=10) == -signal.SIGTERM
+    finally:
+        trainer.kill()
