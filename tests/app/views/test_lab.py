@@ -53,8 +53,7 @@ def test_the_lab_is_the_first_page_with_the_scenarios_values_and_the_tasks_defau
     assert lab.number_input(key="knob_actor_lr").value == pytest.approx(0.05)  # the scenario's
     assert lab.number_input(key="knob_entropy_coeff").value == pytest.approx(0.05)
     assert "task default 0.0025" in texts(lab)
-    assert "null: uses clip_ratio" in texts(lab)  # clip_ratio_low/high null: the effective clip_ratio is shown
-    assert lab.number_input(key="knob_clip_high").value == pytest.approx(0.2)
+    assert lab.number_input(key="knob_clip_high").value == pytest.approx(0.2)  # verl's default, which wins
     keys = {w.key for w in lab.number_input}
     assert "knob_rollout_n" not in keys and "knob_temperature" not in keys  # token tasks only
     lab.selectbox(key="lab_task").set_value("reverse").run()
@@ -73,9 +72,9 @@ def test_an_invalid_knob_shows_the_validators_line_and_starts_nothing(lab, runs,
     assert f"Not started: {expected.value}" in [e.value for e in lab.error]
     assert spawn.started == [] and _lab_dirs(runs) == []
     lab.number_input(key="knob_mini_batch").set_value(128)
-    lab.number_input(key="knob_clip_high").set_value(1.5).run()
+    lab.number_input(key="knob_clip_low").set_value(1.5).run()
     assert [e.value for e in lab.error] == [
-        "actor_rollout_ref.actor.clip_ratio_high=1.5 is out of range: allowed null or in (0, 1)"]
+        "actor_rollout_ref.actor.clip_ratio_low=1.5 is out of range: allowed null (clip_ratio) or in (0, 1)"]
 
 
 def test_train_starts_the_entry_with_the_overrides_as_arguments(lab, runs, spawn):
