@@ -364,7 +364,9 @@ class Trend(Node):
             inside = k <= values.index(low) < n - k
             return min(a, b) / low - 1 if inside and low > 0 else 0.0
         target = log.facts.get("score_target") if self.series.label == "score" else None
-        scale = abs(target - a) if target is not None else abs(a)
+        # the distance left to the target, at least 5% of the target's size (a window that starts on the target
+        # still has a scale)
+        scale = max(abs(target - a), 0.05 * max(abs(target), 1.0)) if target is not None else abs(a)
         return (b - a) / max(scale, 1e-12)
 
     def over(self, log: Log, idx: Sequence[int]) -> bool | None:
