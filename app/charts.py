@@ -181,7 +181,8 @@ def timeline_chart(findings: pd.DataFrame, max_step: float, *, x_title: str = "s
     """Findings on a step axis: a bar from the first to the last step each holds, a dot where it began.
 
     Args:
-        findings: columns id, severity, first_step, last_step, label (the y-axis text).
+        findings: columns id, severity, first_step, last_step, label (the y-axis text), optionally cause (the
+            root a consequence belongs to, in the tooltip).
         max_step: the run's last step (the axis end).
     """
     frame = findings.copy()
@@ -190,6 +191,8 @@ def timeline_chart(findings: pd.DataFrame, max_step: float, *, x_title: str = "s
     x = alt.X("first_step:Q", title=x_title, scale=alt.Scale(domain=[0, max(1.0, float(max_step))]))
     y = alt.Y("label:N", title=None, sort=list(frame["label"]), axis=alt.Axis(labelLimit=320))
     tooltip = ["id:N", "severity:N", alt.Tooltip("first_step:Q", format="d"), alt.Tooltip("last_step:Q", format="d")]
+    if "cause" in frame:
+        tooltip.append(alt.Tooltip("cause:N", title="consequence of"))
     base = alt.Chart(frame)
     chart = alt.layer(
         base.mark_bar(height=10, opacity=0.45, cornerRadius=3).encode(x=x, x2="last_step:Q", y=y, color=color,

@@ -249,6 +249,37 @@ def differing_params(overrides_by_run: Mapping[str, Iterable[str]]) -> pd.DataFr
                         columns=differ)
 
 
+def chain(report: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """A report's findings in diagnosis order: each root cause followed by its consequences (`findings.json`'s
+    `diagnoses`), then any finding no diagnosis holds. Each item: `finding`, `number` ("1", "1.1"), `role`
+    ("root", "consequence" or "alone": a diagnosis without consequences, an info finding, an older report's finding)
+    and `cause` (the root's id, for a consequence)."""
+    if not report:
+        return []
+    findings = [f for f in report.get("findings", []) or [] if isinstance(f, dict)]
+    out: list[dict[str, Any]] = []
+    placed: set[tuple] = set()
+
+    def key(f: Mapping[str, Any]) -> tuple:
+        return f.get("id"), f.get("first_step"), f.get("rule")
+
+    for d in report.get("diagnoses", []) or []:
+        root = d.get("root") if isinstance(d, dict) else None
+        if not isinstance(root, dict):
+            continue
+        consequences = [c for c in d.get("consequences", []) or [] if isinstance(c, dict)]
+        number = str(len([x for x in out if x["role"] != "consequence"]) + 1)
+        out.append({"finding": root, "number": number, "role": "root" if consequences else "alone", "cause": None})
+        out += [{"finding": c, "number": f"{number}.{i + 1}", "role": "consequence", "cause": root.get("id")}
+                for i, c in enumerate(consequences)]
+        placed |= {key(root), *(key(c) for c in consequences)}
+    for f in findings:
+        if key(f) not in placed:
+            out.append({"finding": f, "number": str(len([x for x in out if x["role"] != "consequence"]) + 1),
+                        "role": "alone", "cause": None})
+    return out
+
+
 def final_score(df: pd.DataFrame) -> float:
     """A run's final score: its last finite `val/score`, else the mean `critic/score/mean` of its last 10%."""
     if "val/score" in df:

@@ -142,7 +142,7 @@ def _finding(run: str, f: dict, key: str) -> None:
     """One finding in a card keyed `<key>` (its fix's button: `<key>-apply`), e.g. lab_run-lr_too_high."""
     with st.container(border=True, key=key):
         steps = widgets.t("finding_steps", first=f.get("first_step"), last=f.get("last_step"))
-        st.markdown(f"{widgets.badges([f])} · {steps}")
+        st.markdown(f"{widgets.badge(f)} · {steps}")
         st.caption(widgets.pick(f.get("explanation")))
         fix = usable_fix(f)
         if fix:

@@ -217,9 +217,16 @@ def run_rows(runs: Sequence[str]) -> pd.DataFrame:
     return table.assign(label=[Path(r).name for r in table["run"]])
 
 
+def _timeline_label(item: dict) -> str:
+    """The timeline's row name: `1. lr_too_high`, and `  1.1 ↳ kl_drift` for a consequence under its root."""
+    fid = item["finding"].get("id", "?")
+    return f"{item['number']} ↳ {fid}" if item["role"] == "consequence" else f"{item['number']}. {fid}"
+
+
 def draw_findings(report: dict | None, overrides: Sequence[str] | None, *, key: str,
                   max_step: float | None = None) -> None:
-    """A run's findings: a timeline by the step each began, then each with the guide's explanation and the fix.
+    """A run's findings as diagnoses: a timeline by the step each began (each root cause with its consequences
+    under it), the §11.2 checks ruled out, then each with the guide's explanation, the fix and the alternatives.
 
     Args:
         report: the engine's report (`findings.json` or `Diagnosis.to_dict()`); None draws nothing.
@@ -230,27 +237,42 @@ def draw_findings(report: dict | None, overrides: Sequence[str] | None, *, key: 
     """
     if report is None:
         return
-    findings = [f for f in report.get("findings", []) if isinstance(f, dict)]
+    items = frames.chain(report)
     for note in report.get("notes", []) or []:
         st.caption(widgets.pick(note))
-    if not findings:
+    if not items:
         st.success(widgets.t("no_findings"))
         return
-    table = pd.DataFrame([{"id": f.get("id", "?"), "severity": f.get("severity", "info"),
-                           "first_step": f.get("first_step"), "last_step": f.get("last_step")} for f in findings])
-    table["label"] = [f"{i + 1}. {fid}" for i, fid in enumerate(table["id"])]
+    table = pd.DataFrame([{"id": i["finding"].get("id", "?"), "severity": i["finding"].get("severity", "info"),
+                           "first_step": i["finding"].get("first_step"), "last_step": i["finding"].get("last_step"),
+                           "cause": i["cause"] or "", "label": _timeline_label(i)} for i in items])
     last = float(pd.to_numeric(table["last_step"], errors="coerce").max())
     max_step = max(float(max_step or 0), last if math.isfinite(last) else 1.0)
     st.vega_lite_chart(spec=charts.to_spec(charts.timeline_chart(table, max_step, x_title=widgets.t("x_step"))),
                        width="stretch")
-    for i, f in enumerate(findings):
-        steps = widgets.t("finding_steps", first=f.get("first_step"), last=f.get("last_step"))
-        with st.container(border=True):
-            st.markdown(f"**{i + 1}.** {widgets.badges([f])} · {steps}")
-            st.markdown(widgets.pick(f.get("explanation")))
-            if f.get("evidence"):
-                st.dataframe(pd.DataFrame(f["evidence"]), hide_index=True, key=f"{key}_evidence_{i}")
-            if f.get("fix"):
-                st.caption(widgets.t("fix_caption"))
-                command = frames.fix_command(overrides, f["fix"]) if overrides is not None else f["fix"]
-                st.code(command, language="bash", wrap_lines=True)
+    ruled_out = [widgets.pick(c.get("title")) for c in report.get("ruled_out", []) or [] if isinstance(c, dict)]
+    if ruled_out:
+        st.caption(widgets.t("ruled_out", checks="; ".join(ruled_out)))
+    box = None
+    for n, item in enumerate(items):
+        f = item["finding"]
+        if item["role"] != "consequence":
+            box = st.container(border=True)
+        with box:
+            steps = widgets.t("finding_steps", first=f.get("first_step"), last=f.get("last_step"))
+            role = {"root": widgets.t("root_cause"), "consequence": widgets.t("consequence_of", cause=item["cause"]),
+                    "alone": ""}[item["role"]]
+            indent = "↳ " if item["role"] == "consequence" else ""
+            st.markdown(f"{indent}**{item['number']}.** {widgets.badge(f)} · {steps}" + (f" · *{role}*" if role else ""))
+            with st.expander(widgets.t("finding_details"), expanded=item["role"] != "consequence"):
+                st.markdown(widgets.pick(f.get("explanation")))
+                if f.get("evidence"):
+                    st.dataframe(pd.DataFrame(f["evidence"]), hide_index=True, key=f"{key}_evidence_{n}")
+                if f.get("fix"):
+                    st.caption(widgets.t("fix_caption"))
+                    command = frames.fix_command(overrides, f["fix"]) if overrides is not None else f["fix"]
+                    st.code(command, language="bash", wrap_lines=True)
+                for alt in f.get("alternatives", []) or []:  # the modern fixes a practitioner would also try
+                    st.caption(widgets.t("alternative_caption", reference=alt.get("reference", "")))
+                    command = frames.fix_command(overrides, alt["fix"]) if overrides is not None else alt["fix"]
+                    st.code(command, language="bash", wrap_lines=True)

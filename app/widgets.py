@@ -138,6 +138,11 @@ STRINGS: dict[str, tuple[str, str]] = {
     ),
     "no_findings": ("No findings: nothing looks wrong.", "没有发现问题。"),
     "finding_steps": ("steps {first}–{last}", "第 {first}–{last} 步"),
+    "root_cause": ("root cause", "根本原因"),
+    "consequence_of": ("a consequence of {cause}", "由 {cause} 引起"),
+    "ruled_out": ("Checked and ruled out (guide §11.2): {checks}", "已检查并排除（指南 §11.2）：{checks}"),
+    "finding_details": ("why, evidence and fix", "原因、证据与修复"),
+    "alternative_caption": ("Or try: {reference}", "也可以试试：{reference}"),
     "fix_caption": (
         "Rerun this config with the fix applied (later overrides win):",
         "应用修复后重新运行该配置（后面的覆盖参数优先）：",
@@ -495,18 +500,33 @@ def show_problems(label: str, problems: list[str], limit: int = 5) -> None:
         st.warning(t("warn_problems", run=label) + "\n\n" + "\n".join(f"- {p}" for p in problems[:limit]) + more)
 
 
-def badges(findings: list[dict], hidden: bool = False) -> str:
-    """Markdown badges, one per finding (`:orange-badge[lr_too_high]`)."""
+def badge(finding: dict) -> str:
+    """One finding as a Markdown badge (`:orange-badge[lr_too_high]`)."""
+    return f":{SEVERITY_BADGE.get(finding.get('severity'), 'gray')}-badge[{finding.get('id', '?')}]"
+
+
+def badges(chain: list[dict], hidden: bool = False) -> str:
+    """Markdown badges for a run's findings in diagnosis order (`frames.chain`): each root cause, its consequences
+    after an arrow (`lr_too_high → grad_clip_saturation kl_drift`), diagnoses apart."""
     if hidden:
         return f":gray-badge[{t('mystery')}]"
-    return " ".join(f":{SEVERITY_BADGE.get(f.get('severity'), 'gray')}-badge[{f.get('id', '?')}]" for f in findings)
+    parts: list[str] = []
+    for item in chain:
+        if item["role"] == "consequence":
+            parts[-1] += (" → " if parts[-1].count("→") == 0 else " ") + badge(item["finding"])
+        else:
+            parts.append(badge(item["finding"]))
+    return " · ".join(parts)
 
 
-def finding_icons(findings: list[dict], hidden: bool = False) -> list[str]:
-    """Plain-text badges for a table cell (`🟠 lr_too_high`)."""
+def finding_icons(chain: list[dict], hidden: bool = False) -> list[str]:
+    """Plain-text badges for a table cell, in diagnosis order: `🟠 lr_too_high`, then `↳ 🟠 grad_clip_saturation`
+    for each of its consequences."""
     if hidden:
         return ["❔"]
-    return [f"{SEVERITY_ICON.get(f.get('severity'), '⚪')} {f.get('id', '?')}" for f in findings]
+    return [("↳ " if item["role"] == "consequence" else "")
+            + f"{SEVERITY_ICON.get(item['finding'].get('severity'), '⚪')} {item['finding'].get('id', '?')}"
+            for item in chain]
 
 
 def status_text(status: str) -> str:

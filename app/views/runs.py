@@ -77,7 +77,7 @@ def _selected_section(table: pd.DataFrame) -> None:
         differ = " · ".join(f"`{k}={v}`" for k, v in params.loc[row["label"]].items()) if not params.empty else ""
         st.markdown(f"**{row['label']}** · {row['task']} · {scenario} · {widgets.status_text(row['status'])} · "
                     f"{widgets.t('col_step')} {steps} · {widgets.t('col_seed')} {widgets.integer(row['seed'])}  "
-                    f"{widgets.badges(row['findings'], hidden=row['mystery'])}"
+                    f"{widgets.badges(row['chain'], hidden=row['mystery'])}"
                     + (f"  \n{differ}" if differ else ""))
     if params.empty and len(shown) > 1:
         st.caption(widgets.t("no_param_diff"))
@@ -108,7 +108,7 @@ def render() -> None:
         widgets.t("col_status"): [widgets.status_text(s) for s in listed["status"]],
         widgets.t("col_step"): pd.to_numeric(listed["last_step"], errors="coerce").astype("Int64"),
         widgets.t("col_seed"): pd.to_numeric(listed["seed"], errors="coerce").astype("Int64"),
-        widgets.t("col_findings"): [widgets.finding_icons(f, m) for f, m in zip(listed["findings"],
+        widgets.t("col_findings"): [widgets.finding_icons(c, m) for c, m in zip(listed["chain"],
                                                                                   listed["mystery"], strict=True)],
     })
     if metric:

@@ -153,7 +153,7 @@ def run_body(ex: dict) -> bool:
         st.caption(widgets.t("workshop_hidden"))
     else:
         st.success(widgets.t("workshop_solved"))
-        st.markdown(widgets.badges(row["findings"]))
+        st.markdown(widgets.badges(row["chain"]))
     listed = row["run"] in set(table["run"])
     st.button(widgets.t("workshop_show_run"), on_click=widgets.set_runs, args=([row["run"]],), key="workshop_show",
               disabled=not listed)

@@ -60,3 +60,21 @@ def test_a_diagnosis_that_fails_keeps_the_page_working(app, tree, monkeypatch):
     assert not at.exception
     assert "The diagnosis failed on this log (RuntimeError: a rule broke)" in texts(at)
     at.selectbox(key="diagnosis_run")  # the page is still there
+
+
+def test_a_root_cause_with_its_consequences_under_it(app, tree):
+    from fake_runs import LR_TOO_HIGH, finding
+
+    clip = {**finding("grad_clip_saturation", "warning", 6, 20), "fix": "actor_rollout_ref.actor.optim.lr=1e-4"}
+    report = {"findings": [LR_TOO_HIGH, clip], "worst_severity": "warning",
+              "diagnoses": [{"root": LR_TOO_HIGH, "consequences": [clip]}],
+              "ruled_out": [{"name": "critic", "title": {"en": "critic (vf_explained_var)", "zh": "Critic"}}]}
+    (tree["unstable"] / "findings.json").write_text(json.dumps(report))
+    data.list_runs.clear()
+    at = _diagnosis(app, tree["unstable"])
+    assert not at.exception
+    shown = texts(at)
+    assert "**1.** :orange-badge[lr_too_high]" in shown and "*root cause*" in shown
+    assert "↳ **1.1.** :orange-badge[grad_clip_saturation]" in shown and "*a consequence of lr_too_high*" in shown
+    assert "Checked and ruled out (guide §11.2): critic (vf_explained_var)" in shown
+    assert shown.index("lr_too_high]") < shown.index("grad_clip_saturation]")
