@@ -41,8 +41,8 @@ ENV_ROOTS = "PLAYGROUND_RUNS"
 DEFAULT_ROOTS = ("outputs", "multirun")
 TTL_S = 2.0  # the run list is re-listed at most this often; metric files are re-read when they change
 RUN_COLUMNS = ["run", "name", "root", "sweep", "job", "status", "task", "family", "scenario", "seed", "last_step",
-               "total_steps", "start_time", "end_time", "mystery", "overrides", "findings", "chain", "worst", "score_target",
-               "has_info"]
+               "total_steps", "start_time", "end_time", "mystery", "overrides", "findings", "chain", "worst",
+               "score_target", "has_info"]
 Stamp = tuple[int, int]
 
 

@@ -263,7 +263,8 @@ def draw_findings(report: dict | None, overrides: Sequence[str] | None, *, key: 
             role = {"root": widgets.t("root_cause"), "consequence": widgets.t("consequence_of", cause=item["cause"]),
                     "alone": ""}[item["role"]]
             indent = "↳ " if item["role"] == "consequence" else ""
-            st.markdown(f"{indent}**{item['number']}.** {widgets.badge(f)} · {steps}" + (f" · *{role}*" if role else ""))
+            head = f"{indent}**{item['number']}.** {widgets.badge(f)} · {steps}"
+            st.markdown(head + (f" · *{role}*" if role else ""))
             with st.expander(widgets.t("finding_details"), expanded=item["role"] != "consequence"):
                 st.markdown(widgets.pick(f.get("explanation")))
                 if f.get("evidence"):

@@ -129,7 +129,8 @@ def validate(cfg: DictConfig) -> None:
     _check(cfg, "trainer.objective", lambda x: x in OBJECTIVES, f"one of {list(OBJECTIVES)}")
     if _get(cfg, "trainer.objective") == "largest_healthy":
         _check(cfg, "trainer.objective_key",
-               lambda x: isinstance(x, str) and _number(_get(cfg, x)) and _get(cfg, x) > 0, "a config key holding a positive number (trainer.objective=largest_healthy takes its log10)")
+               lambda x: isinstance(x, str) and _number(_get(cfg, x)) and _get(cfg, x) > 0,
+               "a config key holding a positive number (trainer.objective=largest_healthy takes its log10)")
     elif _get(cfg, "trainer.objective_key") is not None:
         raise ConfigError(f"trainer.objective_key={_get(cfg, 'trainer.objective_key')!r} is out of range: allowed "
                           "null unless trainer.objective=largest_healthy (it would be ignored)")
