@@ -75,7 +75,10 @@ def group(findings: Sequence) -> list[Diagnosis]:
     diagnoses = []
     while remaining:
         unexplained = [f for f in remaining if not any(explains(g, f) for g in remaining if g is not f)]
-        root = (unexplained or remaining)[0]  # a cycle of findings explaining each other: its earliest member
+        # none unexplained: the rest hangs on a cycle of findings explaining each other; its earliest member is the
+        # root (a finding that explains none of the rest is no member of it)
+        in_cycle = [f for f in remaining if any(explains(f, g) for g in remaining if g is not f)]
+        root = (unexplained or in_cycle or remaining)[0]
         consequences = [f for f in remaining if f is not root and explains(root, f)]
         diagnoses.append(Diagnosis(root, consequences))
         remaining = [f for f in remaining if f is not root and f not in consequences]
