@@ -63,7 +63,7 @@ def bench_fast(seeds: int, repeats: int) -> None:
 
 # ---- K agents in one Trainer ----------------------------------------------------------------------------------
 def agent_configs(k: int, steps: int) -> list:
-    """K fast-preset agents: lr log-spaced 1e-3..2e-2, clip ratio 0.1..0.3, seeds 1..K; no early stop."""
+    """K fast-preset agents: lr log-spaced 1e-3..2e-2, clip_ratio_high 0.1..0.3, seeds 1..K; no early stop."""
     from playground.config import compose
 
     base = compose([*QUIET, *FAST, "trainer.stop_on_score=null", "trainer.test_freq=-1",
@@ -73,7 +73,7 @@ def agent_configs(k: int, steps: int) -> list:
         frac = i / max(1, k - 1)
         cfg = copy.deepcopy(base)
         OmegaConf.update(cfg, f"{A}.optim.lr", 1e-3 * 20**frac)
-        OmegaConf.update(cfg, f"{A}.clip_ratio", 0.1 + 0.2 * frac)
+        OmegaConf.update(cfg, f"{A}.clip_ratio_high", 0.1 + 0.2 * frac)  # clip_ratio alone would be overridden
         OmegaConf.update(cfg, "trainer.seed", i + 1)
         cfgs.append(cfg)
     return cfgs

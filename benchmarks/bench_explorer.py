@@ -40,7 +40,7 @@ def make_runs(root: Path, runs: int, steps: int) -> list[Path]:
     for job in range(sweep_jobs):
         lr = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2)[job % 5]
         overrides = ["task=cartpole", f"actor_rollout_ref.actor.optim.lr={lr}",
-                     f"actor_rollout_ref.actor.clip_ratio={(0.1, 0.2, 0.3)[job // 5 % 3]}", f"seed={job // 15}"]
+                     f"actor_rollout_ref.actor.clip_ratio_high={(0.1, 0.2, 0.3)[job // 5 % 3]}", f"seed={job // 15}"]
         made.append(write_run(sweep / str(job), seed=job // 15, steps=steps, overrides=overrides,
                               unstable=lr >= 1e-3, findings=[finding("healthy", "info", 1, steps)]))
     return made

@@ -129,27 +129,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--override", action="append", default=[], help="an extra override for every cell (tuning)")
     parser.add_argument("--markdown", type=Path, default=None, help="also write the matrix as a Markdown table here")
     args = parser.parse_args(argv)
-    todo = cells(args.tasks, args.scenarios)
+    results, wall = run_matrix(args.seeds, cells(args.tasks, args.scenarios), jobs=args.jobs, out=args.out,
+                               extra=args.override)
+    if args.markdown:
+        args.markdown.write_text(markdown(results, wall))
+    print(json.dumps({"figure": "scenario_matrix", "cells": len(results), "meet_the_bar": sum(map(meets_bar, results)),
+                      "seeds": len(args.seeds), "wall_s": round(wall, 1)}), flush=True)
+    return 0
+
+
+def run_matrix(seeds: tuple[int, ...], todo: list[tuple[str, str]], *, jobs: int = 2, out: Path | None = None,
+               extra: list[str] | None = None) -> tuple[list[dict], float]:
+    """Train and judge every cell (a JSON line each as it ends); returns the results and the wall seconds."""
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        base = args.out or Path(tmp)
+        base = out or Path(tmp)
 
         def one(cell: tuple[str, str]) -> dict:
             task, scenario = cell
             sweep = base / f"{task}_{scenario}"
-            wall = train_cell(task, scenario, args.seeds, sweep, args.override)
-            result = judge_cell(task, scenario, sweep, wall)
+            result = judge_cell(task, scenario, sweep, train_cell(task, scenario, seeds, sweep, extra or []))
             print(json.dumps(result), flush=True)
             return result
 
-        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
             results = list(pool.map(one, todo))
-    bar = sum(meets_bar(r) for r in results)
-    if args.markdown:
-        args.markdown.write_text(markdown(results, time.perf_counter() - start))
-    print(json.dumps({"figure": "scenario_matrix", "cells": len(results), "meet_the_bar": bar,
-                      "seeds": len(args.seeds), "wall_s": round(time.perf_counter() - start, 1)}), flush=True)
-    return 0
+    return results, time.perf_counter() - start
 
 
 if __name__ == "__main__":

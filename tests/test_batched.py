@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["task=cartpole", "trainer.logger=[]", "trainer.progress_bar=false", "env.num_envs=8", "env.rollout_length=16",
          "actor_rollout_ref.actor.ppo_mini_batch_size=64", "actor_rollout_ref.actor.ppo_epochs=2",
          "trainer.total_training_steps=10", "env.eval_episodes=10"]
-LR, CLIP, SEED = "actor_rollout_ref.actor.optim.lr", "actor_rollout_ref.actor.clip_ratio", "trainer.seed"
+LR, CLIP, SEED = "actor_rollout_ref.actor.optim.lr", "actor_rollout_ref.actor.clip_ratio_high", "trainer.seed"
 AGENTS = [[f"{LR}=1e-3", f"{SEED}=1"], [f"{LR}=2e-3", f"{CLIP}=0.1", f"{SEED}=2"],
           [f"{LR}=3e-3", f"{CLIP}=0.3", f"{SEED}=3"]]
 # reward × 1e30 overflows the value loss to inf at once: the critic's gradient is non-finite every step.

@@ -86,7 +86,7 @@ def test_a_stopped_run_ends_with_status_interrupted(tmp_path, signum, exit_code)
 
 def test_joblib_sweep_runs_each_job_in_its_own_dir(tmp_path):
     result = _cli("-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", *SMALL,
-                  "actor_rollout_ref.actor.optim.lr=1e-3,2e-3", "actor_rollout_ref.actor.clip_ratio=0.1,0.2",
+                  "actor_rollout_ref.actor.optim.lr=1e-3,2e-3", "actor_rollout_ref.actor.clip_ratio_high=0.1,0.2",
                   "trainer.total_training_steps=2", "trainer.logger=[]", "trainer.progress_bar=false",
                   f"hydra.sweep.dir={tmp_path}", timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
@@ -97,7 +97,7 @@ def test_joblib_sweep_runs_each_job_in_its_own_dir(tmp_path):
         info = read_run_info(job)
         assert info["status"] == "finished" and len(read_metrics_jsonl(job / "metrics.jsonl").records) == 2
         assert (job / "findings.json").exists()
-        seen.add(tuple(sorted(o for o in info["overrides"] if "lr=" in o or "clip_ratio=" in o)))
+        seen.add(tuple(sorted(o for o in info["overrides"] if "lr=" in o or "clip_ratio_high=" in o)))
     assert len(seen) == 4
 
 

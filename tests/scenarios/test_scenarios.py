@@ -1,6 +1,7 @@
-"""Every failure mode reproduced on purpose on the gym tasks: each scenario shows its id, the catalogue's fix clears
-it, and the healthy scenario shows no warning (issue 4). CI: seed 1, shortened with `trainer.stop_on_finding`;
-slow: seeds 2 and 3, the healthy runs on three seeds, and the fix runs."""
+"""Every failure mode reproduced on purpose on the gym tasks: each scenario names its id as the root of a diagnosis,
+the catalogue's fix clears it, and the healthy scenario shows no warning. The seeds are the scenario matrix's panel
+(101-110), on which no scenario was tuned (`benchmarks/scenario_matrix.py` runs all ten): CI runs seed 101, shortened
+with `trainer.stop_on_finding`; slow: seeds 102 and 103, and the fix runs."""
 
 from __future__ import annotations
 
@@ -29,6 +30,9 @@ HEALTHY = [task for task in GYM_TASKS if "healthy" in applicable(task)]
 FIXABLE = [(task, sid) for task, sid in FAILURES if catalogue.render_fix(sid, "gym", {})]
 
 
+CI_SEED, SLOW_SEEDS = 101, (102, 103)
+
+
 def found(run_dir: Path) -> dict[str, dict]:
     """The run's findings by id, as `findings.json` has them."""
     return {f["id"]: f for f in read_findings(run_dir)["findings"]}
@@ -42,9 +46,14 @@ def run_scenario(train_run, task: str, sid: str, seed: int, stop: bool) -> tuple
     return run_dir, read_run_info(run_dir)
 
 
+def roots(run_dir: Path) -> list[str]:
+    """The root causes of the run's diagnoses (warning or worse)."""
+    return [d["root"]["id"] for d in read_findings(run_dir)["diagnoses"] if d["root"]["severity"] != "info"]
+
+
 def assert_reproduced(run_dir: Path, info: dict, sid: str, stopped: bool) -> None:
     ids = found(run_dir)
-    assert sid in ids, (sid, sorted(ids))
+    assert sid in roots(run_dir), (sid, roots(run_dir), sorted(ids))
     if sid == "training_crash":
         assert info["status"] == "diverged", info
     elif stopped:
@@ -108,19 +117,19 @@ def test_mountaincar_runs_no_learning_signal_by_default():
 # ---- runs (CI: seed 1, stopped at the finding) -------------------------------------------------------------
 @pytest.mark.parametrize(("task", "sid"), FAILURES)
 def test_scenario_shows_its_id(train_run, task, sid):
-    run_dir, info = run_scenario(train_run, task, sid, seed=1, stop=True)
+    run_dir, info = run_scenario(train_run, task, sid, seed=CI_SEED, stop=True)
     assert_reproduced(run_dir, info, sid, stopped=True)
 
 
 @pytest.mark.parametrize("task", HEALTHY)
 def test_healthy_run_has_no_warning(train_run, task):
-    _, run_dir = train_run([f"task={task}", "scenario=healthy", "trainer.seed=1"])
+    _, run_dir = train_run([f"task={task}", "scenario=healthy", f"trainer.seed={CI_SEED}"])
     assert_healthy(run_dir)
 
 
 # ---- slow: more seeds, the fixes -----------------------------------------------------------------------------
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [2, 3])
+@pytest.mark.parametrize("seed", SLOW_SEEDS)
 @pytest.mark.parametrize(("task", "sid"), FAILURES)
 def test_scenario_shows_its_id_on_other_seeds(train_run, task, sid, seed):
     run_dir, info = run_scenario(train_run, task, sid, seed=seed, stop=True)
@@ -128,7 +137,7 @@ def test_scenario_shows_its_id_on_other_seeds(train_run, task, sid, seed):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [2, 3])
+@pytest.mark.parametrize("seed", SLOW_SEEDS)
 @pytest.mark.parametrize("task", HEALTHY)
 def test_healthy_run_has_no_warning_on_other_seeds(train_run, task, seed):
     _, run_dir = train_run([f"task={task}", "scenario=healthy", f"trainer.seed={seed}"])
@@ -139,7 +148,7 @@ def test_healthy_run_has_no_warning_on_other_seeds(train_run, task, seed):
 @pytest.mark.parametrize(("task", "sid"), FIXABLE)
 def test_the_catalogues_fix_clears_the_finding(train_run, task, sid):
     """The scenario, then the fix `findings.json` names for it, run to the end: the finding is gone."""
-    base = [f"task={task}", f"scenario={sid}", "trainer.seed=1"]
+    base = [f"task={task}", f"scenario={sid}", f"trainer.seed={CI_SEED}"]
     fix = catalogue.render_fix(sid, "gym", plain_config(compose(base))).split()
     trainer, run_dir = train_run([*base, *fix])
     assert sid not in found(run_dir), fix

@@ -1,7 +1,8 @@
-"""Every failure scenario of the token tasks reproduces its finding, and the catalogue's fix clears it.
+"""Every failure scenario of the token tasks names its id as the root of a diagnosis, and the catalogue's fix clears it.
 
-CI runs each scenario once (seed 1), stopped as soon as its finding appears (`trainer.stop_on_finding`), and the
-healthy run once; the other seeds and the fix runs are `slow` (`make test-all`).
+The seeds are the scenario matrix's panel (101-110, used for no scenario's tuning). CI runs each scenario once (seed
+101), stopped as soon as its finding appears (`trainer.stop_on_finding`), and the healthy run once; seeds 102 and 103
+and the fix runs are `slow` (`make test-all`).
 """
 
 from __future__ import annotations
@@ -19,11 +20,20 @@ TASKS = ["reverse", "addition"]
 CASES = [(t, s) for t in TASKS for s in compose([f"task={t}"]).task.scenarios if s != "healthy"]
 
 
+CI_SEED, SLOW_SEEDS = 101, (102, 103)
+
+
 def _findings(run_dir) -> list[dict]:
     return json.loads((run_dir / "findings.json").read_text())["findings"]
 
 
+def _roots(run_dir) -> list[str]:
+    report = json.loads((run_dir / "findings.json").read_text())
+    return [d["root"]["id"] for d in report["diagnoses"] if d["root"]["severity"] != "info"]
+
+
 def _shows(run_dir, finding_id: str) -> bool:
+    """The id is found at all (a fix must clear it)."""
     info = read_run_info(run_dir)
     if finding_id == "out_of_memory" and info["status"] == "oom":
         return True
@@ -36,31 +46,32 @@ def test_every_token_scenario_is_a_catalogue_id():
 
 @pytest.mark.parametrize("task, scenario", CASES)
 def test_scenario_reaches_its_signature(task, scenario, train_run):
-    _, run_dir = train_run([f"task={task}", f"scenario={scenario}", f"trainer.stop_on_finding={scenario}"])
+    _, run_dir = train_run([f"task={task}", f"scenario={scenario}", f"trainer.seed={CI_SEED}",
+                            f"trainer.stop_on_finding={scenario}"])
     info = read_run_info(run_dir)
-    assert _shows(run_dir, scenario), (info, [f["id"] for f in _findings(run_dir)])
+    assert scenario in _roots(run_dir), (info, _roots(run_dir), [f["id"] for f in _findings(run_dir)])
     if scenario != "out_of_memory":
         assert info["stop_reason"] == f"stop_on_finding: {scenario} found"
 
 
 @pytest.mark.parametrize("task", TASKS)
 def test_healthy_shows_no_warning(task, train_run):
-    _, run_dir = train_run([f"task={task}"])
+    _, run_dir = train_run([f"task={task}", f"trainer.seed={CI_SEED}"])
     bad = [(f["id"], f["first_step"]) for f in _findings(run_dir) if severity(f["id"]) != "info"]
     assert bad == []
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [2, 3])
+@pytest.mark.parametrize("seed", SLOW_SEEDS)
 @pytest.mark.parametrize("task, scenario", CASES)
 def test_scenario_on_other_seeds(task, scenario, seed, train_run):
     _, run_dir = train_run([f"task={task}", f"scenario={scenario}", f"trainer.seed={seed}",
                             f"trainer.stop_on_finding={scenario}"])
-    assert _shows(run_dir, scenario)
+    assert scenario in _roots(run_dir)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [2, 3])
+@pytest.mark.parametrize("seed", SLOW_SEEDS)
 @pytest.mark.parametrize("task", TASKS)
 def test_healthy_on_other_seeds(task, seed, train_run):
     _, run_dir = train_run([f"task={task}", f"trainer.seed={seed}"])
@@ -70,7 +81,7 @@ def test_healthy_on_other_seeds(task, seed, train_run):
 @pytest.mark.slow
 @pytest.mark.parametrize("task, scenario", CASES)
 def test_catalogue_fix_clears_the_finding(task, scenario, train_run):
-    _, run_dir = train_run([f"task={task}", f"scenario={scenario}"])
+    _, run_dir = train_run([f"task={task}", f"scenario={scenario}", f"trainer.seed={CI_SEED}"])
     fixes = [f["fix"] for f in _findings(run_dir) if f["id"] == scenario]
     fix = fixes[0] if fixes else ""
     if scenario == "out_of_memory" and not fix:
@@ -78,7 +89,7 @@ def test_catalogue_fix_clears_the_finding(task, scenario, train_run):
 
         fix = render_fix(scenario, "token", compose([f"task={task}", f"scenario={scenario}"]))
     assert fix, f"the catalogue names no fix for {scenario}"
-    _, fixed = train_run([f"task={task}", f"scenario={scenario}", *fix.split()])
+    _, fixed = train_run([f"task={task}", f"scenario={scenario}", f"trainer.seed={CI_SEED}", *fix.split()])
     assert not _shows(fixed, scenario), fix
 
 
