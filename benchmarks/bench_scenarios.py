@@ -31,7 +31,7 @@ def scenarios(task: str) -> list[str]:
 def time_to_signature(task: str, sid: str, seed: int) -> dict:
     """Run the scenario until its finding appears (a crash: until the trainer stops it as diverged)."""
     from playground.config import compose
-    from playground.diagnose.engine import diagnose_run_dir
+    from playground.diagnose.sources import diagnose_run_dir
     from playground.runs import read_metrics_jsonl, read_run_info
     from playground.train import prepare
     from playground.trainer import Trainer

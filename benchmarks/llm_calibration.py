@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from playground.diagnose.engine import diagnose_read
 from playground.diagnose.readers import read_any
+from playground.diagnose.sources import diagnose_read
 
 PANEL = Path(__file__).resolve().parents[1] / "tests" / "diagnose" / "fixtures" / "real"
 GRAD_CLIP = 1.0  # every panel log runs verl's default (SOURCES.md)

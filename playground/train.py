@@ -138,7 +138,7 @@ def objective(run_dir: str | Path, cfg: DictConfig) -> float:
 def write_findings(run_dir: str | Path, cfg: DictConfig | None = None) -> None:
     """Diagnose the finished run into `findings.json` (the explorer lists runs without re-diagnosing); `cfg`, the
     run's config, spares reading back the `.hydra/config.yaml` written from it."""
-    from playground.diagnose.engine import diagnose_run_dir
+    from playground.diagnose.sources import diagnose_run_dir
 
     diagnose_run_dir(Path(run_dir), config=cfg)
 

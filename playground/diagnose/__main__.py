@@ -10,9 +10,9 @@ import sys
 from collections.abc import Sequence
 
 from playground.diagnose.calibration import FAMILIES
-from playground.diagnose.engine import diagnose_path, diagnose_read
 from playground.diagnose.readers import parse_verl_text
 from playground.diagnose.report import dumps, format_report
+from playground.diagnose.sources import diagnose_path, diagnose_read
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -10,7 +10,6 @@ import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 from playground import failures
@@ -388,86 +387,3 @@ class FindingWatcher:
         else:
             self.found = any(evaluate(rule, self.log, last_only=True)[0] for rule in self.rules)
         return self.found
-
-
-# ---- paths -------------------------------------------------------------------------------------------------
-def _read_config(run_dir: Path) -> dict | None:
-    """The run's `.hydra/config.yaml`, interpolations resolved where they can be."""
-    path = run_dir / ".hydra" / "config.yaml"
-    if not path.is_file():
-        return None
-    from omegaconf import OmegaConf
-
-    try:
-        return plain_config(OmegaConf.load(path))
-    except Exception:  # noqa: BLE001 - an unreadable config only costs the fixes their current values
-        return None
-
-
-def diagnose_run_dir(run_dir: str | Path, *, family: str | None = None, config: Any = None,
-                     write: bool = True) -> Report:
-    """Diagnose a run dir (`metrics.jsonl`, `run.json`, `.hydra/config.yaml`) and write its `findings.json`.
-
-    Args:
-        config: the run's config when the caller has it (the trainer); default: `.hydra/config.yaml`.
-    """
-    from playground.runs import METRICS, read_metrics_jsonl, read_run_info, write_findings
-
-    run_dir = Path(run_dir)
-    metrics = run_dir / METRICS
-    read = read_metrics_jsonl(metrics) if metrics.is_file() else None
-    info = read_run_info(run_dir)
-    records, problems = (read.records, read.problems) if read else ([], [f"{run_dir}: no {METRICS} yet"])
-    config = plain_config(config) if config is not None else _read_config(run_dir)
-    diagnosis = diagnose(records, info=info, family=family, config=config)
-    diagnosis.problems, diagnosis.source = problems, str(run_dir)
-    if read is not None and (note := read.skipped_note()):
-        diagnosis.notes.append(note)
-    if write:
-        write_findings(run_dir, findings_document(diagnosis))
-    return diagnosis
-
-
-def diagnose_read(read, *, family: str | None = None, loss_updates: float | None = None) -> Report:
-    """Diagnose a `LogRead` from any reader; a console log that reports an out-of-memory error counts as `oom`.
-
-    Args:
-        loss_updates: a verl >= 0.7 log's updates per step, which its logged losses sum over (None: means).
-    """
-    info = {"status": "oom"} if read.out_of_memory else {}
-    if loss_updates is not None:
-        info["loss_updates"] = loss_updates
-    if read.kind == "wandb_history":  # sparklines: shapes for the trends, sizes only where the summary gives them
-        info.update(shape_only=True, unscaled=list(read.unscaled))
-    diagnosis = diagnose(read.records, info=info or None, family=family)
-    diagnosis.problems, diagnosis.source = list(read.problems), read.source
-    if read.out_of_memory:
-        diagnosis.notes.append("the log reports an out-of-memory error")
-    if read.kind == "wandb_history":
-        diagnosis.notes.append("a wandb end-of-run block: trends read from its sparklines, sizes judged only on the "
-                               "run summary's last values")
-    if note := read.skipped_note():
-        diagnosis.notes.append(note)
-    if loss_updates is None and any("actor/pg_loss" in r or "actor/kl_loss" in r for r in read.records):
-        diagnosis.notes.append("actor/pg_loss and actor/kl_loss read as means over a step's updates (the playground, "
-                               "verl < 0.7); a verl >= 0.7 log sums them: pass --loss-updates N")
-    return diagnosis
-
-
-def diagnose_path(path: str | Path, *, family: str | None = None,
-                  loss_updates: float | None = None) -> list[tuple[str, Report]]:
-    """Diagnose whatever `path` is (`readers.path_kind`): a run dir (also writes its `findings.json`), a multirun dir
-    (every run under it), a `metrics.jsonl`, a TensorBoard dir or event file, or a verl console log.
-
-    Raises:
-        FileNotFoundError: nothing at `path`.
-    """
-    from playground.diagnose.readers import path_kind, read_any
-    from playground.runs import find_runs
-
-    path = Path(path)
-    if path_kind(path) in ("run", "runs"):  # a run's metrics.jsonl means its run dir
-        runs = find_runs([path.parent if path.is_file() else path])
-        return [(str(run), diagnose_run_dir(run, family=family)) for run in runs]
-    read = read_any(path)
-    return [(read.source or str(path), diagnose_read(read, family=family, loss_updates=loss_updates))]

@@ -19,11 +19,11 @@ from playground.diagnose.engine import (
     FindingWatcher,
     Report,
     diagnose,
-    diagnose_path,
     findings_document,
     rules,
     step_status,
 )
+from playground.diagnose.sources import diagnose_path
 from playground.metrics import STEP
 from playground.runs import read_findings
 

@@ -8,8 +8,8 @@ import pytest
 
 from benchmarks.llm_calibration import PANEL, panel, rule_statistics
 from playground.diagnose.calibration import CALIBRATION
-from playground.diagnose.engine import diagnose_read
 from playground.diagnose.readers import read_any
+from playground.diagnose.sources import diagnose_read
 
 LOGS = panel()
 HEALTHY = [e for e in LOGS if e["verdict"] == "healthy"]

@@ -83,7 +83,7 @@ def test_two_job_sweep_runs_through_submitit_local(tmp_path):
 @pytest.mark.slow
 def test_lr_sweep_yields_lr_too_low_healthy_and_lr_too_high(tmp_path):
     """`python -m playground.train task=cartpole +sweep=lr` as a user runs it (18 CartPole runs as one batch)."""
-    from playground.diagnose.engine import diagnose_path
+    from playground.diagnose.sources import diagnose_path
 
     sweep_dir = tmp_path / "sweep"
     done = run_cli(["task=cartpole", "+sweep=lr", "trainer.progress_bar=false", "trainer.logger=[]",
