@@ -116,10 +116,12 @@ def test_lab_trains_watches_it_break_and_fixes_it(tmp_path, shots):
             expect(clipfrac.locator("canvas, svg").first).to_be_visible(timeout=90_000)
             expect(page.get_by_text("Still running: these are the findings so far.")).to_be_visible()
             before, drawn = _running_step(page), clipfrac.screenshot()
-            page.wait_for_function(  # the chart redraws itself with the steps that came since
-                f"() => /running · step (\\d+)\\//.test(document.body.innerText) && "
-                f"+document.body.innerText.match(/running · step (\\d+)\\//)[1] > {before}", timeout=60_000)
+            page.wait_for_function(  # the chart redraws itself with the steps that came since (or the run ended)
+                f"() => /finished · step /.test(document.body.innerText) || "
+                f"(/running · step (\\d+)\\//.test(document.body.innerText) && "
+                f"+document.body.innerText.match(/running · step (\\d+)\\//)[1] > {before})", timeout=60_000)
             page.wait_for_timeout(2500)
+            expect(clipfrac).to_have_count(1, timeout=30_000)  # a rerun's stale copy of the chart fades out first
             assert clipfrac.screenshot() != drawn, "the pg_clipfrac chart did not gain points while the run trained"
             apply = page.locator(".st-key-lab_run-lr_too_high").first  # the finding's card, with its fix
             expect(apply).to_contain_text("actor_rollout_ref.actor.optim.lr=0.005", timeout=120_000)
@@ -129,7 +131,8 @@ def test_lab_trains_watches_it_break_and_fixes_it(tmp_path, shots):
             expect(page.get_by_text("lr_too_high: gone in the rerun")).to_be_visible(timeout=180_000)
             expect(page.get_by_text("After the fix", exact=False).first).to_be_visible()
             page.wait_for_timeout(2000)
-            overlay = page.locator(".st-key-lab-actor-pg_clipfrac").screenshot()
+            expect(clipfrac).to_have_count(1, timeout=30_000)
+            overlay = clipfrac.screenshot()
             assert _share_of(overlay, BLUE) > 0.001 and _share_of(overlay, GREEN) > 0.001  # both runs drawn
             page.screenshot(path=shots / "lab-fixed.png", full_page=True)
         finally:

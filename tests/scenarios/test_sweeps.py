@@ -106,7 +106,8 @@ def test_a_six_trial_optuna_search_batches_its_trials_and_returns_the_objective(
     done = run_cli(["task=cartpole", "+sweep=lr_search", "+debug=tiny", "hydra.sweeper.n_trials=6",
                     "hydra.sweeper.n_jobs=3", f"hydra.sweep.dir={sweep_dir}"], timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stderr.count("batch of 3 agents") == 2  # two asks of three trials, each one batch
+    log = done.stdout + done.stderr  # Hydra's own log goes to stdout, optuna's to stderr
+    assert log.count("batch of 3 agents") == 2  # two asks of three trials, each one batch
     import yaml
 
     results = yaml.safe_load((sweep_dir / "optimization_results.yaml").read_text())

