@@ -27,8 +27,8 @@ from playground.failures import FAILURE_IDS
 CONF_DIR = os.environ.get("PLAYGROUND_CONF_DIR", str(Path(__file__).resolve().parents[1] / "conf"))
 LOGGERS = ("console", "jsonl", "file", "tensorboard", "wandb", "mlflow", "swanlab")
 # Keys that act only on token tasks (a gym run with one of them set is refused, not ignored).
-TOKEN_ONLY = ("actor_rollout_ref.model.enable_gradient_checkpointing", "algorithm.filter_groups.enable",
-              "reward_model.overlong_buffer.enable")
+TOKEN_ONLY = ("actor_rollout_ref.model.enable_gradient_checkpointing", "critic.model.enable_gradient_checkpointing",
+              "algorithm.filter_groups.enable", "reward_model.overlong_buffer.enable")
 # What DAPO's dynamic sampling compares within a group (verl: `acc`, `score`, `seq_final_reward`, `seq_reward`).
 FILTER_METRICS = ("acc", "score", "seq_final_reward", "seq_reward")
 # What a run returns to a Hydra sweeper (`trainer.objective`; `train.objective` computes it).
@@ -129,7 +129,8 @@ def validate(cfg: DictConfig) -> None:
     _check(cfg, "trainer.objective", lambda x: x in OBJECTIVES, f"one of {list(OBJECTIVES)}")
     if _get(cfg, "trainer.objective") == "largest_healthy":
         _check(cfg, "trainer.objective_key",
-               lambda x: isinstance(x, str) and _number(_get(cfg, x)) and _get(cfg, x) > 0, "a config key holding a positive number (trainer.objective=largest_healthy takes its log10)")
+               lambda x: isinstance(x, str) and _number(_get(cfg, x)) and _get(cfg, x) > 0,
+               "a config key holding a positive number (trainer.objective=largest_healthy takes its log10)")
     elif _get(cfg, "trainer.objective_key") is not None:
         raise ConfigError(f"trainer.objective_key={_get(cfg, 'trainer.objective_key')!r} is out of range: allowed "
                           "null unless trainer.objective=largest_healthy (it would be ignored)")
@@ -212,7 +213,8 @@ def _validate_token(cfg: DictConfig) -> None:
     _check(cfg, "actor_rollout_ref.rollout.top_p", lambda x: _number(x) and 0 < x <= 1, "in (0, 1]")
     _check(cfg, "actor_rollout_ref.rollout.val_kwargs.n", lambda x: isinstance(x, int) and x >= 1, "an integer >= 1")
     _check(cfg, "reward.name", lambda x: x in ("exact_match",), "'exact_match'")
-    _check(cfg, "actor_rollout_ref.model.enable_gradient_checkpointing", lambda x: isinstance(x, bool), "true or false")
+    for role in ("actor_rollout_ref", "critic"):
+        _check(cfg, f"{role}.model.enable_gradient_checkpointing", lambda x: isinstance(x, bool), "true or false")
     _check(cfg, "algorithm.filter_groups.enable", lambda x: isinstance(x, bool), "true or false")
     _check(cfg, "algorithm.filter_groups.metric", lambda x: x in FILTER_METRICS, f"one of {list(FILTER_METRICS)}")
     _check(cfg, "algorithm.filter_groups.max_num_gen_batches", lambda x: isinstance(x, int) and x >= 1,

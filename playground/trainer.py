@@ -89,6 +89,7 @@ class Trainer:
         self.loss_gens = [torch.Generator(device=device).manual_seed(int(c.trainer.seed) + 3) for c in cfgs]
         self.estimator = get_adv_estimator_fn(algo.adv_estimator)
         self.memory = MemoryGuard([c.trainer.memory_limit_gb for c in cfgs], device)
+        self.task.watch_memory(self.memory)
         self.active = torch.ones(self.K, dtype=torch.bool, device=device)
         extra_infos = extra_infos or [{}] * self.K
         self.loggers = [RunLogger(c, d, self.task.describe(), agent=k if self.K > 1 else None, extra=e)

@@ -28,6 +28,7 @@ from torch import Tensor
 from playground.algos.masked import masked_stats
 from playground.config import uses_critic
 from playground.hparams import AgentHParams
+from playground.models import checkpointing
 from playground.models.agents import AgentView, stack_agents
 from playground.models.tiny_gpt import (
     GenerationOutput,
@@ -109,6 +110,12 @@ class TokenTask(Task):
         self.model = stack_agents(actors).to(device).train()
         self.ref_model = self.base.model.to(device).eval().requires_grad_(False)
         self.critic_model = stack_agents(critics).to(device).train() if use_critic else None
+        # verl's enable_gradient_checkpointing: the update's forward recomputes each block in backward
+        self.model.transformer.gradient_checkpointing = bool(cfg.actor_rollout_ref.model.enable_gradient_checkpointing)
+        if use_critic:
+            self.critic_model.transformer.gradient_checkpointing = bool(cfg.critic.model.enable_gradient_checkpointing)
+        if any(m is not None and m.transformer.gradient_checkpointing for m in (self.model, self.critic_model)):
+            checkpointing.warm_up()  # before the memory guard's baseline
         self.actor = _Params(self.model)
         self.critic = _CriticView(self.critic_model, self) if use_critic else None
         self.prompt_gens = [torch.Generator().manual_seed(seed) for seed in seeds]
@@ -132,6 +139,13 @@ class TokenTask(Task):
                 "base_val_accuracy": self.base.val_accuracy, "sft_steps": self.base.steps,
                 "sft_cached": self.base.cached, "score_metric": self.score_metric,
                 "num_params": count_params(self.model_cfg)}
+
+    def watch_memory(self, guard) -> None:
+        """A checkpointed backward peaks as it recomputes a block, past the guard's check before backward: measure
+        there too."""
+        for model in (self.model, self.critic_model):
+            if model is not None and model.transformer.gradient_checkpointing:
+                model.transformer.after_recompute = lambda: guard.check("a checkpointed block's recomputation")
 
     # ---- agents in chunks ---------------------------------------------------------------------------
     def _chunks(self, agents: list[int], tokens_per_agent: int) -> list[list[int]]:
@@ -252,8 +266,8 @@ class TokenTask(Task):
         rows (`_shared`)."""
         agents, rows, width = mb["input_ids"].shape
         everyone = list(range(agents))
-        # A pass with gradients (the update) takes every agent at once: its micro-batches bound its memory, and a
-        # block wrapped in torch.utils.checkpoint re-runs its forward in backward, outside any `AgentView`.
+        # A pass with gradients (the update) takes every agent at once: its micro-batches bound its memory (a
+        # checkpointed block would recompute correctly in a view too: `models.checkpointing`).
         chunks = [everyone] if torch.is_grad_enabled() else self._chunks(everyone, rows * width)
         parts = []
         for chunk in chunks:
