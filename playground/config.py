@@ -229,6 +229,9 @@ def _validate_token(cfg: DictConfig) -> None:
     _check(cfg, "reward_model.overlong_buffer.len", lambda x: isinstance(x, int) and 1 <= x < response,
            f"an integer in [1, data.max_response_length={response})")
     _check(cfg, "reward_model.overlong_buffer.penalty_factor", lambda x: _number(x) and x >= 0, ">= 0")
+    shaping = _get(cfg, "reward_model.overlong_buffer.enable")
+    _check(cfg, "reward_model.overlong_buffer.log", lambda x: isinstance(x, bool) and (shaping or not x),
+           "true or false; true only with reward_model.overlong_buffer.enable=true (it logs that penalty)")
     if _get(cfg, "world_model.enable"):
         raise ConfigError("world_model.enable=True is out of range for token tasks: allowed only on gym tasks")
     _check_minibatches(cfg, _get(cfg, "data.train_batch_size"), "prompts", per_unit=n)

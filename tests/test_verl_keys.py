@@ -160,3 +160,81 @@ def test_gradient_checkpointing_clears_the_out_of_memory_scenario(train_run, ste
     _, run_dir = train_run(["task=reverse", "scenario=out_of_memory", *shorter, *CHECKPOINTING])
     assert read_run_info(run_dir)["status"] == "finished"
     assert "out_of_memory" not in [f["id"] for f in read_findings(run_dir)["findings"]]
+
+
+# ---- overlong reward shaping and the sequence metrics ------------------------------------------------------------
+def _task(overrides: list[str]):
+    from playground.hparams import AgentHParams
+    from playground.tasks import build_task
+
+    cfgs = [compose(o) for o in overrides]
+    for cfg in cfgs:
+        validate(cfg)
+    cpu = torch.device("cpu")
+    return build_task(cfgs, AgentHParams(cfgs, cpu), cpu)
+
+
+OVERLONG = ["reward_model.overlong_buffer.enable=true", "reward_model.overlong_buffer.len=4",
+            "reward_model.overlong_buffer.penalty_factor=0.5", "reward_model.overlong_buffer.log=true"]
+
+
+def test_overlong_shaping_penalises_the_last_tokens_before_the_limit_as_verls_dapo_reward_manager():
+    """max_response_length 8, buffer 4, factor 0.5: expected_len 4, penalty min(-(L - 4) / 4 * 0.5, 0), added to
+    the rule score on the last valid token; `acc` and the rule's `score` stay as they were (verl's extra info)."""
+    task = _task([[*TINY_TOKEN, "trainer.seed=2", *OVERLONG]])
+    batch = task.generate()
+    task.compute_scores(batch)
+    by_length = {1: 0.0, 2: 0.0, 3: 0.0, 4: 0.0, 5: -0.125, 6: -0.25, 7: -0.375, 8: -0.5}  # by hand
+    length = batch["response_length"][0]
+    info = batch["reward_extra_info"]
+    expected = info["score"][0] + torch.tensor([by_length[int(n)] for n in length])
+    assert torch.equal(batch["scores"][0].sum(-1), expected)
+    assert torch.equal(batch["token_level_scores"], batch["scores"])  # reward.scale 1, no noise
+    last = batch["scores"][0][torch.arange(len(length)), length - 1]
+    assert torch.equal(last, expected)  # on the last valid token
+    assert torch.equal(info["overlong_reward"][0], expected - info["score"][0])
+    assert torch.equal(info["overlong"][0], (length > 4).float())
+    assert set(length.tolist()) >= {1, 5, 6, 7, 8} and info["acc"][0].max() == 1  # right answers, long and cut ones
+
+
+def test_overlong_log_needs_the_shaping_on():
+    with pytest.raises(ConfigError, match="overlong_buffer.log=True is out of range"):
+        validate(compose([*TINY_TOKEN, "reward_model.overlong_buffer.log=true"]))
+
+
+def test_overlong_log_writes_each_samples_penalty(train_run):
+    import json
+
+    _, run_dir = train_run([*TINY_TOKEN, *OVERLONG])
+    samples = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
+    assert all(s["overlong"] == (s["overlong_reward"] < 0) for s in samples)
+    assert {s["overlong_reward"] for s in samples} <= {0.0, -0.125, -0.25, -0.375, -0.5}
+
+
+def test_the_sequence_metrics_on_a_hand_made_batch():
+    """verl's compute_data_metrics (aborted = no response token) and _balance_batch on one rank, for 2 agents."""
+    task = _task([[*TINY_TOKEN, f"trainer.seed={s}"] for s in (1, 2)])
+    n, R = 4, 8  # rollout.n, max_response_length; 2 prompts per agent
+    length = torch.tensor([[0, 3, 8, 5, 2, 2, 8, 8], [1, 1, 1, 1, 4, 4, 4, 4]])
+    rewards = torch.tensor([[0., 1., 0., 1., 0., 0., 0., 0.], [1., 1., 1., 1., 0., 0., 1., 0.]])
+    response_mask = (torch.arange(R) < length[..., None]).float()
+    prompt_mask = torch.ones(2, 8, 7)  # 7-token prompts
+    level = torch.zeros(2, 8, R)
+    level[..., 0] = rewards
+    batch = {"response_length": length, "prompt_length": prompt_mask.sum(-1).long(), "response_mask": response_mask,
+             "attention_mask": torch.cat([prompt_mask, response_mask], -1), "scores": level,
+             "token_level_rewards": level, "uid": torch.arange(2).repeat_interleave(n).expand(2, -1)}
+    m = task.batch_metrics(batch)
+    assert m["response/aborted_ratio"].tolist() == [1 / 8, 0.0]
+    assert m["response_length/mean"].tolist() == [36 / 8, 20 / 8]
+    assert m["response_length_non_aborted/mean"].tolist() == pytest.approx([36 / 7, 20 / 8])
+    assert m["response_length_non_aborted/min"].tolist() == [2, 1] and m["response_length/min"].tolist() == [0, 1]
+    assert m["response_length_non_aborted/clip_ratio"].tolist() == pytest.approx([3 / 7, 0.0])
+    assert m["response_length/clip_ratio"].tolist() == [3 / 8, 0.0]
+    tokens = [8 * 7 + 36, 8 * 7 + 20]
+    for stat in ("min", "max", "balanced_min", "balanced_max", "mean"):
+        assert m[f"global_seqlen/{stat}"].tolist() == tokens, stat
+    assert m["global_seqlen/minmax_diff"].tolist() == [0, 0]
+    # agent 0: group 0 mixed, group 1 all 0; agent 1: group 0 all 1, group 1 mixed
+    assert m["train/zero_adv_group_ratio"].tolist() == [0.5, 0.5]
+    assert m["critic/score/mean"].tolist() == pytest.approx([2 / 7, 5 / 8])  # aborted rows left out, as verl

@@ -25,6 +25,7 @@ import torch
 from omegaconf import DictConfig
 from torch import Tensor
 
+from playground.algos.dapo import filter_groups
 from playground.algos.masked import masked_stats
 from playground.config import uses_critic
 from playground.hparams import AgentHParams
@@ -44,7 +45,8 @@ from playground.models.tiny_gpt import (
 from playground.perf import device_name, peak_flops
 from playground.tasks.base import Task
 from playground.tasks.sft import SFTConfig, build_base_model
-from playground.tasks.token_data import make_prompts, pass_at_k, score
+from playground.tasks.token_data import make_prompts, pass_at_k
+from playground.tasks.token_reward import TokenReward
 from playground.update import Batch
 
 # On CPU a pass without gradients over many agents (rollout, old log-probs, reference, values, validation) runs in
@@ -123,12 +125,7 @@ class TokenTask(Task):
         self.n = int(cfg.actor_rollout_ref.rollout.n)
         self.greedy_baseline = cfg.algorithm.adv_estimator == "remax"  # ReMax: each prompt's greedy reward
         self.temperature = float(cfg.actor_rollout_ref.rollout.temperature)
-        # read once: the reward is scored per response
-        self._reward_shape = {"format_score": float(cfg.reward.format_score),
-                              "partial_credit": bool(cfg.reward.partial_credit)}
-        self._reward_scale = [float(c.reward.scale) for c in cfgs]
-        self._reward_noise = [float(c.reward.noise_std) for c in cfgs]
-        self._nan_rates = [float(c.reward.nan_rate) for c in cfgs]
+        self.reward = TokenReward(cfgs, device)
         self.peak_flops = peak_flops(device_name(device), cfg.trainer.get("peak_flops"))
         self.rows_per_step = int(cfg.data.train_batch_size) * self.n
         self.rows_per_unit = self.n  # ppo_mini_batch_size counts prompts: × rollout.n sequences (verl)
@@ -225,39 +222,20 @@ class TokenTask(Task):
         prompts = [r[::self.n] for r in examples]
         _, _, out = self._generate(agents, prompts, temperature=self.temperature, top_p=1.0, do_sample=False)
         texts = self.data.decode_responses(out.responses.cpu())
+        lengths = out.response_length.view(len(agents), -1)
         per_agent = len(prompts[0])
-        rewards = [[score(t, e.answer, **self._reward_shape)["score"] * self._reward_scale[agent]
-                    for t, e in zip(texts[k * per_agent:(k + 1) * per_agent], prompts[k])]
-                   for k, agent in enumerate(agents)]
-        return torch.tensor(rewards, device=self.device).repeat_interleave(self.n, dim=1)
+        rewards = [self.reward.reward(texts[k * per_agent:(k + 1) * per_agent], [e.answer for e in prompts[k]],
+                                      lengths[k]) * self.reward.scale[agent] for k, agent in enumerate(agents)]
+        return torch.stack(rewards).repeat_interleave(self.n, dim=1)
 
     def compute_scores(self, batch: Batch) -> None:
-        """The rule reward of each response on its last valid token; the reward trained on adds scale/noise."""
+        """The reward of each response on its last valid token (`token_reward`); the reward trained on adds
+        scale/noise, each agent's own."""
         responses = batch["responses"]
         texts = self.data.decode_responses(_flat(responses).cpu())
         per_agent = responses.shape[1]
         batch["response_text"] = [texts[i:i + per_agent] for i in range(0, len(texts), per_agent)]
-        scores, level_scores = [], []
-        for k, agent in enumerate(batch["agents"]):  # each agent as in a run of its own: its scale, its noise
-            results = [score(text, answer, **self._reward_shape)
-                       for text, answer in zip(batch["response_text"][k], batch["ground_truth"][k])]
-            seq_scores = torch.tensor([r["score"] for r in results], device=self.device)
-            mask = batch["response_mask"][k]
-            last = (mask.sum(-1).long() - 1).clamp(min=0)  # (bs,) the last valid response token
-            raw = torch.zeros_like(mask)
-            raw[torch.arange(len(last)), last] = seq_scores
-            trained = seq_scores * self._reward_scale[agent]
-            if self._reward_noise[agent] > 0:
-                noise = torch.randn(len(trained), generator=self.prompt_gens[agent]).to(self.device)
-                trained = trained + self._reward_noise[agent] * noise
-            if self._nan_rates[agent] > 0:  # a reward function that fails on some responses (reward.nan_rate)
-                broken = torch.rand(len(trained), generator=self.prompt_gens[agent]) < self._nan_rates[agent]
-                trained = torch.where(broken.to(self.device), torch.nan, trained)
-            level = torch.zeros_like(mask)
-            level[torch.arange(len(last)), last] = trained
-            scores.append(raw)
-            level_scores.append(level)
-        batch["scores"], batch["token_level_scores"] = torch.stack(scores), torch.stack(level_scores)
+        self.reward.score_batch(batch, self.prompt_gens)
 
     # ---- log-probs, reference, values ---------------------------------------------------------------
     def _forward(self, model, mb: Batch, compute, stacked: bool = True) -> list[Tensor]:
@@ -297,19 +275,34 @@ class TokenTask(Task):
 
     # ---- metrics ------------------------------------------------------------------------------------
     def batch_metrics(self, batch: Batch) -> dict[str, Tensor]:
-        """verl's `compute_data_metrics` for sequences: scores, rewards, lengths (per agent, `(K,)`)."""
+        """verl's `compute_data_metrics` for sequences: scores, rewards, lengths (per agent, `(K,)`); verl's
+        `_balance_batch` statistics (`global_seqlen/*`), and the share of groups with nothing to learn from."""
         resp_len, prompt_len = batch["response_length"].float(), batch["prompt_length"].float()
+        data = self.cfg.data
         # verl excludes aborted (empty) responses from score statistics: which rows count differs per agent
         alive = [resp_len[k] > 0 for k in range(resp_len.shape[0])]
         seq_score = [batch["scores"][k].sum(-1)[rows] for k, rows in enumerate(alive)]
         rewards = [batch["token_level_rewards"][k].sum(-1)[rows] for k, rows in enumerate(alive)]
+        alive_len = [resp_len[k][rows] for k, rows in enumerate(alive)]
         out = {**_per_agent_stats("critic/score", seq_score), **_per_agent_stats("critic/rewards", rewards),
-               **masked_stats("response_length", resp_len), **masked_stats("prompt_length", prompt_len)}
+               **masked_stats("response_length", resp_len), **masked_stats("prompt_length", prompt_len),
+               **_per_agent_stats("response_length_non_aborted", alive_len)}
         out["critic/score/std"] = torch.cat([_std(x) for x in seq_score])
         out["critic/rewards/std"] = torch.cat([_std(x) for x in rewards])
-        data = self.cfg.data
         out["response_length/clip_ratio"] = (resp_len == data.max_response_length).float().mean(-1)
+        out["response_length_non_aborted/clip_ratio"] = torch.cat(
+            [(x == data.max_response_length).float().mean().view(1) for x in alive_len])
+        out["response/aborted_ratio"] = (resp_len == 0).float().mean(-1)
         out["prompt_length/clip_ratio"] = (prompt_len == data.max_prompt_length).float().mean(-1)
+        # one data-parallel rank: verl's balancing has one partition, the whole batch (prompt + response tokens)
+        tokens = batch["attention_mask"].sum((1, 2)).float()
+        out.update({f"global_seqlen/{s}": tokens for s in ("min", "max", "balanced_min", "balanced_max", "mean")})
+        out["global_seqlen/minmax_diff"] = torch.zeros_like(tokens)
+        if self.n > 1:  # groups whose rewards are all equal: GRPO gives each of their responses advantage 0
+            uid, seq_rewards = batch["uid"][0], batch["token_level_rewards"].sum(-1)
+            groups = len(torch.unique(uid))
+            out["train/zero_adv_group_ratio"] = torch.tensor(
+                [1 - len(filter_groups(r, uid).groups) / groups for r in seq_rewards], device=self.device)
         return out
 
     def token_counts(self, batch: Batch) -> dict[str, list[int]]:
@@ -325,12 +318,16 @@ class TokenTask(Task):
         """The first `trainer.samples_per_step` rollouts of this step, per agent."""
         count = min(int(self.cfg.trainer.samples_per_step), batch["response_mask"].shape[1])
         limit = self.cfg.data.max_response_length
+        penalty = batch["reward_extra_info"].get("overlong_reward")  # reward_model.overlong_buffer.log
         out = []
         for k in range(batch["response_mask"].shape[0]):
             resp_len, scores = batch["response_length"][k], batch["scores"][k].sum(-1)
             out.append([{"step": step, "prompt": batch["prompt_text"][k][i], "answer": batch["ground_truth"][k][i],
                          "response": batch["response_text"][k][i], "reward": float(scores[i]),
-                         "truncated": bool(resp_len[i] == limit)} for i in range(count)])
+                         "truncated": bool(resp_len[i] == limit),
+                         **({} if penalty is None else {"overlong_reward": float(penalty[k][i]),
+                                                        "overlong": bool(penalty[k][i] < 0)})}
+                        for i in range(count)])
         return out
 
     def agent_metrics(self, agent: int, step: int) -> dict[str, float]:
@@ -355,9 +352,8 @@ class TokenTask(Task):
         return {key: torch.cat([metrics[key] for metrics in per_agent]) for key in per_agent[0]}
 
     def _val_metrics(self, texts: list[str], examples: list, n: int) -> dict[str, Tensor]:
-        results = [score(text, ex.answer, **self._reward_shape) for text, ex in zip(texts, examples)]
-        val_score = torch.tensor([r["score"] for r in results]).view(-1, n)
-        acc = torch.tensor([r["acc"] for r in results]).view(-1, n)
+        rule = self.reward.rule_scores(texts, [ex.answer for ex in examples])  # verl's val-core: acc, before shaping
+        val_score, acc = rule["score"].cpu().view(-1, n), rule["acc"].cpu().view(-1, n)
         metrics = {"val/score": val_score.mean().view(1), "val/accuracy": acc.mean().view(1)}
         correct = acc.sum(-1).long().tolist()
         for k in range(1, n + 1):
