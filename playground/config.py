@@ -221,9 +221,15 @@ def _validate_token(cfg: DictConfig) -> None:
            "an integer >= 1")
     _check(cfg, "data.gen_batch_size", lambda x: x is None or (isinstance(x, int) and x >= 1),
            "null or an integer >= 1")
-    if _get(cfg, "algorithm.filter_groups.enable") and n < 2:
+    filtering = _get(cfg, "algorithm.filter_groups.enable")
+    if filtering and n < 2:
         raise ConfigError(f"actor_rollout_ref.rollout.n={n} is out of range for algorithm.filter_groups.enable=true: "
                           "allowed >= 2 (a group of one always has equal rewards)")
+    gen_batch = _get(cfg, "data.gen_batch_size")
+    if not filtering and gen_batch not in (None, _get(cfg, "data.train_batch_size")):
+        raise ConfigError(f"data.gen_batch_size={gen_batch} is out of range without algorithm.filter_groups.enable="
+                          "true: allowed null (dynamic sampling's generation batch; without it verl trains on all "
+                          "gen_batch_size prompts: set data.train_batch_size instead)")
     _check(cfg, "reward_model.overlong_buffer.enable", lambda x: isinstance(x, bool), "true or false")
     response = _get(cfg, "data.max_response_length")
     _check(cfg, "reward_model.overlong_buffer.len", lambda x: isinstance(x, int) and 1 <= x < response,

@@ -238,3 +238,124 @@ def test_the_sequence_metrics_on_a_hand_made_batch():
     # agent 0: group 0 mixed, group 1 all 0; agent 1: group 0 all 1, group 1 mixed
     assert m["train/zero_adv_group_ratio"].tolist() == [0.5, 0.5]
     assert m["critic/score/mean"].tolist() == pytest.approx([2 / 7, 5 / 8])  # aborted rows left out, as verl
+
+
+# ---- dynamic sampling ------------------------------------------------------------------------------------------
+# At temperature 0.5 the tiny reverse base answers some prompts right and some wrong: several generation batches of 8
+# prompts fill a batch of 8 mixed groups; at temperature 1 its samples are almost never exact (saturated groups).
+DYNAMIC = [*TINY_TOKEN, "algorithm.filter_groups.enable=true", "actor_rollout_ref.rollout.temperature=0.5"]
+
+
+class _Untimed:
+    def __call__(self, name):
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    def check(self, where):  # the memory guard's interface
+        return None
+
+
+def test_dynamic_sampling_fills_the_batch_with_mixed_groups_from_several_generations():
+    from playground.algos.dapo import filter_groups
+    from playground.dynamic_sampling import DynamicSampler
+
+    task = _task([DYNAMIC])
+    sampled = DynamicSampler(task, compose(DYNAMIC)).sample([True], _Untimed(), _Untimed())
+    batch, n = sampled.batch, 4
+    assert sampled.errors == [None] and sampled.num_gen_batches.tolist()[0] > 1
+    assert task.prompts_drawn == [8 * int(sampled.num_gen_batches[0])]
+    for key in ("input_ids", "responses", "token_level_scores", "response_length"):
+        assert batch[key].shape[:2] == (1, 8 * n), key  # exactly train_batch_size · rollout.n rows
+    assert len(batch["response_text"][0]) == len(batch["ground_truth"][0]) == 8 * n
+    assert batch["uid"][0].tolist() == [g for g in range(8) for _ in range(n)]
+    acc = batch["reward_extra_info"]["acc"][0]
+    assert len(filter_groups(acc, batch["uid"][0]).groups) == 8  # every kept group has right and wrong answers
+    for i, (text, answer) in enumerate(zip(batch["response_text"][0], batch["ground_truth"][0])):
+        assert acc[i] == float(text == answer)  # rows stayed with their texts
+
+
+def test_dynamic_sampling_logs_its_generation_batches_and_trains_on_no_zero_advantage_group(train_run):
+    _, run_dir = train_run(DYNAMIC)
+    records = read_metrics_jsonl(run_dir / "metrics.jsonl").records[1:]
+    assert [r["train/num_gen_batches"] for r in records] == [3.0, 2.0]
+    assert all(r["train/zero_adv_group_ratio"] == 0.0 for r in records)
+    _, plain = train_run([*TINY_TOKEN, "actor_rollout_ref.rollout.temperature=0.5"])  # the same groups, unfiltered
+    assert all(r["train/zero_adv_group_ratio"] > 0 for r in read_metrics_jsonl(plain / "metrics.jsonl").records[1:])
+
+
+def test_dynamic_sampling_with_kl_in_the_reward_filters_on_the_final_reward(train_run):
+    """metric=seq_final_reward with use_kl_in_reward: each generation batch gets its KL penalty before filtering
+    (verl's DAPO trainer), so groups of equal scores but different KL are kept: one generation is enough."""
+    from playground.runs import read_run_info
+
+    _, run_dir = train_run([*DYNAMIC, "algorithm.filter_groups.metric=seq_final_reward",
+                            "algorithm.use_kl_in_reward=true", "algorithm.kl_ctrl.kl_coef=0.1"])
+    assert read_run_info(run_dir)["status"] == "finished"
+    records = read_metrics_jsonl(run_dir / "metrics.jsonl").records[1:]
+    assert all(r["train/num_gen_batches"] == 1.0 for r in records[1:])  # step 1: the policy is the reference
+    assert all(r["actor/reward_kl_penalty"] > 0 for r in records[1:])
+
+
+def test_dynamic_sampling_ends_a_run_past_its_cap_as_failed_with_verls_message(train_run):
+    from playground.runs import read_findings, read_run_info
+
+    _, run_dir = train_run([*TINY_TOKEN, "algorithm.filter_groups.enable=true",
+                            "algorithm.filter_groups.max_num_gen_batches=2"])
+    info = read_run_info(run_dir)
+    assert info["status"] == "failed"
+    assert info["error"].startswith("ValueError: num_gen_batches=2 >= max_num_gen_batches=2. Generated too many. "
+                                    "Please check if your data are too difficult.")
+    records = read_metrics_jsonl(run_dir / "metrics.jsonl").records
+    assert [r["training/global_step"] for r in records] == [0.0]  # the metrics so far: validation before training
+    assert read_findings(run_dir) is not None
+
+
+def test_dynamic_sampling_gen_batch_size_without_filtering_is_refused():
+    with pytest.raises(ConfigError, match="data.gen_batch_size=16 is out of range without algorithm.filter_groups"):
+        validate(compose([*TINY_TOKEN, "data.gen_batch_size=16"]))
+
+
+def _train_agents(agents: list[list[str]], root) -> tuple[list[str], list]:
+    from playground.batched import train_batch
+
+    overrides = [[*o, "trainer.logger=[]", "trainer.progress_bar=false"] for o in agents]
+    dirs = [root / f"agent{k}" for k in range(len(agents))]
+    return train_batch([compose(o) for o in overrides], dirs, overrides), dirs
+
+
+def _same_records(alone: list[dict], batched: list[dict]) -> None:
+    """Equal within float tolerance: K agents' stacked ops round the last bits differently (tests/test_batched.py)."""
+    assert [set(r) for r in alone] == [set(r) for r in batched]
+    for a, b in zip(alone, batched):
+        for key, value in a.items():
+            assert b[key] == pytest.approx(value, rel=1e-3, abs=1e-5), (a["training/global_step"], key)
+
+
+def test_dynamic_sampling_in_a_batch_gives_each_agent_its_own_generations_as_alone(tmp_path):
+    """Two agents (seeds 1 and 2) filter their own groups: they need different numbers of generation batches,
+    and each gets the metrics and samples it gets trained alone."""
+    agents = [[*DYNAMIC, "trainer.seed=1"], [*DYNAMIC, "trainer.seed=2"]]
+    statuses, dirs = _train_agents(agents, tmp_path / "batch")
+    assert statuses == ["finished", "finished"]
+    gens = []
+    for k, overrides in enumerate(agents):
+        _, (alone,) = _train_agents([overrides], tmp_path / f"alone{k}")
+        _same_records(_stable_records(alone), _stable_records(dirs[k]))
+        assert (alone / "samples.jsonl").read_text() == (dirs[k] / "samples.jsonl").read_text()
+        gens.append([r["train/num_gen_batches"] for r in _stable_records(dirs[k])[1:]])
+    assert gens[0] != gens[1], gens
+
+
+def test_an_agent_past_the_generation_cap_fails_alone_and_the_other_trains_on(tmp_path):
+    """metric=seq_reward: reward noise makes every group mixed for agent 0; agent 1's exact rewards at temperature
+    1 are all 0, so it reaches max_num_gen_batches=2 and fails at its first step."""
+    from playground.runs import read_run_info
+
+    common = [*TINY_TOKEN, "algorithm.filter_groups.enable=true", "algorithm.filter_groups.metric=seq_reward",
+              "algorithm.filter_groups.max_num_gen_batches=2"]
+    statuses, dirs = _train_agents([[*common, "reward.noise_std=0.1"], [*common, "trainer.seed=2"]], tmp_path)
+    assert statuses == ["finished", "failed"]
+    assert "Generated too many" in read_run_info(dirs[1])["error"]
+    assert len(read_metrics_jsonl(dirs[0] / "metrics.jsonl").records) == 3
+    assert len(read_metrics_jsonl(dirs[1] / "metrics.jsonl").records) == 1

@@ -128,6 +128,10 @@ class TokenTask(Task):
         self.reward = TokenReward(cfgs, device)
         self.peak_flops = peak_flops(device_name(device), cfg.trainer.get("peak_flops"))
         self.rows_per_step = int(cfg.data.train_batch_size) * self.n
+        # prompts per generation: dynamic sampling draws data.gen_batch_size (config.py allows it only then)
+        self.gen_batch_size = int(cfg.data.gen_batch_size or cfg.data.train_batch_size)
+        self.prompts_drawn = [0] * self.num_agents
+        self.prompts_before_step = [0] * self.num_agents  # training/epoch counts the prompts of earlier steps
         self.rows_per_unit = self.n  # ppo_mini_batch_size counts prompts: × rollout.n sequences (verl)
 
     # ---- run.json facts -----------------------------------------------------------------------------
@@ -196,10 +200,14 @@ class TokenTask(Task):
 
     def generate(self, agents: Sequence[int] | None = None) -> Batch:
         """Each agent samples its prompts, repeats each `rollout.n` times (interleaved, one uid per prompt) and
-        generates. `agents`: roll out for these agents only (default all), each from its own streams; it may be
-        called again, for more rows of the same agents (dynamic sampling)."""
+        generates. A call for every agent starts a step; `agents`: roll out for these agents only, each from its own
+        streams, for more rows of the same step (dynamic sampling)."""
+        if agents is None:
+            self.prompts_before_step = list(self.prompts_drawn)
         agents = list(range(self.num_agents)) if agents is None else list(agents)
-        bs = int(self.cfg.data.train_batch_size)
+        bs = self.gen_batch_size
+        for k in agents:
+            self.prompts_drawn[k] += bs
         examples = [[e for e in self.data.sample(bs, self.prompt_gens[k]) for _ in range(self.n)] for k in agents]
         uid = torch.arange(bs, device=self.device).repeat_interleave(self.n).expand(len(agents), -1)
         rollout = self.cfg.actor_rollout_ref.rollout
@@ -241,9 +249,10 @@ class TokenTask(Task):
     def _forward(self, model, mb: Batch, compute, stacked: bool = True) -> list[Tensor]:
         """`compute(model, input_ids, attention_mask, position_ids, responses)` over the agents' rows in chunks of
         agents, each output `(K, rows, response_length)`. `stacked=False`: one model (the reference) for every agent's
-        rows (`_shared`)."""
+        rows (`_shared`). A rollout of some agents (`mb["agents"]`) runs on those agents' models."""
         agents, rows, width = mb["input_ids"].shape
         everyone = list(range(agents))
+        ids = mb.get("agents", everyone)  # the agent of each position
         # A pass with gradients (the update) takes every agent at once: its micro-batches bound its memory (a
         # checkpointed block would recompute correctly in a view too: `models.checkpointing`).
         chunks = [everyone] if torch.is_grad_enabled() else self._chunks(everyone, rows * width)
@@ -251,7 +260,8 @@ class TokenTask(Task):
         for chunk in chunks:
             picked = slice(chunk[0], chunk[-1] + 1)
             inputs = [_flat(mb[key][picked]) for key in self.model_input_keys]
-            outputs = compute(self._view(model, chunk) if stacked else self._shared(model, len(chunk)), *inputs)
+            net = self._view(model, [ids[i] for i in chunk]) if stacked else self._shared(model, len(chunk))
+            outputs = compute(net, *inputs)
             parts.append([x.view(len(chunk), rows, x.shape[-1]) for x in outputs])
         return parts[0] if len(parts) == 1 else [torch.cat(xs) for xs in zip(*parts)]
 
@@ -331,8 +341,7 @@ class TokenTask(Task):
         return out
 
     def agent_metrics(self, agent: int, step: int) -> dict[str, float]:
-        seen = (step - 1) * int(self.cfg.data.train_batch_size)
-        return {"training/epoch": float(seen // len(self.data.train))}
+        return {"training/epoch": float(self.prompts_before_step[agent] // len(self.data.train))}
 
     # ---- testing ------------------------------------------------------------------------------------
     @torch.no_grad()
