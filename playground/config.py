@@ -27,8 +27,8 @@ from playground.failures import FAILURE_IDS
 CONF_DIR = os.environ.get("PLAYGROUND_CONF_DIR", str(Path(__file__).resolve().parents[1] / "conf"))
 LOGGERS = ("console", "jsonl", "file", "tensorboard", "wandb", "mlflow", "swanlab")
 # Keys that act only on token tasks (a gym run with one of them set is refused, not ignored).
-TOKEN_ONLY = ("actor_rollout_ref.model.enable_gradient_checkpointing", "algorithm.filter_groups.enable",
-              "reward_model.overlong_buffer.enable")
+TOKEN_ONLY = ("actor_rollout_ref.model.enable_gradient_checkpointing", "critic.model.enable_gradient_checkpointing",
+              "algorithm.filter_groups.enable", "reward_model.overlong_buffer.enable")
 # What DAPO's dynamic sampling compares within a group (verl: `acc`, `score`, `seq_final_reward`, `seq_reward`).
 FILTER_METRICS = ("acc", "score", "seq_final_reward", "seq_reward")
 # What a run returns to a Hydra sweeper (`trainer.objective`; `train.objective` computes it).
@@ -213,21 +213,31 @@ def _validate_token(cfg: DictConfig) -> None:
     _check(cfg, "actor_rollout_ref.rollout.top_p", lambda x: _number(x) and 0 < x <= 1, "in (0, 1]")
     _check(cfg, "actor_rollout_ref.rollout.val_kwargs.n", lambda x: isinstance(x, int) and x >= 1, "an integer >= 1")
     _check(cfg, "reward.name", lambda x: x in ("exact_match",), "'exact_match'")
-    _check(cfg, "actor_rollout_ref.model.enable_gradient_checkpointing", lambda x: isinstance(x, bool), "true or false")
+    for role in ("actor_rollout_ref", "critic"):
+        _check(cfg, f"{role}.model.enable_gradient_checkpointing", lambda x: isinstance(x, bool), "true or false")
     _check(cfg, "algorithm.filter_groups.enable", lambda x: isinstance(x, bool), "true or false")
     _check(cfg, "algorithm.filter_groups.metric", lambda x: x in FILTER_METRICS, f"one of {list(FILTER_METRICS)}")
     _check(cfg, "algorithm.filter_groups.max_num_gen_batches", lambda x: isinstance(x, int) and x >= 1,
            "an integer >= 1")
     _check(cfg, "data.gen_batch_size", lambda x: x is None or (isinstance(x, int) and x >= 1),
            "null or an integer >= 1")
-    if _get(cfg, "algorithm.filter_groups.enable") and n < 2:
+    filtering = _get(cfg, "algorithm.filter_groups.enable")
+    if filtering and n < 2:
         raise ConfigError(f"actor_rollout_ref.rollout.n={n} is out of range for algorithm.filter_groups.enable=true: "
                           "allowed >= 2 (a group of one always has equal rewards)")
+    gen_batch = _get(cfg, "data.gen_batch_size")
+    if not filtering and gen_batch not in (None, _get(cfg, "data.train_batch_size")):
+        raise ConfigError(f"data.gen_batch_size={gen_batch} is out of range without algorithm.filter_groups.enable="
+                          "true: allowed null (dynamic sampling's generation batch; without it verl trains on all "
+                          "gen_batch_size prompts: set data.train_batch_size instead)")
     _check(cfg, "reward_model.overlong_buffer.enable", lambda x: isinstance(x, bool), "true or false")
     response = _get(cfg, "data.max_response_length")
     _check(cfg, "reward_model.overlong_buffer.len", lambda x: isinstance(x, int) and 1 <= x < response,
            f"an integer in [1, data.max_response_length={response})")
     _check(cfg, "reward_model.overlong_buffer.penalty_factor", lambda x: _number(x) and x >= 0, ">= 0")
+    shaping = _get(cfg, "reward_model.overlong_buffer.enable")
+    _check(cfg, "reward_model.overlong_buffer.log", lambda x: isinstance(x, bool) and (shaping or not x),
+           "true or false; true only with reward_model.overlong_buffer.enable=true (it logs that penalty)")
     if _get(cfg, "world_model.enable"):
         raise ConfigError("world_model.enable=True is out of range for token tasks: allowed only on gym tasks")
     _check_minibatches(cfg, _get(cfg, "data.train_batch_size"), "prompts", per_unit=n)

@@ -67,7 +67,7 @@ METRIC_GROUPS: dict[str, list[str]] = {
         "perf/total_num_tokens", "perf/time_per_step", "perf/throughput", "perf/mfu/actor", "perf/mfu/critic",
         "perf/max_memory_allocated_gb", "perf/max_memory_reserved_gb", "perf/cpu_memory_used_gb",
     ],
-    "training": [STEP, "training/epoch", "train/num_gen_batches"],
+    "training": [STEP, "training/epoch", "train/num_gen_batches", "train/zero_adv_group_ratio"],
     "world_model": ["world_model/loss", "world_model/grad_norm"],
     "val": ["val/score", "val/accuracy", "val/pass@k"],
 }

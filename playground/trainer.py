@@ -23,6 +23,7 @@ from playground.algos.kl import get_kl_controller, kl_penalty
 from playground.algos.losses import agg_loss, explained_variance
 from playground.algos.masked import masked_mean, masked_stats
 from playground.config import uses_critic
+from playground.dynamic_sampling import DynamicSampler
 from playground.hparams import AgentHParams
 from playground.memory import MemoryGuard, is_oom_error
 from playground.metrics import PER_TOKEN_PHASES, STEP, reduce_agent_metrics
@@ -89,6 +90,12 @@ class Trainer:
         self.loss_gens = [torch.Generator(device=device).manual_seed(int(c.trainer.seed) + 3) for c in cfgs]
         self.estimator = get_adv_estimator_fn(algo.adv_estimator)
         self.memory = MemoryGuard([c.trainer.memory_limit_gb for c in cfgs], device)
+        self.task.watch_memory(self.memory)
+        # DAPO's dynamic sampling (token tasks); an agent whose sampling hit its cap ends failed with verl's message
+        self.sampler = None
+        if algo.filter_groups.enable:
+            self.sampler = DynamicSampler(self.task, self.cfg, self._kl_rewards if self.use_kl_in_reward else None)
+        self.sampling_errors: list[str | None] = [None] * self.K
         self.active = torch.ones(self.K, dtype=torch.bool, device=device)
         extra_infos = extra_infos or [{}] * self.K
         self.loggers = [RunLogger(c, d, self.task.describe(), agent=k if self.K > 1 else None, extra=e)
@@ -183,6 +190,10 @@ class Trainer:
 
     def _after_step(self, k: int, step: int, record: dict[str, float], over_memory: bool) -> str | None:
         """Log agent k's step and decide whether it stops: its new status, or None to go on."""
+        if self.sampling_errors[k] is not None:  # verl raises before the update: this step is not logged
+            self.active[k] = False
+            self.loggers[k].finish("failed", self.sampling_errors[k])
+            return "failed"
         self.loggers[k].log(record)
         crashed = any(key in record and record[key] != record[key] or abs(record.get(key, 0.0)) == float("inf")
                       for key in CRASH_KEYS)
@@ -219,11 +230,9 @@ class Trainer:
         task, hp, timing = self.task, self.hp, {}
         metrics: dict[str, list] = {}
         with self._timed(timing, "step"):
-            with self._timed(timing, "gen"):
-                batch = task.generate()
-            self.memory.check("gen")
-            with self._timed(timing, "reward"):
-                task.compute_scores(batch)
+            batch = self._rollout(timing, metrics)
+            if batch is None:  # every agent still training ended its sampling at the cap
+                return [{} for _ in range(self.K)]
             mask = batch["response_mask"]
             with self._timed(timing, "old_log_prob"), torch.no_grad():
                 old_log_probs, entropy = task.log_prob_and_entropy(batch)
@@ -282,14 +291,52 @@ class Trainer:
                     record["timing_s/testing"] = timing["testing"]
         return records
 
+    def _rollout(self, timing: dict[str, float], metrics: dict[str, list]):
+        """The step's scored batch (`gen`, `reward`); with dynamic sampling as many generation batches as each
+        agent needs. None when every agent still training failed to fill its batch."""
+        task = self.task
+        if self.sampler is None:
+            with self._timed(timing, "gen"):
+                batch = task.generate()
+            self.memory.check("gen")
+            with self._timed(timing, "reward"):
+                task.compute_scores(batch)
+            return batch
+        sampled = self.sampler.sample(self.active.tolist(), lambda name: self._timed(timing, name), self.memory)
+        metrics["train/num_gen_batches"] = [sampled.num_gen_batches.to(self.device)]
+        training = self.active.clone()
+        for k, error in enumerate(sampled.errors):
+            if error is not None:
+                self.sampling_errors[k] = error
+                training[k] = False
+        if not bool(training.any()):
+            return None
+        self.active.copy_(training)  # a failed agent's rows only fill the batch: its optimizer does not step
+        return sampled.batch
+
+    def _kl_rewards(self, batch, timed) -> None:
+        """verl's DAPO trainer with `use_kl_in_reward`: each generation batch's old and reference log-probs and its
+        KL-penalised reward before filtering (the step's batch recomputes them; the controller updates once)."""
+        with timed("old_log_prob"), torch.no_grad():
+            batch["old_log_probs"] = self.task.log_prob_and_entropy(batch)[0]
+        with timed("ref"), torch.no_grad():
+            batch["ref_log_prob"] = self.task.ref_log_prob(batch)
+        batch["token_level_rewards"], _ = self._kl_penalised(batch, batch["agents"])
+
+    def _kl_penalised(self, batch, agents=None):
+        """verl's apply_kl_penalty: `token_level_scores − β·KL(old ‖ ref)` per token, with β from the controller before
+        its update; returns the rewards and the masked per-token KL."""
+        kld = kl_penalty(batch["old_log_probs"], batch["ref_log_prob"], self.kl_penalty_type) * batch["response_mask"]
+        beta = self.kl_ctrl.value.to(self.device).expand(self.K)
+        beta = beta if agents is None else beta[list(agents)]
+        return batch["token_level_scores"] - beta.reshape(-1, 1, 1) * kld, kld
+
     def _compute_advantage(self, batch) -> dict[str, list]:
         out: dict[str, list] = {}
         mask = batch["response_mask"]
         if self.use_kl_in_reward:
-            # verl's apply_kl_penalty: per-token KL to the reference, β from the controller before its update.
-            kld = kl_penalty(batch["old_log_probs"], batch["ref_log_prob"], self.kl_penalty_type) * mask
+            batch["token_level_rewards"], kld = self._kl_penalised(batch)
             beta = self.kl_ctrl.value.to(self.device)
-            batch["token_level_rewards"] = batch["token_level_scores"] - beta.view(-1, 1, 1) * kld
             seq_kl = masked_mean(kld, mask, dim=-1)  # per-sequence token mean, then mean over sequences
             current_kl = seq_kl.mean(dim=-1)
             out["actor/reward_kl_penalty"] = [current_kl]

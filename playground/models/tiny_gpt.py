@@ -21,6 +21,7 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 from playground.models.agents import AgentEmbedding, AgentLayerNorm, AgentLinear
+from playground.models.checkpointing import checkpointed
 
 
 def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
@@ -108,7 +109,14 @@ class GPTConfig:
 
 
 class Trunk(nn.Module):
-    """Embeddings + blocks + final LayerNorm: everything but the head. Shared by actor and critic."""
+    """Embeddings + blocks + final LayerNorm: everything but the head. Shared by actor and critic.
+
+    `gradient_checkpointing`: a training forward with gradients keeps only each block's input and recomputes the
+    block in backward (`models.checkpointing`; `after_recompute` is called after each recomputation).
+    """
+
+    gradient_checkpointing: bool = False
+    after_recompute = None
 
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -144,8 +152,12 @@ class Trunk(nn.Module):
         # all-masked row (softmax of all -inf is NaN, and 0 * NaN would leak into real positions)
         allowed = (k_pos <= q_pos) & (key_mask[:, None, :] | (k_pos == q_pos))  # (B, T, S)
         x = self.drop(self.wte(input_ids) + self.wpe(position_ids))  # (B, T, C)
+        recompute = self.gradient_checkpointing and self.training and kv_cache is None and torch.is_grad_enabled()
         for layer, block in enumerate(self.h):
-            x = block(x, allowed[:, None], kv_cache, layer)
+            if recompute:
+                x = checkpointed(block, x, allowed[:, None], None, layer, after_recompute=self.after_recompute)
+            else:
+                x = block(x, allowed[:, None], kv_cache, layer)
         if kv_cache is not None:
             kv_cache.length += T
         return self.ln_f(x)

@@ -99,6 +99,11 @@ class Task(ABC):
         """`(advantages, returns)` from the registered `estimator` (`algorithm.adv_estimator`), given the task's
         layout of the rows (gym: each env's time series; token: `index` = the batch's `uid`)."""
 
+    def watch_memory(self, guard) -> None:
+        """Let the memory guard (`memory.MemoryGuard`) measure inside the task's own passes, where memory peaks
+        between the trainer's checks (a checkpointed backward); a task without such a pass keeps this no-op."""
+        return None
+
     # ---- what the records say ------------------------------------------------------------------------------------
     def batch_metrics(self, batch: Batch) -> dict[str, Tensor]:
         """Per-agent `(K,)` metrics of this batch (verl's `compute_data_metrics`: scores, rewards, lengths)."""

@@ -25,9 +25,11 @@ import torch
 from omegaconf import DictConfig
 from torch import Tensor
 
+from playground.algos.dapo import filter_groups
 from playground.algos.masked import masked_stats
 from playground.config import uses_critic
 from playground.hparams import AgentHParams
+from playground.models import checkpointing
 from playground.models.agents import AgentView, stack_agents
 from playground.models.tiny_gpt import (
     GenerationOutput,
@@ -43,7 +45,8 @@ from playground.models.tiny_gpt import (
 from playground.perf import device_name, peak_flops
 from playground.tasks.base import Task
 from playground.tasks.sft import SFTConfig, build_base_model
-from playground.tasks.token_data import make_prompts, pass_at_k, score
+from playground.tasks.token_data import make_prompts, pass_at_k
+from playground.tasks.token_reward import TokenReward
 from playground.update import Batch
 
 # On CPU a pass without gradients over many agents (rollout, old log-probs, reference, values, validation) runs in
@@ -109,6 +112,12 @@ class TokenTask(Task):
         self.model = stack_agents(actors).to(device).train()
         self.ref_model = self.base.model.to(device).eval().requires_grad_(False)
         self.critic_model = stack_agents(critics).to(device).train() if use_critic else None
+        # verl's enable_gradient_checkpointing: the update's forward recomputes each block in backward
+        self.model.transformer.gradient_checkpointing = bool(cfg.actor_rollout_ref.model.enable_gradient_checkpointing)
+        if use_critic:
+            self.critic_model.transformer.gradient_checkpointing = bool(cfg.critic.model.enable_gradient_checkpointing)
+        if any(m is not None and m.transformer.gradient_checkpointing for m in (self.model, self.critic_model)):
+            checkpointing.warm_up()  # before the memory guard's baseline
         self.actor = _Params(self.model)
         self.critic = _CriticView(self.critic_model, self) if use_critic else None
         self.prompt_gens = [torch.Generator().manual_seed(seed) for seed in seeds]
@@ -116,14 +125,13 @@ class TokenTask(Task):
         self.n = int(cfg.actor_rollout_ref.rollout.n)
         self.greedy_baseline = cfg.algorithm.adv_estimator == "remax"  # ReMax: each prompt's greedy reward
         self.temperature = float(cfg.actor_rollout_ref.rollout.temperature)
-        # read once: the reward is scored per response
-        self._reward_shape = {"format_score": float(cfg.reward.format_score),
-                              "partial_credit": bool(cfg.reward.partial_credit)}
-        self._reward_scale = [float(c.reward.scale) for c in cfgs]
-        self._reward_noise = [float(c.reward.noise_std) for c in cfgs]
-        self._nan_rates = [float(c.reward.nan_rate) for c in cfgs]
+        self.reward = TokenReward(cfgs, device)
         self.peak_flops = peak_flops(device_name(device), cfg.trainer.get("peak_flops"))
         self.rows_per_step = int(cfg.data.train_batch_size) * self.n
+        # prompts per generation: dynamic sampling draws data.gen_batch_size (config.py allows it only then)
+        self.gen_batch_size = int(cfg.data.gen_batch_size or cfg.data.train_batch_size)
+        self.prompts_drawn = [0] * self.num_agents
+        self.prompts_before_step = [0] * self.num_agents  # training/epoch counts the prompts of earlier steps
         self.rows_per_unit = self.n  # ppo_mini_batch_size counts prompts: × rollout.n sequences (verl)
 
     # ---- run.json facts -----------------------------------------------------------------------------
@@ -132,6 +140,13 @@ class TokenTask(Task):
                 "base_val_accuracy": self.base.val_accuracy, "sft_steps": self.base.steps,
                 "sft_cached": self.base.cached, "score_metric": self.score_metric,
                 "num_params": count_params(self.model_cfg)}
+
+    def watch_memory(self, guard) -> None:
+        """A checkpointed backward peaks as it recomputes a block, past the guard's check before backward: measure
+        there too."""
+        for model in (self.model, self.critic_model):
+            if model is not None and model.transformer.gradient_checkpointing:
+                model.transformer.after_recompute = lambda: guard.check("a checkpointed block's recomputation")
 
     # ---- agents in chunks ---------------------------------------------------------------------------
     def _chunks(self, agents: list[int], tokens_per_agent: int) -> list[list[int]]:
@@ -185,10 +200,14 @@ class TokenTask(Task):
 
     def generate(self, agents: Sequence[int] | None = None) -> Batch:
         """Each agent samples its prompts, repeats each `rollout.n` times (interleaved, one uid per prompt) and
-        generates. `agents`: roll out for these agents only (default all), each from its own streams; it may be
-        called again, for more rows of the same agents (dynamic sampling)."""
+        generates. A call for every agent starts a step; `agents`: roll out for these agents only, each from its own
+        streams, for more rows of the same step (dynamic sampling)."""
+        if agents is None:
+            self.prompts_before_step = list(self.prompts_drawn)
         agents = list(range(self.num_agents)) if agents is None else list(agents)
-        bs = int(self.cfg.data.train_batch_size)
+        bs = self.gen_batch_size
+        for k in agents:
+            self.prompts_drawn[k] += bs
         examples = [[e for e in self.data.sample(bs, self.prompt_gens[k]) for _ in range(self.n)] for k in agents]
         uid = torch.arange(bs, device=self.device).repeat_interleave(self.n).expand(len(agents), -1)
         rollout = self.cfg.actor_rollout_ref.rollout
@@ -211,55 +230,38 @@ class TokenTask(Task):
         prompts = [r[::self.n] for r in examples]
         _, _, out = self._generate(agents, prompts, temperature=self.temperature, top_p=1.0, do_sample=False)
         texts = self.data.decode_responses(out.responses.cpu())
+        lengths = out.response_length.view(len(agents), -1)
         per_agent = len(prompts[0])
-        rewards = [[score(t, e.answer, **self._reward_shape)["score"] * self._reward_scale[agent]
-                    for t, e in zip(texts[k * per_agent:(k + 1) * per_agent], prompts[k])]
-                   for k, agent in enumerate(agents)]
-        return torch.tensor(rewards, device=self.device).repeat_interleave(self.n, dim=1)
+        rewards = [self.reward.reward(texts[k * per_agent:(k + 1) * per_agent], [e.answer for e in prompts[k]],
+                                      lengths[k]) * self.reward.scale[agent] for k, agent in enumerate(agents)]
+        return torch.stack(rewards).repeat_interleave(self.n, dim=1)
 
     def compute_scores(self, batch: Batch) -> None:
-        """The rule reward of each response on its last valid token; the reward trained on adds scale/noise."""
+        """The reward of each response on its last valid token (`token_reward`); the reward trained on adds
+        scale/noise, each agent's own."""
         responses = batch["responses"]
         texts = self.data.decode_responses(_flat(responses).cpu())
         per_agent = responses.shape[1]
         batch["response_text"] = [texts[i:i + per_agent] for i in range(0, len(texts), per_agent)]
-        scores, level_scores = [], []
-        for k, agent in enumerate(batch["agents"]):  # each agent as in a run of its own: its scale, its noise
-            results = [score(text, answer, **self._reward_shape)
-                       for text, answer in zip(batch["response_text"][k], batch["ground_truth"][k])]
-            seq_scores = torch.tensor([r["score"] for r in results], device=self.device)
-            mask = batch["response_mask"][k]
-            last = (mask.sum(-1).long() - 1).clamp(min=0)  # (bs,) the last valid response token
-            raw = torch.zeros_like(mask)
-            raw[torch.arange(len(last)), last] = seq_scores
-            trained = seq_scores * self._reward_scale[agent]
-            if self._reward_noise[agent] > 0:
-                noise = torch.randn(len(trained), generator=self.prompt_gens[agent]).to(self.device)
-                trained = trained + self._reward_noise[agent] * noise
-            if self._nan_rates[agent] > 0:  # a reward function that fails on some responses (reward.nan_rate)
-                broken = torch.rand(len(trained), generator=self.prompt_gens[agent]) < self._nan_rates[agent]
-                trained = torch.where(broken.to(self.device), torch.nan, trained)
-            level = torch.zeros_like(mask)
-            level[torch.arange(len(last)), last] = trained
-            scores.append(raw)
-            level_scores.append(level)
-        batch["scores"], batch["token_level_scores"] = torch.stack(scores), torch.stack(level_scores)
+        self.reward.score_batch(batch, self.prompt_gens)
 
     # ---- log-probs, reference, values ---------------------------------------------------------------
     def _forward(self, model, mb: Batch, compute, stacked: bool = True) -> list[Tensor]:
         """`compute(model, input_ids, attention_mask, position_ids, responses)` over the agents' rows in chunks of
         agents, each output `(K, rows, response_length)`. `stacked=False`: one model (the reference) for every agent's
-        rows (`_shared`)."""
+        rows (`_shared`). A rollout of some agents (`mb["agents"]`) runs on those agents' models."""
         agents, rows, width = mb["input_ids"].shape
         everyone = list(range(agents))
-        # A pass with gradients (the update) takes every agent at once: its micro-batches bound its memory, and a
-        # block wrapped in torch.utils.checkpoint re-runs its forward in backward, outside any `AgentView`.
+        ids = mb.get("agents", everyone)  # the agent of each position
+        # A pass with gradients (the update) takes every agent at once: its micro-batches bound its memory (a
+        # checkpointed block would recompute correctly in a view too: `models.checkpointing`).
         chunks = [everyone] if torch.is_grad_enabled() else self._chunks(everyone, rows * width)
         parts = []
         for chunk in chunks:
             picked = slice(chunk[0], chunk[-1] + 1)
             inputs = [_flat(mb[key][picked]) for key in self.model_input_keys]
-            outputs = compute(self._view(model, chunk) if stacked else self._shared(model, len(chunk)), *inputs)
+            net = self._view(model, [ids[i] for i in chunk]) if stacked else self._shared(model, len(chunk))
+            outputs = compute(net, *inputs)
             parts.append([x.view(len(chunk), rows, x.shape[-1]) for x in outputs])
         return parts[0] if len(parts) == 1 else [torch.cat(xs) for xs in zip(*parts)]
 
@@ -283,19 +285,34 @@ class TokenTask(Task):
 
     # ---- metrics ------------------------------------------------------------------------------------
     def batch_metrics(self, batch: Batch) -> dict[str, Tensor]:
-        """verl's `compute_data_metrics` for sequences: scores, rewards, lengths (per agent, `(K,)`)."""
+        """verl's `compute_data_metrics` for sequences: scores, rewards, lengths (per agent, `(K,)`); verl's
+        `_balance_batch` statistics (`global_seqlen/*`), and the share of groups with nothing to learn from."""
         resp_len, prompt_len = batch["response_length"].float(), batch["prompt_length"].float()
+        data = self.cfg.data
         # verl excludes aborted (empty) responses from score statistics: which rows count differs per agent
         alive = [resp_len[k] > 0 for k in range(resp_len.shape[0])]
         seq_score = [batch["scores"][k].sum(-1)[rows] for k, rows in enumerate(alive)]
         rewards = [batch["token_level_rewards"][k].sum(-1)[rows] for k, rows in enumerate(alive)]
+        alive_len = [resp_len[k][rows] for k, rows in enumerate(alive)]
         out = {**_per_agent_stats("critic/score", seq_score), **_per_agent_stats("critic/rewards", rewards),
-               **masked_stats("response_length", resp_len), **masked_stats("prompt_length", prompt_len)}
+               **masked_stats("response_length", resp_len), **masked_stats("prompt_length", prompt_len),
+               **_per_agent_stats("response_length_non_aborted", alive_len)}
         out["critic/score/std"] = torch.cat([_std(x) for x in seq_score])
         out["critic/rewards/std"] = torch.cat([_std(x) for x in rewards])
-        data = self.cfg.data
         out["response_length/clip_ratio"] = (resp_len == data.max_response_length).float().mean(-1)
+        out["response_length_non_aborted/clip_ratio"] = torch.cat(
+            [(x == data.max_response_length).float().mean().view(1) for x in alive_len])
+        out["response/aborted_ratio"] = (resp_len == 0).float().mean(-1)
         out["prompt_length/clip_ratio"] = (prompt_len == data.max_prompt_length).float().mean(-1)
+        # one data-parallel rank: verl's balancing has one partition, the whole batch (prompt + response tokens)
+        tokens = batch["attention_mask"].sum((1, 2)).float()
+        out.update({f"global_seqlen/{s}": tokens for s in ("min", "max", "balanced_min", "balanced_max", "mean")})
+        out["global_seqlen/minmax_diff"] = torch.zeros_like(tokens)
+        if self.n > 1:  # groups whose rewards are all equal: GRPO gives each of their responses advantage 0
+            uid, seq_rewards = batch["uid"][0], batch["token_level_rewards"].sum(-1)
+            groups = len(torch.unique(uid))
+            out["train/zero_adv_group_ratio"] = torch.tensor(
+                [1 - len(filter_groups(r, uid).groups) / groups for r in seq_rewards], device=self.device)
         return out
 
     def token_counts(self, batch: Batch) -> dict[str, list[int]]:
@@ -311,17 +328,20 @@ class TokenTask(Task):
         """The first `trainer.samples_per_step` rollouts of this step, per agent."""
         count = min(int(self.cfg.trainer.samples_per_step), batch["response_mask"].shape[1])
         limit = self.cfg.data.max_response_length
+        penalty = batch["reward_extra_info"].get("overlong_reward")  # reward_model.overlong_buffer.log
         out = []
         for k in range(batch["response_mask"].shape[0]):
             resp_len, scores = batch["response_length"][k], batch["scores"][k].sum(-1)
             out.append([{"step": step, "prompt": batch["prompt_text"][k][i], "answer": batch["ground_truth"][k][i],
                          "response": batch["response_text"][k][i], "reward": float(scores[i]),
-                         "truncated": bool(resp_len[i] == limit)} for i in range(count)])
+                         "truncated": bool(resp_len[i] == limit),
+                         **({} if penalty is None else {"overlong_reward": float(penalty[k][i]),
+                                                        "overlong": bool(penalty[k][i] < 0)})}
+                        for i in range(count)])
         return out
 
     def agent_metrics(self, agent: int, step: int) -> dict[str, float]:
-        seen = (step - 1) * int(self.cfg.data.train_batch_size)
-        return {"training/epoch": float(seen // len(self.data.train))}
+        return {"training/epoch": float(self.prompts_before_step[agent] // len(self.data.train))}
 
     # ---- testing ------------------------------------------------------------------------------------
     @torch.no_grad()
@@ -341,9 +361,8 @@ class TokenTask(Task):
         return {key: torch.cat([metrics[key] for metrics in per_agent]) for key in per_agent[0]}
 
     def _val_metrics(self, texts: list[str], examples: list, n: int) -> dict[str, Tensor]:
-        results = [score(text, ex.answer, **self._reward_shape) for text, ex in zip(texts, examples)]
-        val_score = torch.tensor([r["score"] for r in results]).view(-1, n)
-        acc = torch.tensor([r["acc"] for r in results]).view(-1, n)
+        rule = self.reward.rule_scores(texts, [ex.answer for ex in examples])  # verl's val-core: acc, before shaping
+        val_score, acc = rule["score"].cpu().view(-1, n), rule["acc"].cpu().view(-1, n)
         metrics = {"val/score": val_score.mean().view(1), "val/accuracy": acc.mean().view(1)}
         correct = acc.sum(-1).long().tolist()
         for k in range(1, n + 1):

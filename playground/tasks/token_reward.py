@@ -1,0 +1,90 @@
+"""The token tasks' reward, as verl's DAPO reward manager (`verl/workers/reward_manager/dapo.py`) computes it.
+
+Each response is decoded and scored by the rule reward (`token_data.score`: `score`, and `acc`, the exact match);
+with `reward_model.overlong_buffer.enable` DAPO's soft overlong punishment is added (`algos.dapo.overlong_penalty`:
+`expected_len = max_response_length - len`, `exceed = valid_response_length - expected_len`,
+`penalty = min(-exceed / len * penalty_factor, 0)`), and the sum sits on the response's last valid token. That
+reward is the batch's `scores`; the reward trained on (`token_level_scores`) is it × `reward.scale` + noise
+(playground). The per-row facts verl keeps in its `reward_extra_info` (the rule's `score` and `acc` before the
+penalty; with `overlong_buffer.log`, `overlong_reward` and `overlong`) travel in `batch["reward_extra_info"]`:
+dynamic sampling filters on them (`algorithm.filter_groups.metric`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from omegaconf import DictConfig
+from torch import Tensor
+
+from playground.algos.dapo import overlong_penalty
+from playground.tasks.token_data import score
+from playground.update import Batch
+
+
+class TokenReward:
+    """The reward of K agents' responses: the rule and the overlong shaping shared, scale and noise per agent."""
+
+    def __init__(self, cfgs: Sequence[DictConfig], device: torch.device):
+        cfg = cfgs[0]
+        self.device = device
+        # read once: the reward is scored per response
+        self.rule = {"format_score": float(cfg.reward.format_score), "partial_credit": bool(cfg.reward.partial_credit)}
+        self.scale = [float(c.reward.scale) for c in cfgs]
+        self.noise_std = [float(c.reward.noise_std) for c in cfgs]
+        self.nan_rates = [float(c.reward.nan_rate) for c in cfgs]
+        buffer = cfg.reward_model.overlong_buffer
+        self.overlong = bool(buffer.enable)
+        self.overlong_len, self.overlong_factor = int(buffer.len), float(buffer.penalty_factor)
+        self.log_overlong = bool(buffer.log)
+        self.max_response_length = int(cfg.data.max_response_length)
+
+    def rule_scores(self, texts: Sequence[str], answers: Sequence[str]) -> dict[str, Tensor]:
+        """The rule's `score` and `acc` of each response `(rows,)`, before any shaping."""
+        results = [score(text, answer, **self.rule) for text, answer in zip(texts, answers)]
+        return {key: torch.tensor([r[key] for r in results], device=self.device) for key in ("score", "acc")}
+
+    def penalty(self, response_length: Tensor) -> Tensor:
+        """DAPO's overlong penalty of each response (0 when `overlong_buffer.enable` is off)."""
+        return overlong_penalty(response_length, self.max_response_length, self.overlong_len, self.overlong_factor,
+                                enable=self.overlong)
+
+    def reward(self, texts: Sequence[str], answers: Sequence[str], response_length: Tensor) -> Tensor:
+        """What the reward manager returns per response: the rule score plus the overlong penalty `(rows,)`."""
+        return self.rule_scores(texts, answers)["score"] + self.penalty(response_length)
+
+    def score_batch(self, batch: Batch, generators: Sequence[torch.Generator]) -> None:
+        """Fill `scores`, `token_level_scores` (each `(K, rows, T)`, on the last valid token) and
+        `reward_extra_info` (each `(K, rows)`). Agent k's noise comes from `generators[agent]`, as in a run of its own.
+        """
+        scores, level_scores, extra = [], [], []
+        for k, agent in enumerate(batch["agents"]):
+            rule = self.rule_scores(batch["response_text"][k], batch["ground_truth"][k])
+            length = batch["response_length"][k]
+            penalty = self.penalty(length)
+            reward = rule["score"] + penalty
+            info = dict(rule)
+            if self.overlong and self.log_overlong:
+                info.update(overlong_reward=penalty, overlong=(penalty < 0).float())  # verl: a bool
+            trained = reward * self.scale[agent]
+            if self.noise_std[agent] > 0:
+                noise = torch.randn(len(trained), generator=generators[agent]).to(self.device)
+                trained = trained + self.noise_std[agent] * noise
+            if self.nan_rates[agent] > 0:  # a reward function that fails on some responses (reward.nan_rate)
+                broken = torch.rand(len(trained), generator=generators[agent]) < self.nan_rates[agent]
+                trained = torch.where(broken.to(self.device), torch.nan, trained)
+            mask = batch["response_mask"][k]
+            scores.append(_on_last_token(reward, mask))
+            level_scores.append(_on_last_token(trained, mask))
+            extra.append(info)
+        batch["scores"], batch["token_level_scores"] = torch.stack(scores), torch.stack(level_scores)
+        batch["reward_extra_info"] = {key: torch.stack([info[key] for info in extra]) for key in extra[0]}
+
+
+def _on_last_token(values: Tensor, mask: Tensor) -> Tensor:
+    """`(rows,)` values placed on each row's last valid response token: `(rows, T)` (verl's outcome reward)."""
+    last = (mask.sum(-1).long() - 1).clamp(min=0)
+    out = torch.zeros_like(mask)
+    out[torch.arange(len(last)), last] = values
+    return out
