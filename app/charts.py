@@ -202,47 +202,73 @@ def timeline_chart(findings: pd.DataFrame, max_step: float, *, x_title: str = "s
     return _style(chart)
 
 
-def heatmap(cells: pd.DataFrame, *, by: str, x_title: str, y_title: str, x_order: Sequence[str],
-            y_order: Sequence[str], score_title: str = "score") -> alt.LayerChart:
-    """The stability map: one cell per pair of swept values, coloured by final score or by diagnosis id.
+def heatmap(cells: pd.DataFrame, *, by: str, x_title: str, y_title: str | None, x_order: Sequence[str],
+            y_order: Sequence[str], score_title: str = "score", seeds: bool = False) -> alt.LayerChart:
+    """The stability map: one cell per pair of swept values, coloured by mean final score or by most common root.
 
     Args:
-        cells: columns x, y, score, diagnosis, runs (`frames.sweep_cells`).
-        by: "score" or "diagnosis".
+        cells: `frames.sweep_cells` (columns x, y, score, spread, lo, hi, runs, judged, share, root, roots, label,
+            text: the cell's three lines), or with `seeds` `frames.seed_cells` (x, y, seed, run, score, root, text).
+        by: "score" or "root".
+        y_title: None for a one-knob sweep: one row, no y axis.
+        seeds: each cell split into its seeds, one stripe each, top to bottom.
     """
-    text_color = alt.value("black")
+    text_color, line = alt.value("black"), 14
     if by == "score":
         color = alt.Color("score:Q", title=score_title, scale=alt.Scale(scheme="viridis"))
-        text = alt.Text("score:Q", format=".3g")
         scores = pd.to_numeric(cells["score"], errors="coerce")
         middle = float(scores.min() + scores.max()) / 2 if scores.notna().any() else 0.0
         text_color = alt.condition(f"datum.score > {middle}", alt.value("black"), alt.value("white"))
     else:
-        color = alt.Color("diagnosis:N", title=None, scale=alt.Scale(scheme="tableau10"))
-        text = alt.Text("diagnosis:N")
-    base = alt.Chart(cells).encode(x=alt.X("x:O", title=x_title, sort=list(x_order), axis=alt.Axis(labelAngle=0)),
-                                   y=alt.Y("y:O", title=y_title, sort=list(y_order)))
-    tooltip = ["x:O", "y:O", alt.Tooltip("score:Q", format=".4g"), "diagnosis:N", "runs:Q"]
+        color = alt.Color("root:N", title=None, scale=alt.Scale(scheme="tableau10"))
+    y_axis = alt.Axis() if y_title is not None else None
+    base = alt.Chart(_finite(cells, ["score"])).encode(
+        x=alt.X("x:O", title=x_title, sort=list(x_order), axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("y:O", title=y_title, sort=list(y_order), axis=y_axis))
+    if seeds:
+        n_seeds = max(1, cells.groupby(["x", "y"]).size().max()) if len(cells) else 1
+        offset = {"yOffset": alt.YOffset("seed:O", sort=_seed_order(cells["seed"]))}
+        tooltip = ["x:O", "y:O", "seed:O", alt.Tooltip("score:Q", format=".4g"), "root:N", "run:N"]
+        row_height, font, lines = max(60, 22 * n_seeds), 11, 1
+    else:
+        offset = {}
+        tooltip = ["x:O", "y:O", "label:N", alt.Tooltip("score:Q", format=".4g", title="mean"),
+                   alt.Tooltip("spread:Q", format=".3g", title="std"), alt.Tooltip("lo:Q", format=".4g", title="min"),
+                   alt.Tooltip("hi:Q", format=".4g", title="max"), "roots:N", "runs:Q"]
+        row_height, font, lines = 66, 12, int(cells["text"].str.count("\n").max() + 1) if len(cells) else 1
+    if y_title is None:
+        tooltip.remove("y:O")
     chart = alt.layer(
-        base.mark_rect(stroke="white", strokeWidth=1).encode(color=color, tooltip=tooltip),
-        base.mark_text(fontSize=12).encode(text=text, color=text_color),
-    ).properties(height=max(160, 60 * len(y_order)))
+        base.mark_rect(stroke="white", strokeWidth=1).encode(color=color, tooltip=tooltip, **offset),
+        # lines of `lineHeight` px, the block centred on the cell (Vega puts the first line's middle there)
+        base.mark_text(fontSize=font, lineBreak="\n", lineHeight=line, dy=-line * (lines - 1) / 2).encode(
+            text="text:N", color=text_color, tooltip=tooltip, **offset),
+    ).properties(height=max(80 if y_title is None else 160, row_height * len(y_order)))
     return _style(chart)
+
+
+def _seed_order(values: pd.Series) -> list[str]:
+    """Seed values in numeric order when they are numbers (as `frames.sort_values`; charts imports no frames)."""
+    unique = list(dict.fromkeys(values.astype(str)))
+    try:
+        return sorted(unique, key=float)
+    except ValueError:
+        return sorted(unique)
 
 
 def parallel_chart(long: pd.DataFrame, dims: Sequence[str], *, by: str, score_title: str = "score"
                    ) -> alt.LayerChart:
-    """Parallel coordinates over the swept parameters: one line per job, coloured by score or diagnosis id.
+    """Parallel coordinates over the swept parameters: one line per job, coloured by score or root cause.
 
     Args:
-        long: columns run, dim, pos (0-1), value, score, diagnosis (`frames.parallel_long`).
+        long: columns run, dim, pos (0-1), value, score, root (`frames.parallel_long`).
         dims: the axes, in order.
-        by: "score" or "diagnosis".
+        by: "score" or "root".
     """
     if by == "score":
         color = alt.Color("score:Q", title=score_title, scale=alt.Scale(scheme="viridis"))
     else:
-        color = alt.Color("diagnosis:N", title=None, scale=alt.Scale(scheme="tableau10"))
+        color = alt.Color("root:N", title=None, scale=alt.Scale(scheme="tableau10"))
     x = alt.X("dim:N", title=None, sort=list(dims), axis=alt.Axis(labelAngle=0, labelLimit=220, orient="top"))
     y = alt.Y("pos:Q", axis=None, scale=alt.Scale(domain=[-0.05, 1.05]))
     base = alt.Chart(long)
@@ -251,7 +277,7 @@ def parallel_chart(long: pd.DataFrame, dims: Sequence[str], *, by: str, score_ti
         alt.Chart(pd.DataFrame({"dim": list(dims)})).mark_rule(color="#999").encode(x=x),
         base.mark_line(opacity=0.7, strokeWidth=1.6).encode(x=x, y=y, color=color, detail="run:N",
                                                            tooltip=["run:N", alt.Tooltip("score:Q", format=".4g"),
-                                                                    "diagnosis:N"]),
+                                                                    "root:N"]),
         base.mark_point(filled=True, size=30).encode(x=x, y=y, color=color, tooltip=["run:N", "dim:N", "value:N"]),
         alt.Chart(labels).mark_text(align="left", dx=5, fontSize=10, color="#333").encode(x=x, y=y, text="value:N"),
     ).properties(height=320)

@@ -157,7 +157,24 @@ STRINGS: dict[str, tuple[str, str]] = {
     "no_swept": ("No parameter varies in this sweep.", "此扫描中没有变化的参数。"), "heat_x": ("X parameter", "X 参数"),
     "heat_y": ("Y parameter", "Y 参数"), "color_by": ("Colour by", "着色依据"), "by_score": ("final score", "最终得分"),
     "by_diagnosis": ("diagnosis", "诊断结果"), "stability_map": ("Stability map", "稳定性图"),
-    "parallel": ("Parallel coordinates", "平行坐标"), "samples_title": ("Samples", "样本"),
+    "parallel": ("Parallel coordinates", "平行坐标"),
+    "by_root": ("most common root cause", "最常见的根因"), "cells": ("Cells", "单元格"),
+    "cells_mean": ("seeds averaged", "种子取平均"), "cells_seeds": ("each seed", "逐个种子"),
+    "cells_caption": (
+        "Each cell aggregates its {n} seeds: the mean ± standard deviation (n − 1) of the final score (± — with one "
+        "seed), the share of seeds diagnosed healthy (no warning or critical finding), and the most common root cause "
+        "(the root of each run's gravest diagnosis; ties go to the guide's §11.2 order, then alphabetically, and "
+        "healthy loses a tie). The tooltip adds the min, max and every root with its count.",
+        "每个单元格汇总其 {n} 个种子：最终得分的均值 ± 标准差（n − 1；只有一个种子时为 ± —）、诊断为健康"
+        "（没有 warning 或 critical 级别的发现）的种子比例，以及最常见的根因（每个运行最严重诊断的根因；"
+        "数量相同时按指南 §11.2 的顺序，再按字母顺序，健康排在问题之后）。"
+        "提示框另列出最小值、最大值及每个根因的数量。"),
+    "seeds_caption": ("Each cell split into its seeds ({seed}), one stripe each from the top: seed: final score · "
+                      "root cause.",
+                      "每个单元格按种子（{seed}）拆分，自上而下每条一个种子：种子：最终得分 · 根因。"),
+    "healthy_share": ("{k}/{n} healthy", "{k}/{n} 健康"),
+    "sweep_cell": ("Cell", "单元格"), "show_cell": ("Show its {n} runs", "显示其 {n} 个运行"),
+    "samples_title": ("Samples", "样本"),
     "samples_token_note": (
         "The rollouts logged in samples.jsonl, beside the step they came from.",
         "samples.jsonl 中记录的生成结果，与其所在的步对应。",

@@ -1,5 +1,6 @@
-"""Sweeps: start one (New sweep), and for a Hydra multirun dir the stability map over two swept parameters and
-parallel coordinates, filled in live while its runs train."""
+"""Sweeps: start one (New sweep), and for a Hydra multirun dir the stability map over one or two swept parameters (each
+cell its seeds' mean score ± spread, healthy share and most common root cause, or each seed apart) and parallel
+coordinates, filled in live while its runs train."""
 
 from __future__ import annotations
 
@@ -15,26 +16,35 @@ import sweep_form
 import widgets
 
 NONE = "(none)"
+CELL_MODES = ("mean", "seeds")
 
 
 def sweep_table(jobs: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """One row per job: its parameters, score so far and diagnosis id; and the parameters that vary."""
-    rows = []
-    for _, job in jobs.iterrows():
-        params = frames.parse_overrides(job["overrides"])
-        if job["mystery"]:
-            diagnosis = "?"
-        else:  # findings.json is written when a run ends; until then the cell says it is still training
-            diagnosis = "running" if job["status"] == "running" else frames.worst_finding(job["findings"])
-        rows.append({"run": job["label"], "job": job["job"], **params,
-                     "score": frames.final_score(data.metrics_frame(job["run"])), "diagnosis": diagnosis,
-                     "status": job["status"]})
-    table = pd.DataFrame(rows)
-    fixed = {"run", "job", "score", "diagnosis", "status"}
-    swept = [c for c in table.columns if c not in fixed and table[c].astype(str).nunique() > 1]
-    for column in swept:
-        table[column] = table[column].fillna("—").astype(str)
-    return table, swept
+    """One row per job: its parameters, score so far, root cause and health; and the parameters that vary."""
+    rows = [{"run": job["run"], "label": job["label"], "job": job["job"], "overrides": job["overrides"],
+             "score": frames.final_score(data.metrics_frame(job["run"])), "chain": job["chain"],
+             "status": job["status"], "mystery": job["mystery"]} for _, job in jobs.iterrows()]
+    return frames.sweep_jobs(rows)
+
+
+def seed_view(sweep_frame: pd.DataFrame, x: str | None, y: str | None, seed: str | None, by: str,
+              orders: tuple[list[str], list[str]]) -> None:
+    """Each seed apart: the map with every cell split into its seeds, and one cell's runs, to show on the panels."""
+    cells = frames.seed_cells(sweep_frame, x, y, seed)
+    heat = charts.heatmap(cells, by=by, x_title=x or "", y_title=y, x_order=orders[0], y_order=orders[1],
+                          score_title=widgets.t("by_score"), seeds=True)
+    with st.container(key="sweep-seed-heatmap"):
+        st.vega_lite_chart(spec=charts.to_spec(heat), width="stretch")
+    pairs = sorted(set(zip(cells["x"], cells["y"], strict=True)),  # as the map reads: top row first
+                   key=lambda p: (orders[1].index(p[1]), orders[0].index(p[0])))
+    names = {f"{xv}\t{yv}": " · ".join(f"{k}={v}" for k, v in ((x, xv), (y, yv)) if k) for xv, yv in pairs}
+    cell = st.selectbox(widgets.t("sweep_cell"), list(names), format_func=names.get, key="sweep_cell")
+    xv, yv = str(cell).split("\t", 1)
+    rows = sweep_frame[((cells["x"] == xv) & (cells["y"] == yv)).to_numpy()]
+    st.button(widgets.t("show_cell", n=len(rows)), on_click=widgets.set_runs, args=(list(rows["run"]),),
+              key="show_cell")
+    columns = ["label", *([seed] if seed else []), "score", "root", "healthy", "status"]
+    st.dataframe(rows[columns], hide_index=True, width="stretch", key="sweep_cell_table")
 
 
 def sweep_body(sweep: str) -> bool:
@@ -52,28 +62,42 @@ def sweep_body(sweep: str) -> bool:
     if not swept:
         st.info(widgets.t("no_swept"))
         return active
-    axes = [p for p in swept if not frames.is_seed(p)] or swept
+    seeds = [p for p in swept if frames.is_seed(p)]
+    axes = [p for p in swept if not frames.is_seed(p)]
+    seed = seeds[0] if seeds else None
     c1, c2, c3 = st.columns(3)
-    x = c1.selectbox(widgets.t("heat_x"), axes, key="heat_x")
-    y_options = [p for p in axes if p != x] or [NONE]
-    y = c2.selectbox(widgets.t("heat_y"), y_options, key="heat_y")
-    by_names = {v: widgets.t(f"by_{v}") for v in ("score", "diagnosis")}
+    x_options = axes or [NONE]  # only seeds vary: one cell
+    x = c1.selectbox(widgets.t("heat_x"), x_options, key="heat_x", disabled=x_options == [NONE])
+    y_options = [p for p in axes if p != x] or [NONE]  # one knob: one row
+    y = c2.selectbox(widgets.t("heat_y"), y_options, key="heat_y", disabled=y_options == [NONE])
+    x_key, y_key = (None if v == NONE else v for v in (x, y))
+    by_names = {v: widgets.t(f"by_{v}") for v in ("score", "root")}
     by = c3.radio(widgets.t("color_by"), list(by_names), format_func=by_names.get, key="color_by", horizontal=True)
-    cells_in = sweep_frame.assign(**{NONE: "—"}) if y == NONE else sweep_frame
-    cells = frames.sweep_cells(cells_in, x, y)
+    orders = (frames.sort_values(sweep_frame[x_key]) if x_key else ["—"],
+              frames.sort_values(sweep_frame[y_key])[::-1] if y_key else ["—"])
     st.subheader(widgets.t("stability_map"))
-    heat = charts.heatmap(cells, by=by, x_title=x, y_title=y, x_order=frames.sort_values(cells["x"]),
-                          y_order=frames.sort_values(cells["y"])[::-1], score_title=widgets.t("by_score"))
-    with st.container(key="sweep-heatmap"):
-        st.vega_lite_chart(spec=charts.to_spec(heat), width="stretch")
+    mode_names = {m: widgets.t(f"cells_{m}") for m in CELL_MODES}
+    mode = st.radio(widgets.t("cells"), list(mode_names), format_func=mode_names.get, key="sweep_cells",
+                    horizontal=True)
+    if mode == "seeds":
+        st.caption(widgets.t("seeds_caption", seed=seed or NONE))
+        seed_view(sweep_frame, x_key, y_key, seed, by, orders)
+    else:
+        cells = frames.sweep_cells(sweep_frame, x_key, y_key, healthy_text=widgets.t("healthy_share"))
+        n = sorted(set(cells["runs"]))
+        st.caption(widgets.t("cells_caption", n=str(n[0]) if len(n) == 1 else f"{n[0]}–{n[-1]}"))
+        heat = charts.heatmap(cells, by=by, x_title=x_key or "", y_title=y_key, x_order=orders[0],
+                              y_order=orders[1], score_title=widgets.t("by_score"))
+        with st.container(key="sweep-heatmap"):
+            st.vega_lite_chart(spec=charts.to_spec(heat), width="stretch")
     st.subheader(widgets.t("parallel"))
     score_axis = widgets.t("by_score")
-    dims = [*swept, score_axis]
-    long = frames.parallel_long(sweep_frame.assign(**{score_axis: sweep_frame["score"].round(4)}), dims)
-    chart = charts.parallel_chart(long, dims, by=by, score_title=widgets.t("by_score"))
+    dims = [*axes, *seeds, score_axis]
+    drawn = sweep_frame.assign(**{score_axis: sweep_frame["score"].round(4), "run": sweep_frame["label"]})
+    chart = charts.parallel_chart(frames.parallel_long(drawn, dims), dims, by=by, score_title=score_axis)
     with st.container(key="sweep-parallel"):
         st.vega_lite_chart(spec=charts.to_spec(chart), width="stretch")
-    st.dataframe(sweep_frame, hide_index=True, width="stretch", key="sweep_table")
+    st.dataframe(sweep_frame.drop(columns="run"), hide_index=True, width="stretch", key="sweep_table")
     return active
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +89,8 @@ def write_run(run_dir: str | Path, *, family: str = "gym", task: str = "cartpole
               seed: int = 0, steps: int = 60, status: str = "finished", overrides: list[str] | None = None,
               findings: list[dict[str, Any]] | None = None, mystery: bool = False, unstable: bool = False,
               nan_from: int | None = None, corrupt_line: bool = False, half_line: bool = False,
-              samples: bool = True, extra_info: dict[str, Any] | None = None) -> Path:
+              samples: bool = True, extra_info: dict[str, Any] | None = None,
+              diagnoses: list[dict[str, Any]] | None = None) -> Path:
     """Write one fake run dir and return it.
 
     Args:
@@ -98,6 +100,8 @@ def write_run(run_dir: str | Path, *, family: str = "gym", task: str = "cartpole
         status: run.json status; "running" leaves end_time empty.
         overrides: the job's Hydra overrides (default: task, scenario and seed).
         findings: written to findings.json when given.
+        diagnoses: findings.json's `diagnoses` (each `{"root": finding, "consequences": [...]}`, see `diagnosis`);
+            without it the report is an older one that has none.
         unstable: gym metrics that look like lr_too_high (clipfrac 0.6, kl 0.09, flat score).
         nan_from: from this step on, actor/grad_norm and actor/pg_loss are NaN.
         corrupt_line: a garbage line in the middle of metrics.jsonl.
@@ -147,7 +151,10 @@ def write_run(run_dir: str | Path, *, family: str = "gym", task: str = "cartpole
     if findings is not None:
         order = {"info": 0, "warning": 1, "critical": 2}
         worst = max((f["severity"] for f in findings), key=order.get, default=None)
-        (run_dir / "findings.json").write_text(json.dumps({"findings": findings, "worst_severity": worst}))
+        report: dict[str, Any] = {"findings": findings, "worst_severity": worst}
+        if diagnoses is not None:
+            report["diagnoses"] = diagnoses
+        (run_dir / "findings.json").write_text(json.dumps(report))
     return run_dir
 
 
@@ -160,25 +167,49 @@ def finding(fid: str, severity: str, first: int, last: int, fix: str = "") -> di
 LR_TOO_HIGH = finding("lr_too_high", "warning", 5, 60, "actor_rollout_ref.actor.optim.lr=1e-4")
 
 
+def diagnosis(root: dict[str, Any], *consequences: dict[str, Any]) -> dict[str, Any]:
+    """One of findings.json's `diagnoses`: a root finding and the findings it explains."""
+    return {"root": root, "consequences": list(consequences)}
+
+
+Outcome = Callable[[float, "float | None", int], "list[dict[str, Any]] | None"]
+
+
 def write_sweep(root: str | Path, *, lrs=(1e-4, 3e-4, 1e-3), clips=(0.1, 0.2), seeds=(0,), steps: int = 40,
-                stamp: str = "2026-11-30/10-00-00") -> Path:
-    """A Hydra multirun dir `root/<stamp>/<job num>/` over actor lr x clip_ratio (x seed); returns the sweep dir."""
+                stamp: str = "2026-11-30/10-00-00", seed_key: str = "seed", outcome: Outcome | None = None) -> Path:
+    """A Hydra multirun dir `root/<stamp>/<job num>/` over actor lr x clip_ratio x seed; returns the sweep dir.
+
+    Args:
+        clips: () for a one-knob sweep (lr and seeds only).
+        seed_key: the seed's override key (`trainer.seed` in the presets).
+        outcome: (lr, clip or None, seed) -> the job's diagnoses (`diagnosis(...)`; [] or None: healthy), written as
+            findings.json's `diagnoses` with the flat findings beside them; a job with a warning trains unstable.
+            Default: lr_too_high from lr 1e-3 on, as an older report without diagnoses.
+    """
     sweep = Path(root) / stamp
     sweep.mkdir(parents=True, exist_ok=True)
     sweep_spec = [f"actor_rollout_ref.actor.optim.lr={','.join(map(str, lrs))}",
-                  f"actor_rollout_ref.actor.clip_ratio={','.join(map(str, clips))}",
-                  f"seed={','.join(map(str, seeds))}"]
+                  *([f"actor_rollout_ref.actor.clip_ratio={','.join(map(str, clips))}"] if clips else []),
+                  f"{seed_key}={','.join(map(str, seeds))}"]
     spec_lines = "".join(f"    - {s}\n" for s in sweep_spec)
     (sweep / "multirun.yaml").write_text("hydra:\n  overrides:\n    task:\n" + spec_lines)
     job = 0
     for lr in lrs:
-        for clip in clips:
+        for clip in clips or (None,):
             for seed in seeds:
-                unstable = lr >= 1e-3
                 overrides = ["task=cartpole", f"actor_rollout_ref.actor.optim.lr={lr}",
-                             f"actor_rollout_ref.actor.clip_ratio={clip}", f"seed={seed}"]
-                write_run(sweep / str(job), seed=seed, steps=steps, overrides=overrides, unstable=unstable,
-                          findings=[LR_TOO_HIGH] if unstable else [finding("healthy", "info", 1, steps)])
+                             *([f"actor_rollout_ref.actor.clip_ratio={clip}"] if clip is not None else []),
+                             f"{seed_key}={seed}"]
+                if outcome is None:
+                    unstable = lr >= 1e-3
+                    write_run(sweep / str(job), seed=seed, steps=steps, overrides=overrides, unstable=unstable,
+                              findings=[LR_TOO_HIGH] if unstable else [finding("healthy", "info", 1, steps)])
+                else:
+                    diagnoses = outcome(lr, clip, seed) or [diagnosis(finding("healthy", "info", 1, steps))]
+                    findings = [f for d in diagnoses for f in (d["root"], *d["consequences"])]
+                    unstable = any(f["severity"] != "info" for f in findings)
+                    write_run(sweep / str(job), seed=seed, steps=steps, overrides=overrides, unstable=unstable,
+                              findings=findings, diagnoses=diagnoses)
                 job += 1
     return sweep
 

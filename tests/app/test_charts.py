@@ -8,6 +8,7 @@ import re
 import pandas as pd
 
 import charts
+import frames
 from app_helpers import ROOT, mark_types, units
 
 
@@ -55,16 +56,27 @@ def test_pair_range_rule_timeline_heatmap_parallel_build():
                              "label": ["1. lr_too_high"]})
     timeline = charts.to_spec(charts.timeline_chart(findings, 60))
     assert timeline["layer"][0]["encoding"]["x"]["scale"]["domain"] == [0, 60.0]
-    cells = pd.DataFrame({"x": ["1", "2"], "y": ["a", "a"], "score": [1.0, 9.0], "diagnosis": ["healthy", "x"],
-                          "runs": [1, 1]})
-    heat = charts.to_spec(charts.heatmap(cells, by="score", x_title="lr", y_title="clip", x_order=["1", "2"],
-                                         y_order=["a"]))
-    assert heat["layer"][1]["encoding"]["color"]["condition"]["test"] == "datum.score > 5.0"  # readable text
-    by_id = charts.to_spec(charts.heatmap(cells, by="diagnosis", x_title="lr", y_title="clip", x_order=["1", "2"],
-                                          y_order=["a"]))
-    assert by_id["layer"][0]["encoding"]["color"]["field"] == "diagnosis"
+    sweep = pd.DataFrame({"run": list("abcd"), "lr": ["1", "1", "2", "2"], "clip": ["a"] * 4, "seed": list("1212"),
+                          "score": [1.0, 2.0, 9.0, 9.0], "root": ["healthy", "healthy", "x", "x"],
+                          "healthy": [True, True, False, False]})
+    cells = frames.sweep_cells(sweep, "lr", "clip")
+    built = {"score": charts.heatmap(cells, by="score", x_title="lr", y_title="clip", x_order=["1", "2"],
+                                     y_order=["a"]),
+             "root": charts.heatmap(cells, by="root", x_title="lr", y_title="clip", x_order=["1", "2"], y_order=["a"]),
+             "one_row": charts.heatmap(frames.sweep_cells(sweep, "lr", None), by="score", x_title="lr", y_title=None,
+                                       x_order=["1", "2"], y_order=["—"]),
+             "seeds": charts.heatmap(frames.seed_cells(sweep, "lr", "clip", "seed"), by="root", x_title="lr",
+                                     y_title="clip", x_order=["1", "2"], y_order=["a"], seeds=True)}
+    for chart in built.values():
+        chart.to_dict()  # valid Vega-Lite: the multi-line text and the seed offsets too
+    heat, by_id, one_row, seeds = (charts.to_spec(c) for c in built.values())
+    assert heat["layer"][1]["encoding"]["color"]["condition"]["test"] == "datum.score > 5.25"  # readable text
+    assert heat["layer"][1]["mark"]["lineBreak"] == "\n" and heat["layer"][1]["encoding"]["text"]["field"] == "text"
+    assert by_id["layer"][0]["encoding"]["color"]["field"] == "root"
+    assert one_row["layer"][0]["encoding"]["y"]["axis"] is None  # a one-knob sweep: one row, no y axis
+    assert seeds["layer"][0]["encoding"]["yOffset"] == {"field": "seed", "type": "ordinal", "sort": ["1", "2"]}
     long = pd.DataFrame({"run": ["a", "a"], "dim": ["lr", "score"], "pos": [0.0, 1.0], "value": ["1", "9"],
-                         "score": [9.0, 9.0], "diagnosis": ["none", "none"]})
+                         "score": [9.0, 9.0], "root": ["healthy", "healthy"]})
     assert mark_types(charts.to_spec(charts.parallel_chart(long, ["lr", "score"], by="score"))) == [
         "rule", "line", "point", "text"]
 

@@ -1,0 +1,106 @@
+"""A sweep's stability map as Markdown: per cell the seeds' mean ± standard deviation of the final score, the share
+of seeds diagnosed healthy and the most common root cause, the aggregation the explorer's Sweeps page draws.
+
+`python -m benchmarks.sweep_maps <multirun dir> [--x KEY] [--y KEY]` reads only the sweep's run dirs (`run.json`,
+`metrics.jsonl`, `findings.json`, `.hydra/overrides.yaml`) and prints one table: a two-knob sweep as a grid (rows:
+the second knob, columns: the first), a one-knob sweep as one row per value. The README's preset maps come from it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import yaml
+
+from playground.runs import find_runs, read_findings, read_metrics_jsonl, read_run_info
+
+APP = Path(__file__).resolve().parents[1] / "app"
+if str(APP) not in sys.path:
+    sys.path.insert(0, str(APP))
+
+import frames  # noqa: E402  (app/frames.py: pure pandas, no Streamlit)
+
+
+def _overrides(run_dir: Path, info: dict) -> list[str]:
+    if info.get("overrides"):
+        return [str(o) for o in info["overrides"]]
+    try:
+        items = yaml.safe_load((run_dir / ".hydra" / "overrides.yaml").read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return []
+    return [str(i) for i in items] if isinstance(items, list) else []
+
+
+def job_rows(sweep: Path) -> tuple[list[dict], list[dict]]:
+    """The sweep's jobs (numbered run dirs right under it) as `frames.sweep_jobs` rows, in job order; and their
+    run.json contents."""
+    runs = sorted((r for r in find_runs([sweep], max_depth=1) if r.parent == sweep and r.name.isdigit()),
+                  key=lambda r: int(r.name))
+    rows, infos = [], []
+    for run_dir in runs:
+        info = read_run_info(run_dir) or {}
+        records = read_metrics_jsonl(run_dir / "metrics.jsonl").records
+        rows.append({"run": str(run_dir), "label": run_dir.name, "job": run_dir.name,
+                     "overrides": _overrides(run_dir, info), "score": frames.final_score(frames.records_frame(records)),
+                     "chain": frames.chain(read_findings(run_dir)), "status": info.get("status", "unknown"),
+                     "mystery": bool(info.get("mystery")) and not info.get("solved")})
+        infos.append(info)
+    return rows, infos
+
+
+def short(key: str) -> str:
+    """`actor_rollout_ref.actor.optim.lr` -> `lr`, for a table header."""
+    return key.rsplit(".", 1)[-1]
+
+
+def markdown(sweep: Path, x: str | None = None, y: str | None = None) -> str:
+    rows, infos = job_rows(sweep)
+    if not rows:
+        raise SystemExit(f"{sweep}: no job run dirs under it")
+    table, swept = frames.sweep_jobs(rows)
+    seeds = [k for k in swept if frames.is_seed(k)]
+    axes = [k for k in swept if not frames.is_seed(k)]
+    x = x or (axes[0] if axes else None)
+    y = y or next((k for k in axes if k != x), None)
+    cells = frames.sweep_cells(table, x, y)
+    starts = [i["start_time"] for i in infos if i.get("start_time")]
+    ends = [i["end_time"] for i in infos if i.get("end_time")]
+    seconds = (f"; trained in {max(ends) - min(starts):.0f} s (run.json: first start to last end)"
+               if starts and ends else "")
+    sizes = sorted(set(cells["runs"]))
+    n = str(sizes[0]) if len(sizes) == 1 else f"{sizes[0]}–{sizes[-1]}"
+    lines = [f"{len(rows)} jobs, {n} seeds a cell ({', '.join(seeds) or 'no seed key'}); swept: "
+             f"{', '.join(axes) or '—'}{seconds}. Cell: mean ± std (n − 1) of the final score · healthy seeds · "
+             f"most common root cause.", ""]
+    x_order = frames.sort_values(cells["x"])
+    if y is None:
+        lines += [f"| {short(x) if x else ''} | final score | healthy | most common root | roots |",
+                  "|---|---|---|---|---|"]
+        for xv in x_order:
+            c = cells[cells["x"] == xv].iloc[0]
+            share = f"{c['healthy']}/{c['judged']}" if c["judged"] else "—"
+            lines.append(f"| {xv} | {frames.mean_spread(c['score'], c['spread'])} | {share} | {c['root']} | "
+                         f"{c['roots']} |")
+    else:
+        lines += [f"| {short(y)} \\ {short(x)} | " + " | ".join(x_order) + " |", "|---" * (len(x_order) + 1) + "|"]
+        for yv in frames.sort_values(cells["y"]):
+            row = cells[cells["y"] == yv].set_index("x")
+            lines.append(f"| {yv} | " + " | ".join(row.loc[xv, "label"] if xv in row.index else "" for xv in x_order)
+                         + " |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("sweep", type=Path, help="a Hydra multirun dir (its jobs are the numbered dirs in it)")
+    parser.add_argument("--x", help="the knob along the columns (default: the first swept, seeds aside)")
+    parser.add_argument("--y", help="the knob along the rows (default: the second swept)")
+    args = parser.parse_args(argv)
+    print(markdown(args.sweep, args.x, args.y))
+
+
+if __name__ == "__main__":
+    main()
