@@ -23,11 +23,12 @@ $(STAMP): pyproject.toml
 play: setup
 	$(PY) -m playground.demo
 
+# One pytest worker per core (pytest-xdist): each test trains on one torch thread, so two cores run two at once.
 test: setup
-	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow" -n auto $(PYTEST_ARGS)
 
 test-all: setup
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n auto $(PYTEST_ARGS)
 
 bench: setup
 	$(PY) -m benchmarks.run_all
