@@ -26,7 +26,7 @@ DEMO_RUNS = [
     ("reverse-response_truncation", ["task=reverse", "scenario=response_truncation"]),
     ("cartpole-critic_undertrained", ["task=cartpole", "scenario=critic_undertrained"]),
     ("mountaincar-no_learning_signal", ["task=mountaincar"]),
-    ("reverse-entropy_collapse", ["task=reverse", "scenario=entropy_collapse"]),
+    ("reverse-lr_too_high", ["task=reverse", "scenario=lr_too_high"]),
 ]
 
 
