@@ -5,6 +5,7 @@
 each run's metrics and samples minus what depends on the clock or the machine (`timing_s/*`, `timing_per_token_ms/*`,
 `perf/*`). `python -m benchmarks.golden compare before.json after.json` says which runs, steps and keys differ (exit
 1 if any). Record at the old commit, record at the new one, compare: the check never needs the old code at hand.
+`--new-keys-ok`: metrics only the new recording logs (a change that adds metrics) are listed, not counted.
 """
 
 from __future__ import annotations
@@ -78,8 +79,11 @@ def record(out: Path) -> None:
     out.write_text(json.dumps(runs, indent=0, sort_keys=True))
 
 
-def compare(before: Path, after: Path) -> int:
+def compare(before: Path, after: Path, new_keys_ok: bool = False) -> int:
+    """Every record of every run equal; with `new_keys_ok`, metrics only `after` logs (a later change that adds
+    metrics) are listed once and not counted, while every metric both log must still be equal."""
     a, b = json.loads(before.read_text()), json.loads(after.read_text())
+    new_keys: set[str] = set()
     problems = [f"{name}: only in {before.name}" for name in sorted(set(a) - set(b))]
     problems += [f"{name}: only in {after.name}" for name in sorted(set(b) - set(a))]
     for name in sorted(set(a) & set(b)):
@@ -89,6 +93,9 @@ def compare(before: Path, after: Path) -> int:
         if len(ra["metrics"]) != len(rb["metrics"]):
             problems.append(f"{name}: {len(ra['metrics'])} vs {len(rb['metrics'])} records")
         for i, (x, y) in enumerate(zip(ra["metrics"], rb["metrics"])):
+            if new_keys_ok:
+                new_keys |= set(y) - set(x)
+                y = {k: v for k, v in y.items() if k in x}
             keys = sorted(k for k in set(x) | set(y) if x.get(k) != y.get(k))
             if keys:
                 shown = ", ".join(f"{k} ({x.get(k)} vs {y.get(k)})" for k in keys[:4])
@@ -98,6 +105,8 @@ def compare(before: Path, after: Path) -> int:
             problems.append(f"{name}: samples.jsonl differs")
     for line in problems:
         print(line)
+    if new_keys:
+        print(f"metrics only {after.name} logs (not compared): {', '.join(sorted(new_keys))}")
     print(f"{len(a)} runs compared: " + ("identical" if not problems else f"{len(problems)} differences"))
     return 1 if problems else 0
 
@@ -106,10 +115,10 @@ def main(argv: list[str]) -> int:
     if len(argv) == 2 and argv[0] == "record":
         record(Path(argv[1]))
         return 0
-    if len(argv) == 3 and argv[0] == "compare":
-        return compare(Path(argv[1]), Path(argv[2]))
-    print(__doc__.strip().splitlines()[0], "\nusage: python -m benchmarks.golden record OUT | compare A B",
-          file=sys.stderr)
+    if len(argv) in (3, 4) and argv[0] == "compare" and argv[3:] in ([], ["--new-keys-ok"]):
+        return compare(Path(argv[1]), Path(argv[2]), new_keys_ok=argv[3:] == ["--new-keys-ok"])
+    print(__doc__.strip().splitlines()[0],
+          "\nusage: python -m benchmarks.golden record OUT | compare A B [--new-keys-ok]", file=sys.stderr)
     return 2
 
 
