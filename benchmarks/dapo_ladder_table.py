@@ -4,8 +4,9 @@
 `metrics.jsonl`, `findings.json`, `.hydra/`), through `benchmarks.sweep_maps.job_rows` (the jobs, their overrides and
 diagnoses, as the explorer's Sweeps page reads them). Per rung: the final greedy val/accuracy, the first validated
 step at the task's score target, actor/entropy and response_length/mean over the last N training steps, the mean
-train/zero_adv_group_ratio and train/num_gen_batches over all steps (— where the rung does not log it), the run's wall
-seconds (run.json; the seeds of a rung train as one batch, so they share it) and the diagnosed roots.
+response_length/clip_ratio (the share of responses cut at max_response_length), train/zero_adv_group_ratio and
+train/num_gen_batches over all steps (— where the rung does not log it), the run's wall seconds (run.json; the seeds
+of a rung train as one batch, so they share it) and the diagnosed roots.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ LADDER = "ladder"  # the override key of the rungs (`+ladder=<rung>`, conf/ladde
 LAST = 10  # training steps behind the "last steps" columns
 # as the readers name them (metrics.jsonl's actor/entropy reads as its canonical actor/entropy_loss)
 ACC, ENTROPY, LENGTH = (canonical_name(k) for k in ("val/accuracy", "actor/entropy", "response_length/mean"))
-ZERO_ADV, GEN_BATCHES = (canonical_name(k) for k in ("train/zero_adv_group_ratio", "train/num_gen_batches"))
+ZERO_ADV, GEN_BATCHES, TRUNCATED = (canonical_name(k) for k in (
+    "train/zero_adv_group_ratio", "train/num_gen_batches", "response_length/clip_ratio"))
 
 
 def _values(records: Sequence[dict], key: str) -> list[tuple[int, float]]:
@@ -55,7 +57,7 @@ def run_figures(run_dir: Path, info: dict, last: int = LAST) -> dict[str, float]
     start, end = info.get("start_time"), info.get("end_time")
     return {"acc": acc[-1][1] if acc else math.nan, "to_target": float(reached[0]) if reached else math.nan,
             "entropy": tail_mean(ENTROPY), "length": tail_mean(LENGTH), "zero_adv": tail_mean(ZERO_ADV, None),
-            "gen_batches": tail_mean(GEN_BATCHES, None),
+            "gen_batches": tail_mean(GEN_BATCHES, None), "truncated": tail_mean(TRUNCATED, None),
             "wall": float(end - start) if start is not None and end is not None else math.nan}
 
 
@@ -84,8 +86,8 @@ def markdown(sweep: Path, last: int = LAST) -> str:
     lines = [f"{len(rows)} jobs, {n} seeds a rung; mean ± std (n − 1) over the seeds. Last steps: the last {last} "
              "training steps. Steps to target: the first validation at the task's score target.", "",
              "| rung | final val/accuracy | steps to target | actor/entropy (last) | response_length/mean (last) "
-             "| zero_adv_group_ratio | num_gen_batches | wall s | roots |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| response_length/clip_ratio | zero_adv_group_ratio | num_gen_batches | wall s | roots |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for rung in frames.sort_values(rungs):
         runs = rungs[rung]
         col = {k: _cell([f[k] for f, _, _ in runs]) for k in runs[0][0]}
@@ -93,7 +95,7 @@ def markdown(sweep: Path, last: int = LAST) -> str:
         roots = frames.root_counts([r for _, r, _ in runs]) + (f" ({len(failed)} {'/'.join(sorted(set(failed)))})"
                                                                 if failed else "")
         lines.append(f"| {rung} | {col['acc']} | {col['to_target']} | {col['entropy']} | {col['length']} | "
-                     f"{col['zero_adv']} | {col['gen_batches']} | {col['wall']} | {roots} |")
+                     f"{col['truncated']} | {col['zero_adv']} | {col['gen_batches']} | {col['wall']} | {roots} |")
     return "\n".join(lines)
 
 
