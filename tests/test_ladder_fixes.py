@@ -1,0 +1,133 @@
+"""The DAPO ladder (`+sweep=dapo_ladder`, conf/ladder/) and the catalogue's DAPO-era fixes on the reverse scenarios.
+
+CI: the ladder composes each rung with exactly its own change on top of the rung before, and a 2-step run of the
+sweep through the command line writes every rung's keys into its run dir. Slow: overlong shaping (rules.yaml's DAPO
+alternative for response_truncation) on the reverse scenario, on three seeds of the scenario panel (101-103).
+
+Not here: entropy_collapse's alternatives (clip_ratio_high=0.28, clip_cov, kl_cov). On seeds 101-103, 20 steps,
+`task=reverse scenario=entropy_collapse` itself is not diagnosed entropy_collapse on this checkout (its roots:
+gradient_explosion, kl_drift, overly_deterministic), so "the fix clears it" could not fail; clip_cov even showed
+entropy_collapse (step 10) on seed 101, and none of the three fixes lifted val/accuracy off 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from hydra import compose as hydra_compose
+from hydra import initialize_config_dir
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.types import RunMode
+
+from playground.batched import config_diff, leaf_values
+from playground.config import CONF_DIR, check_scenario_applies, compose, validate
+from playground.runs import read_run_info
+
+ROOT = Path(__file__).resolve().parents[1]
+ACTOR = "actor_rollout_ref.actor"
+RUNGS = ["0_grpo", "1_clip_higher", "2_dynamic_sampling", "3_token_mean", "4_overlong"]
+# what each rung changes from the one before it (the baseline: from the task's defaults)
+CHANGES = {
+    "0_grpo": {f"{ACTOR}.loss_agg_mode": "seq-mean-token-mean", "critic.loss_agg_mode": "seq-mean-token-mean"},
+    "1_clip_higher": {f"{ACTOR}.clip_ratio_high": 0.28},
+    "2_dynamic_sampling": {"algorithm.filter_groups.enable": True, "algorithm.filter_groups.max_num_gen_batches": 20,
+                           "data.gen_batch_size": 96},
+    "3_token_mean": {f"{ACTOR}.loss_agg_mode": "token-mean", "critic.loss_agg_mode": "token-mean"},
+    "4_overlong": {"reward_model.overlong_buffer.enable": True},
+}
+
+
+def ladder_jobs(extra: tuple[str, ...] = ()) -> tuple[object, list[list[str]]]:
+    """The preset's composed config (with `hydra`) and the job overrides Hydra's basic sweeper makes of it."""
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = hydra_compose("config", overrides=["+sweep=dapo_ladder", *extra], return_hydra_config=True)
+    params = [f"{key}={value}" for key, value in cfg.hydra.sweeper.params.items()]
+    batches = BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(params), None)
+    return cfg, [job for batch in batches for job in batch]
+
+
+def test_dapo_ladder_adds_one_change_a_rung_on_three_seeds_of_reverse():
+    cfg, jobs = ladder_jobs()
+    assert cfg.hydra.mode == RunMode.MULTIRUN and cfg.hydra.launcher._target_.endswith("BatchedLauncher")
+    assert len(jobs) == 15 and {o.split("=")[0] for job in jobs for o in job} == {"+ladder", "trainer.seed"}
+    assert [o.split("=")[1] for job in jobs[::3] for o in job if o.startswith("+ladder")] == RUNGS
+    before = leaf_values(compose(["task=reverse", "+sweep=dapo_ladder"]))
+    for rung in RUNGS:
+        rung_cfg = compose(["+sweep=dapo_ladder", f"+ladder={rung}", "trainer.seed=1"])
+        assert rung_cfg.task.name == "reverse"
+        check_scenario_applies(rung_cfg)
+        validate(rung_cfg)
+        leaves = leaf_values(rung_cfg)
+        changed = {key: new for key, _, new in config_diff(before, leaves) if key != "trainer.seed"}
+        assert changed == CHANGES[rung], rung
+        before = leaves
+    assert compose(["task=addition", "+sweep=dapo_ladder", "+ladder=4_overlong"]).task.name == "addition"
+
+
+def test_every_rung_applies_its_keys_in_a_two_step_sweep_through_the_cli(tmp_path):
+    """The sweep as a user launches it, 2 steps of +debug=tiny and one seed: each run dir's config and run.json."""
+    sweep = tmp_path / "ladder"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-m", "playground.train", "+sweep=dapo_ladder", "+debug=tiny",
+                           "trainer.seed=1", "trainer.total_training_steps=2", "trainer.test_freq=2",
+                           "hydra.launcher.num_threads=1", f"hydra.sweep.dir={sweep}"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    for job, rung in enumerate(RUNGS):
+        run = sweep / str(job)
+        info = read_run_info(run)
+        assert info["status"] == "finished" and info["last_step"] == 2, info
+        assert f"+ladder={rung}" in info["overrides"]
+        cfg = yaml.safe_load((run / ".hydra" / "config.yaml").read_text())
+        actor, algo = cfg["actor_rollout_ref"]["actor"], cfg["algorithm"]
+        k = RUNGS.index(rung)
+        assert actor["clip_ratio_high"] == (0.28 if k >= 1 else 0.2)
+        assert algo["filter_groups"]["enable"] is (k >= 2)
+        assert actor["loss_agg_mode"] == ("token-mean" if k >= 3 else "seq-mean-token-mean")
+        assert cfg["reward_model"]["overlong_buffer"]["enable"] is (k >= 4)
+        records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+        assert any("train/num_gen_batches" in r for r in records) is (k >= 2)  # dynamic sampling ran
+    from benchmarks.dapo_ladder_table import markdown
+
+    table = markdown(sweep)
+    assert all(f"| {rung} |" in table for rung in RUNGS)
+
+
+SLOW_SEEDS = (101, 102, 103)  # the scenario panel's first three (tuned on by no scenario)
+
+
+def _finding(run_dir: Path, finding_id: str) -> dict | None:
+    findings = json.loads((run_dir / "findings.json").read_text())["findings"]
+    return next((f for f in findings if f["id"] == finding_id), None)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", SLOW_SEEDS)
+def test_overlong_shaping_ends_response_truncation_on_reverse_but_cannot_make_the_answer_fit(seed, train_run):
+    """rules.yaml's DAPO alternative for response_truncation, `reward_model.overlong_buffer.enable=True`, on
+    `task=reverse scenario=response_truncation` (20 steps, a limit of 4 tokens for a 6-token answer).
+
+    Without it the finding lasts from step 5 to the last step (clip_ratio ~0.97 throughout). With it, responses past
+    4 - 2 = 2 tokens lose reward, so the policy learns to stop early: clip_ratio fell to 0.02-0.12 and the finding
+    ended at steps 9-11 on seeds 101-103. It is still found (from step 5, before the shaping acts), and val/accuracy
+    stays 0 on every seed: the shorter answers are as wrong; only data.max_response_length (the main fix) makes room.
+    """
+    base = ["task=reverse", "scenario=response_truncation", f"trainer.seed={seed}"]
+    _, plain = train_run(base)
+    _, shaped = train_run([*base, "reward_model.overlong_buffer.enable=True"])
+    last = read_run_info(plain)["last_step"]
+    assert _finding(plain, "response_truncation")["last_step"] == last  # the scenario holds to the end
+    finding = _finding(shaped, "response_truncation")
+    assert finding is None or finding["last_step"] <= last - 5, finding
+    records = [json.loads(line) for line in (shaped / "metrics.jsonl").read_text().splitlines()]
+    clip = [r["response_length/clip_ratio"] for r in records if "response_length/clip_ratio" in r]
+    assert max(clip[-5:]) < 0.3, clip  # below the rule's threshold on each of the last 5 steps
