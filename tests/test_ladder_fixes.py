@@ -58,6 +58,7 @@ def ladder_jobs(extra: tuple[str, ...] = ()) -> tuple[object, list[list[str]]]:
 def test_dapo_ladder_adds_one_change_a_rung_on_three_seeds_of_reverse():
     cfg, jobs = ladder_jobs()
     assert cfg.hydra.mode == RunMode.MULTIRUN and cfg.hydra.launcher._target_.endswith("BatchedLauncher")
+    assert cfg.hydra.launcher.num_threads == 1
     assert len(jobs) == 15 and {o.split("=")[0] for job in jobs for o in job} == {"+ladder", "trainer.seed"}
     assert [o.split("=")[1] for job in jobs[::3] for o in job if o.startswith("+ladder")] == RUNGS
     before = leaf_values(compose(["task=reverse", "+sweep=dapo_ladder"]))
@@ -79,7 +80,7 @@ def test_every_rung_applies_its_keys_in_a_two_step_sweep_through_the_cli(tmp_pat
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, "-m", "playground.train", "+sweep=dapo_ladder", "+debug=tiny",
                            "trainer.seed=1", "trainer.total_training_steps=2", "trainer.test_freq=2",
-                           "hydra.launcher.num_threads=1", f"hydra.sweep.dir={sweep}"],
+                           f"hydra.sweep.dir={sweep}"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     for job, rung in enumerate(RUNGS):
