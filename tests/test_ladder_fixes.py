@@ -4,10 +4,11 @@ CI: the ladder composes each rung with exactly its own change on top of the rung
 sweep through the command line writes every rung's keys into its run dir. Slow: overlong shaping (rules.yaml's DAPO
 alternative for response_truncation) on the reverse scenario, on three seeds of the scenario panel (101-103).
 
-Not here: entropy_collapse's alternatives (clip_ratio_high=0.28, clip_cov, kl_cov). On seeds 101-103, 20 steps,
-`task=reverse scenario=entropy_collapse` itself is not diagnosed entropy_collapse on this checkout (its roots:
-gradient_explosion, kl_drift, overly_deterministic), so "the fix clears it" could not fail; clip_cov even showed
-entropy_collapse (step 10) on seed 101, and none of the three fixes lifted val/accuracy off 0.
+Not here: entropy_collapse's alternatives (clip_ratio_high=0.28, clip_cov, kl_cov). On seeds 101-103 (20 steps)
+`task=reverse scenario=entropy_collapse` finds entropy_collapse on seed 101 only (stop_on_finding: step 9; the
+full run's report then reads gradient_explosion, kl_drift, overly_deterministic), so on 102 and 103 "the fix clears
+it" could not fail. With clip_ratio_high=0.28 it is still found on 101 (step 7); with clip_cov on 101 and 103 (steps
+7, 8: more than without); with kl_cov on none, which is one seed of evidence. None lifted val/accuracy off 0.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ def ladder_jobs(extra: tuple[str, ...] = ()) -> tuple[object, list[list[str]]]:
 def test_dapo_ladder_adds_one_change_a_rung_on_three_seeds_of_reverse():
     cfg, jobs = ladder_jobs()
     assert cfg.hydra.mode == RunMode.MULTIRUN and cfg.hydra.launcher._target_.endswith("BatchedLauncher")
+    assert cfg.hydra.launcher.num_threads == 1
     assert len(jobs) == 15 and {o.split("=")[0] for job in jobs for o in job} == {"+ladder", "trainer.seed"}
     assert [o.split("=")[1] for job in jobs[::3] for o in job if o.startswith("+ladder")] == RUNGS
     before = leaf_values(compose(["task=reverse", "+sweep=dapo_ladder"]))
@@ -79,7 +81,7 @@ def test_every_rung_applies_its_keys_in_a_two_step_sweep_through_the_cli(tmp_pat
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, "-m", "playground.train", "+sweep=dapo_ladder", "+debug=tiny",
                            "trainer.seed=1", "trainer.total_training_steps=2", "trainer.test_freq=2",
-                           "hydra.launcher.num_threads=1", f"hydra.sweep.dir={sweep}"],
+                           f"hydra.sweep.dir={sweep}"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     for job, rung in enumerate(RUNGS):
