@@ -4,11 +4,11 @@ CI: the ladder composes each rung with exactly its own change on top of the rung
 sweep through the command line writes every rung's keys into its run dir. Slow: overlong shaping (rules.yaml's DAPO
 alternative for response_truncation) on the reverse scenario, on three seeds of the scenario panel (101-103).
 
-Not here: entropy_collapse's alternatives (clip_ratio_high=0.28, clip_cov, kl_cov). On seeds 101-103 (20 steps)
-`task=reverse scenario=entropy_collapse` finds entropy_collapse on seed 101 only (stop_on_finding: step 9; the
-full run's report then reads gradient_explosion, kl_drift, overly_deterministic), so on 102 and 103 "the fix clears
-it" could not fail. With clip_ratio_high=0.28 it is still found on 101 (step 7); with clip_cov on 101 and 103 (steps
-7, 8: more than without); with kl_cov on none, which is one seed of evidence. None lifted val/accuracy off 0.
+Not here: entropy_collapse's alternatives (clip_ratio_high=0.28, clip_cov, kl_cov). The reverse scenario that was
+to show them found entropy_collapse on seed 101 only of 101-103 (the others: gradient_explosion, kl_drift,
+overly_deterministic), so "the fix clears it" could not fail there; with clip_ratio_high=0.28 it was still found on
+101, with clip_cov on 101 and 103, with kl_cov on none (one seed of evidence). reverse no longer lists the scenario
+(conf/task/reverse.yaml says why).
 """
 
 from __future__ import annotations
