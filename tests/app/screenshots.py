@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from browser import ROOT, choose, chromium, explorer, explorer_env, number, open_page  # noqa: E402
+from browser import ROOT, chromium, explorer, explorer_env, open_page, start_lab_run  # noqa: E402
 
 STEPS = 30
 WIDTH, HEIGHT = 1440, 1180  # the browser's window
@@ -40,13 +40,7 @@ def lab_fixed(page, timeout_ms: int = 240_000) -> None:
     """Train the short lr_too_high run in the Lab, apply its fix, and wait for the comparison."""
     from playwright.sync_api import expect
 
-    expect(page.get_by_role("heading", name="Lab", exact=True)).to_be_visible(timeout=60_000)
-    choose(page, "Scenario", "lr_too_high")
-    expect(page.get_by_label("Actor learning rate", exact=True)).to_have_value("0.05", timeout=30_000)
-    number(page, "Training steps", STEPS)
-    choose(page, "Actor LR schedule", "constant")
-    expect(page.get_by_text(f"trainer.total_training_steps={STEPS}").first).to_be_visible(timeout=30_000)
-    page.locator(".st-key-lab_train button").click()
+    start_lab_run(page, STEPS)
     expect(page.locator(".st-key-lab_run-lr_too_high-apply button")).to_be_visible(timeout=timeout_ms)
     expect(page.get_by_text(f"finished · step {STEPS}/{STEPS}")).to_be_visible(timeout=timeout_ms)
     page.locator(".st-key-lab_run-lr_too_high-apply button").click()

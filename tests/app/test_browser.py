@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
-from browser import MISSING, choose, chromium, explorer, explorer_env, number, open_page
+from browser import MISSING, choose, chromium, explorer, explorer_env, number, open_page, start_lab_run
 
 from playground.runs import read_findings, read_run_info
 
@@ -105,13 +105,7 @@ def test_lab_trains_watches_it_break_and_fixes_it(tmp_path, shots):
     with explorer(explorer_env(runs), tmp_path / "server.log") as (url, _), sync_playwright() as p:
         browser, page = open_page(p, url)  # the Lab is the first page
         try:
-            expect(page.get_by_role("heading", name="Lab", exact=True)).to_be_visible(timeout=60_000)
-            choose(page, "Scenario", "lr_too_high")
-            expect(page.get_by_label("Actor learning rate", exact=True)).to_have_value("0.05", timeout=30_000)
-            number(page, "Training steps", STEPS)
-            choose(page, "Actor LR schedule", "constant")
-            expect(page.get_by_text(f"trainer.total_training_steps={STEPS}").first).to_be_visible(timeout=30_000)
-            page.locator(".st-key-lab_train button").click()
+            start_lab_run(page, STEPS)
             clipfrac = page.locator(".st-key-lab-actor-pg_clipfrac")
             expect(clipfrac.locator("canvas, svg").first).to_be_visible(timeout=90_000)
             expect(page.get_by_text("Still running: these are the findings so far.")).to_be_visible()
