@@ -7,9 +7,12 @@ train real (short) runs through the page.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import re
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -93,9 +96,25 @@ def test_browse_to_panels_and_see_charts(server, tree, shots):
             browser.close()
 
 
-def _running_step(page) -> int:
-    text = page.get_by_text(re.compile(r"running · step \d+/")).first.inner_text(timeout=60_000)
-    return int(re.search(r"step (\d+)/", text).group(1))
+@contextlib.contextmanager
+def _paused_training(lab: Path, lines: int, timeout_s: float = 90.0):
+    """Stop the Lab's training process (SIGSTOP) once its metrics.jsonl has `lines` lines, resume it on exit.
+
+    A CartPole step takes ~0.15 s: without the pause, whether the page shows a half-trained chart before the run ends
+    depends on how busy the machine is. Paused, the chart the page draws is exactly the file's lines. Yields them."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        logs = sorted(lab.glob("*/*/metrics.jsonl"))
+        if logs and logs[0].read_bytes().count(b"\n") >= lines and read_run_info(logs[0].parent):
+            break
+        assert time.monotonic() < deadline, f"no {lines} metrics lines under {lab} in {timeout_s:.0f} s"
+        time.sleep(0.02)
+    pid = int(read_run_info(logs[0].parent)["pid"])
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield logs[0].read_bytes().count(b"\n")
+    finally:
+        os.kill(pid, signal.SIGCONT)
 
 
 def test_lab_trains_watches_it_break_and_fixes_it(tmp_path, shots):
@@ -107,13 +126,15 @@ def test_lab_trains_watches_it_break_and_fixes_it(tmp_path, shots):
         try:
             start_lab_run(page, STEPS)
             clipfrac = page.locator(".st-key-lab-actor-pg_clipfrac")
-            expect(clipfrac.locator("canvas, svg").first).to_be_visible(timeout=90_000)
-            expect(page.get_by_text("Still running: these are the findings so far.")).to_be_visible()
-            before, drawn = _running_step(page), clipfrac.screenshot()
-            page.wait_for_function(  # the chart redraws itself with the steps that came since (or the run ended)
-                f"() => /finished · step /.test(document.body.innerText) || "
-                f"(/running · step (\\d+)\\//.test(document.body.innerText) && "
-                f"+document.body.innerText.match(/running · step (\\d+)\\//)[1] > {before})", timeout=60_000)
+            with _paused_training(runs / "lab", lines=3) as lines:
+                assert lines < STEPS
+                expect(page.get_by_text(re.compile(r"running · step \d+/"))).to_be_visible(timeout=60_000)
+                expect(page.get_by_text("Still running: these are the findings so far.")).to_be_visible()
+                expect(clipfrac.locator("canvas, svg").first).to_be_visible(timeout=90_000)
+                page.wait_for_timeout(2500)  # one more live refresh: the chart has all `lines` steps, and no more
+                expect(clipfrac).to_have_count(1, timeout=30_000)
+                drawn = clipfrac.screenshot()
+            expect(page.get_by_text(f"finished · step {STEPS}/{STEPS}")).to_be_visible(timeout=120_000)
             page.wait_for_timeout(2500)
             expect(clipfrac).to_have_count(1, timeout=30_000)  # a rerun's stale copy of the chart fades out first
             assert clipfrac.screenshot() != drawn, "the pg_clipfrac chart did not gain points while the run trained"

@@ -92,9 +92,35 @@ def test_fragment_body_draws_on_its_own(tree):
     assert not at.exception and at.session_state["drawn"] == 11 == len(charts_of(at))
 
 
-def test_deleted_run_while_shown(app, tree):
+def test_deleted_run_while_the_list_is_cached(app, tree, monkeypatch):
+    """Deleted within the run list's 2 s cache: the list still names it, its metrics read finds nothing."""
+    import data
+
     at = _panels(app, tree["healthy"], tree["seed1"], choice="timing")
+    cached = {}
+    real = data.list_runs
+
+    def frozen(roots):  # the list as it was before the delete, whatever the cache's clock says
+        if roots not in cached:
+            cached[roots] = real(roots)
+        return cached[roots]
+
+    monkeypatch.setattr(data, "list_runs", frozen)
+    at.run()  # fills the frozen list while seed1 still exists
     shutil.rmtree(tree["seed1"])
-    at.run()  # the list is cached for 2 s: the metrics read already finds nothing
+    at.run()
     assert not at.exception
     assert "no such file" in texts(at)
+
+
+def test_deleted_run_after_the_list_refreshed(app, tree):
+    """Deleted and listed afresh: the run leaves the shown runs, and the page says so."""
+    import data
+
+    at = _panels(app, tree["healthy"], tree["seed1"], choice="timing")
+    shutil.rmtree(tree["seed1"])
+    data.list_runs.clear()  # as if the cache's 2 s had passed
+    at.run()
+    assert not at.exception
+    assert f"{tree['seed1']} no longer exists" in texts(at)
+    assert str(tree["seed1"]) not in at.session_state["runs"]
