@@ -49,7 +49,7 @@ def test_a_one_seed_sweep_has_no_spread(app, tree):
     cells = chart_data(charts_of(at)[0])[0].set_index(["x", "y"])
     assert cells.loc[("0.0001", "0.1"), "label"].endswith(" ± — · 1/1 healthy · healthy")
     assert cells.loc[("0.001", "0.2"), "label"].endswith(" ± — · 0/1 healthy · lr_too_high")
-    assert "Each cell aggregates its 1 seeds" in texts(at)
+    assert "Each cell aggregates its 1 seed: " in texts(at)
 
 
 def _outcome(lr, clip, seed):
