@@ -161,7 +161,7 @@ STRINGS: dict[str, tuple[str, str]] = {
     "by_root": ("most common root cause", "最常见的根因"), "cells": ("Cells", "单元格"),
     "cells_mean": ("seeds averaged", "种子取平均"), "cells_seeds": ("each seed", "逐个种子"),
     "cells_caption": (
-        "Each cell aggregates its {n} seed{s}: the mean ± standard deviation (n − 1) of the final score (± — with one "
+        "Each cell aggregates its seeds ({n} per cell): the mean ± standard deviation (n − 1) of the final score (± — with one "
         "seed), the share of seeds diagnosed healthy (no warning or critical finding), and the most common root cause "
         "(the root of each run's gravest diagnosis; ties go to the guide's §11.2 order, then alphabetically, and "
         "healthy loses a tie). The tooltip adds the min, max and every root with its count.",

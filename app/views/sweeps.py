@@ -86,7 +86,7 @@ def sweep_body(sweep: str) -> bool:
         cells = frames.sweep_cells(sweep_frame, x_key, y_key, healthy_text=widgets.t("healthy_share"))
         n = sorted(set(cells["runs"]))
         counts = str(n[0]) if len(n) == 1 else f"{n[0]}–{n[-1]}"
-        st.caption(widgets.t("cells_caption", n=counts, s="" if n[-1] == 1 else "s"))
+        st.caption(widgets.t("cells_caption", n=counts))
         heat = charts.heatmap(cells, by=by, x_title=x_key or "", y_title=y_key, x_order=orders[0],
                               y_order=orders[1], score_title=widgets.t("by_score"))
         with st.container(key="sweep-heatmap"):

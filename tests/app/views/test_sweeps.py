@@ -49,7 +49,7 @@ def test_a_one_seed_sweep_has_no_spread(app, tree):
     cells = chart_data(charts_of(at)[0])[0].set_index(["x", "y"])
     assert cells.loc[("0.0001", "0.1"), "label"].endswith(" ± — · 1/1 healthy · healthy")
     assert cells.loc[("0.001", "0.2"), "label"].endswith(" ± — · 0/1 healthy · lr_too_high")
-    assert "Each cell aggregates its 1 seed: " in texts(at)
+    assert "Each cell aggregates its seeds (1 per cell)" in texts(at)
 
 
 def _outcome(lr, clip, seed):
@@ -84,7 +84,7 @@ def test_a_cell_shows_its_seeds_mean_spread_healthy_share_and_most_common_root(s
     assert not at.exception
     assert f"12 jobs; swept: {LR}, {CLIP}, trainer.seed" in texts(at)
     assert at.selectbox(key="heat_x").options == [LR, CLIP]  # the seed is no axis
-    assert "Each cell aggregates its 3 seeds: the mean ± standard deviation (n − 1)" in texts(at)
+    assert "Each cell aggregates its seeds (3 per cell): the mean ± standard deviation (n − 1)" in texts(at)
     heat = charts_of(at)[0]
     cells = chart_data(heat)[0].set_index(["x", "y"])
     assert len(cells) == 4 and set(cells["runs"]) == {3}
