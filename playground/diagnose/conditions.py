@@ -328,11 +328,13 @@ class Frac(Node):
 
 class Trend(Node):
     """drop | rising | not_rising | swing | falls_then_rises of a series over the window; improving | not_improving
-    of it over the whole log (a finished run: all of it; a run being watched: so far), whatever the window."""
+    of it over the whole log (a finished run: all of it; a run being watched: so far), whatever the window;
+    not_improving_since from the window's first step to the log's end (what followed the window)."""
 
     MIN_VALUES = {"drop": 2, "rising": 3, "not_rising": 3, "swing": 3, "falls_then_rises": 5, "improving": 3,
-                  "not_improving": 3}
-    NEGATED = ("not_rising", "not_improving")  # true when unknown: "not shown to rise"
+                  "not_improving": 3, "not_improving_since": 3}
+    NEGATED = ("not_rising", "not_improving", "not_improving_since")  # true when unknown: "not shown to rise"
+    FIFTHS = ("drop", "falls_then_rises", "improving", "not_improving", "not_improving_since")  # ends: fifths, not thirds
 
     def __init__(self, kind: str, series: Series, value: float, text: str):
         self.kind, self.series, self.value, self.text = kind, series, value, text
@@ -340,6 +342,8 @@ class Trend(Node):
     def _values(self, log: Log, idx: Sequence[int]) -> list[float]:
         if self.kind in ("improving", "not_improving"):
             idx = range(log.n)
+        elif self.kind == "not_improving_since":
+            idx = range(idx[0], log.n) if len(idx) else idx
         log.reading_shape = True
         try:
             return [v for i in idx if (v := self.series.value(log, i)) is not None and math.isfinite(v)]
@@ -353,7 +357,7 @@ class Trend(Node):
         if n < self.MIN_VALUES[self.kind]:
             return None
         # whole-run and falling measures compare fifths (the run's start and end); window rises compare thirds
-        k = max(1, n // (5 if self.kind in ("drop", "falls_then_rises", "improving", "not_improving") else 3))
+        k = max(1, n // (5 if self.kind in self.FIFTHS else 3))
         a, b = sum(values[:k]) / k, sum(values[-k:]) / k
         if self.kind == "drop":
             return None if a <= 0 else 1 - b / a
@@ -387,7 +391,8 @@ class Trend(Node):
                      "range": f"{self.series.label_for(log)} trend: too few values to tell ({len(values)})"}]
         word = {"drop": "falls by >", "rising": "rises by >", "not_rising": "rises by <=", "swing": "swings by >",
                 "falls_then_rises": "falls, then rises by >", "improving": "has risen since the start by >",
-                "not_improving": "has risen since the start by <="}[self.kind]
+                "not_improving": "has risen since the start by <=",
+                "not_improving_since": "has risen since the window's start by <="}[self.kind]
         holds = self.over(log, idx)
         raw = log.get(metric, idx[-1])
         return [{"metric": metric, "step": step, "value": values[-1] if raw is None else raw,
@@ -442,7 +447,7 @@ def compile_condition(spec: Any, defs: Mapping[str, Any], thresholds: Mapping[st
     if "frac" in spec:
         return Frac(sub(spec["frac"]), _number(spec["ge"], thresholds)[0])
     for kind, key in (("drop", "gt"), ("swing", "gt"), ("rising", "by"), ("not_rising", "by"), ("improving", "by"),
-                      ("not_improving", "by"), ("falls_then_rises", "by")):
+                      ("not_improving", "by"), ("not_improving_since", "by"), ("falls_then_rises", "by")):
         if kind in spec:
             number, text = _number(spec.get(key, 0.05), thresholds)
             return Trend(kind, compile_series(spec[kind], defs), number, text)

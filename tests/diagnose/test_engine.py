@@ -253,6 +253,17 @@ def test_zero_advantages_are_no_learning_signal_from_a_single_step():
     assert "no_learning_signal" not in ids(solved, **TARGET)
 
 
+def test_a_silent_start_the_run_leaves_is_no_learning_signal_only_while_it_lasts():
+    # Acrobot before its first goal: every episode times out at -500 (equal rewards), then the score climbs
+    equal = {"critic/rewards/max": -500.0, "critic/rewards/min": -500.0, "critic/score/mean": -500.0}
+    start = [{**r, **equal} for r in run(n=12)]
+    assert "no_learning_signal" in ids(start, family="gym", score_target=-100.0)  # watched so far: silent
+    climbs = start + [{**r, STEP: 12.0 + r[STEP], "critic/score/mean": -500.0 + 30.0 * r[STEP]} for r in run(n=12)]
+    assert "no_learning_signal" not in ids(climbs, family="gym", score_target=-100.0)
+    stays = start + [{**r, STEP: 12.0 + r[STEP]} for r in start]
+    assert "no_learning_signal" in ids(stays, family="gym", score_target=-100.0)
+
+
 def test_gradient_explosion_only_for_the_actor():
     critic_growing = run(**{"critic/grad_norm": lambda s: 100.0 * 2 ** s})
     assert "gradient_explosion" not in ids(critic_growing)
