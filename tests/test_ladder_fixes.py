@@ -1,7 +1,9 @@
 """The DAPO ladder (`+sweep=dapo_ladder`, conf/ladder/) and the catalogue's DAPO-era fixes on the reverse scenarios.
 
 CI: the ladder composes each rung with exactly its own change on top of the rung before, and a 2-step run of the
-sweep through the command line writes every rung's keys into its run dir. Slow: overlong shaping (rules.yaml's DAPO
+sweep through the command line writes every rung's keys into its run dir; `+preset=dr_grpo` (the catalogue's
+remedy for GRPO's length bias) weighs every token of a long and a short answer alike and keeps the std out of the
+advantage, on the loss and advantage functions it selects. Slow: overlong shaping (rules.yaml's DAPO
 alternative for response_truncation) on the reverse scenario, on three seeds of the scenario panel (101-103).
 
 Not here: entropy_collapse's alternatives (clip_ratio_high=0.28, clip_cov, kl_cov). The reverse scenario that was
@@ -20,6 +22,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
@@ -133,3 +136,40 @@ def test_overlong_shaping_ends_response_truncation_on_reverse_but_cannot_make_th
     records = [json.loads(line) for line in (shaped / "metrics.jsonl").read_text().splitlines()]
     clip = [r["response_length/clip_ratio"] for r in records if "response_length/clip_ratio" in r]
     assert max(clip[-5:]) < 0.3, clip  # below the rule's threshold on each of the last 5 steps
+
+
+def _token_weights(loss_agg_mode: str, lengths: list[int], advantage: float = -1.0) -> list[float]:
+    """d loss / d log-prob of each response's first token, for responses of these lengths sharing one advantage
+    (the policy-gradient term -A·ratio at ratio 1, aggregated as the mode says)."""
+    from playground.algos.losses import agg_loss
+
+    width = max(lengths)
+    logp = torch.zeros(len(lengths), width, requires_grad=True)
+    mask = torch.tensor([[1.0] * n + [0.0] * (width - n) for n in lengths])
+    ratio = torch.exp(logp - logp.detach())
+    agg_loss(-advantage * ratio, mask, loss_agg_mode).backward()
+    return [float(g) for g in logp.grad[:, 0]]
+
+
+def test_dr_grpo_removes_grpos_length_and_std_biases():
+    """The Dr. GRPO fix for length bias, as its preset sets it: with GRPO's per-response token mean a long wrong
+    answer's tokens are pushed down 1/length as hard (2 tokens: 1/2 each, 8 tokens: 1/8: the long answer costs less
+    per token); with seq-mean-token-sum-norm every token weighs the same. Without the std, a group of near-equal
+    rewards is no longer blown up to unit scale."""
+    from playground.algos.advantages import compute_grpo_outcome_advantage
+
+    cfg = compose(["task=reverse", "+preset=dr_grpo"])
+    assert cfg.algorithm.norm_adv_by_std_in_grpo is False
+    mode = cfg.actor_rollout_ref.actor.loss_agg_mode
+    assert mode == "seq-mean-token-sum-norm"
+    short, long = _token_weights("seq-mean-token-mean", [2, 8])
+    assert short == pytest.approx(0.5 / 2) and long == pytest.approx(0.5 / 8)  # mean over 2 responses of 1/length
+    short, long = _token_weights(mode, [2, 8])
+    assert short == pytest.approx(long) == pytest.approx(1 / 8)  # one constant: the padded width
+
+    rewards = torch.tensor([[0.50], [0.50], [0.52], [0.0], [0.0], [1.0]])  # two groups of three: near-equal, spread
+    index, mask = torch.tensor([0, 0, 0, 1, 1, 1]), torch.ones(6, 1)
+    grpo, _ = compute_grpo_outcome_advantage(rewards, mask, index)
+    dr, _ = compute_grpo_outcome_advantage(rewards, mask, index, norm_adv_by_std_in_grpo=False)
+    assert float(grpo[2]) == pytest.approx(float(grpo[5]), rel=1e-3)  # a 0.02 edge counts as much as a 1.0 one
+    assert float(dr[2]) == pytest.approx(0.02 * 2 / 3) and float(dr[5]) == pytest.approx(2 / 3)

@@ -334,7 +334,7 @@ class Trend(Node):
     MIN_VALUES = {"drop": 2, "rising": 3, "not_rising": 3, "swing": 3, "falls_then_rises": 5, "improving": 3,
                   "not_improving": 3, "not_improving_since": 3}
     NEGATED = ("not_rising", "not_improving", "not_improving_since")  # true when unknown: "not shown to rise"
-    FIFTHS = ("drop", "falls_then_rises", "improving", "not_improving", "not_improving_since")  # ends: fifths, not thirds
+    FIFTHS = ("drop", "falls_then_rises", "improving", "not_improving", "not_improving_since")  # compare fifths
 
     def __init__(self, kind: str, series: Series, value: float, text: str):
         self.kind, self.series, self.value, self.text = kind, series, value, text
