@@ -161,10 +161,10 @@ STRINGS: dict[str, tuple[str, str]] = {
     "by_root": ("most common root cause", "最常见的根因"), "cells": ("Cells", "单元格"),
     "cells_mean": ("seeds averaged", "种子取平均"), "cells_seeds": ("each seed", "逐个种子"),
     "cells_caption": (
-        "Each cell aggregates its seeds ({n} per cell): the mean ± standard deviation (n − 1) of the final score (± — with one "
-        "seed), the share of seeds diagnosed healthy (no warning or critical finding), and the most common root cause "
-        "(the root of each run's gravest diagnosis; ties go to the guide's §11.2 order, then alphabetically, and "
-        "healthy loses a tie). The tooltip adds the min, max and every root with its count.",
+        "Each cell aggregates its seeds ({n} per cell): the mean ± standard deviation (n − 1) of the final score "
+        "(± — with one seed), the share of seeds diagnosed healthy (no warning or critical finding), and the most "
+        "common root cause (the root of each run's gravest diagnosis; ties go to the guide's §11.2 order, then "
+        "alphabetically, and healthy loses a tie). The tooltip adds the min, max and every root with its count.",
         "每个单元格汇总其 {n} 个种子：最终得分的均值 ± 标准差（n − 1；只有一个种子时为 ± —）、诊断为健康"
         "（没有 warning 或 critical 级别的发现）的种子比例，以及最常见的根因（每个运行最严重诊断的根因；"
         "数量相同时按指南 §11.2 的顺序，再按字母顺序，健康排在问题之后）。"
