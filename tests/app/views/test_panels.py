@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 
@@ -97,15 +98,8 @@ def test_deleted_run_while_the_list_is_cached(app, tree, monkeypatch):
     import data
 
     at = _panels(app, tree["healthy"], tree["seed1"], choice="timing")
-    cached = {}
-    real = data.list_runs
-
-    def frozen(roots):  # the list as it was before the delete, whatever the cache's clock says
-        if roots not in cached:
-            cached[roots] = real(roots)
-        return cached[roots]
-
-    monkeypatch.setattr(data, "list_runs", frozen)
+    # the list as it was before the delete, whatever the cache's clock says
+    monkeypatch.setattr(data, "list_runs", functools.cache(data.list_runs))
     at.run()  # fills the frozen list while seed1 still exists
     shutil.rmtree(tree["seed1"])
     at.run()
