@@ -3,9 +3,9 @@
 CI: the ladder composes each rung with exactly its own change on top of the rung before, and a 2-step run of the
 sweep through the command line writes every rung's keys into its run dir; `+preset=dr_grpo` (the catalogue's
 remedy for GRPO's length bias) weighs every token of a long and a short answer alike and keeps the std out of the
-advantage, on the loss and advantage functions it selects. Slow: overlong shaping (rules.yaml's DAPO
-alternative for response_truncation) on the reverse scenario, on three seeds of the scenario panel (101-103; CI
-keeps 101).
+advantage, on the loss and advantage functions it selects. On three seeds of the scenario panel (101-103; CI keeps
+101): overlong shaping (rules.yaml's DAPO alternative for response_truncation) and dynamic sampling (its alternative
+for no_learning_signal) on the reverse scenarios.
 
 Not here: entropy_collapse's alternatives (clip_ratio_high=0.28, clip_cov, kl_cov). The reverse scenario that was
 to show them found entropy_collapse on seed 101 only of 101-103 (the others: gradient_explosion, kl_drift,
@@ -137,6 +137,36 @@ def test_overlong_shaping_ends_response_truncation_on_reverse_but_cannot_make_th
     records = [json.loads(line) for line in (shaped / "metrics.jsonl").read_text().splitlines()]
     clip = [r["response_length/clip_ratio"] for r in records if "response_length/clip_ratio" in r]
     assert max(clip[-5:]) < 0.3, clip  # below the rule's threshold on each of the last 5 steps
+
+
+@pytest.mark.parametrize("seed", PANEL_SEEDS)
+def test_dynamic_sampling_gives_the_saturated_reverse_run_its_signal_back(seed, train_run):
+    """rules.yaml's DAPO alternative for no_learning_signal, rendered by the catalogue for the run's config, on
+    `task=reverse scenario=no_learning_signal` (a base at 10-20 % greedy accuracy, 8 prompts a step, 30 steps).
+
+    Without it nearly every group is all wrong: the finding holds to the last step and val/accuracy stays at the
+    base's 0.135 (0.08-0.16 at the end on seeds 1-6). With it every step trains on 8 groups that carry a signal
+    (train/zero_adv_group_ratio 0, ~7 generation batches a step at first): no finding, and val/accuracy reached
+    0.68-0.77 on seeds 1-6 (healthy on 10/10 panel seeds 101-110)."""
+    from omegaconf import OmegaConf
+
+    from playground.diagnose.catalogue import alternatives
+
+    base = ["task=reverse", "scenario=no_learning_signal", f"trainer.seed={seed}"]
+    config = OmegaConf.to_container(compose(base), resolve=True)
+    fix = next(a["fix"] for a in alternatives("no_learning_signal", "token", config) if "filter_groups" in a["fix"])
+    _, plain = train_run(base)
+    _, sampled = train_run([*base, *fix.split()])
+    assert _finding(plain, "no_learning_signal")["last_step"] == read_run_info(plain)["last_step"]
+    assert read_run_info(sampled)["status"] == "finished"
+    assert _finding(sampled, "no_learning_signal") is None
+    records = [json.loads(line) for line in (sampled / "metrics.jsonl").read_text().splitlines()]
+    assert all(r["train/zero_adv_group_ratio"] == 0 for r in records if "train/zero_adv_group_ratio" in r)
+    assert max(r.get("train/num_gen_batches", 0) for r in records) > 1  # it had to draw more than one batch
+    accuracy = [r["val/accuracy"] for r in records if "val/accuracy" in r]
+    plain_records = [json.loads(line) for line in (plain / "metrics.jsonl").read_text().splitlines()]
+    plain_accuracy = [r["val/accuracy"] for r in plain_records if "val/accuracy" in r]
+    assert accuracy[-1] > plain_accuracy[-1] + 0.3, (accuracy, plain_accuracy)
 
 
 def _token_weights(loss_agg_mode: str, lengths: list[int], advantage: float = -1.0) -> list[float]:
