@@ -268,6 +268,9 @@ def _verdicts(log: Log, findings: list[Finding], family: str, notes: list[str]) 
     for spec in catalogue.document().get("verdicts", []):
         if log.n == 0 or any(f.severity in spec["unless"] for f in findings):
             continue
+        if log.facts.get("status") in spec.get("unless_status", ()):
+            notes.append(f"the run ended {log.facts['status']}: not called {spec['name']}")
+            continue
         if len(known) < spec["short_run"]:
             notes.append(f"{spec['name']}: too little data to tell whether the score rose ({len(known)} score value"
                          f"{'s' * (len(known) != 1)}, needs {spec['short_run']})")

@@ -171,6 +171,14 @@ def test_status_rules_from_run_json():
     assert d.worst_severity() == "critical" and "healthy" not in d.ids()
 
 
+def test_a_run_that_ended_on_an_error_is_not_called_healthy():
+    """Dynamic sampling's "Generated too many" ends a run "failed" after its first validation: one good score, no
+    warning, and still no evidence of health."""
+    assert ids(run(20), status="finished", **TARGET) == ["healthy"]
+    report = diagnose(run(20), family="llm", info={"status": "failed", **TARGET})
+    assert "healthy" not in report.ids() and "the run ended failed: not called healthy" in report.notes
+
+
 def test_kl_drift_from_reward_penalty_names_the_controller():
     d = diagnose(run(**{"actor/kl_loss": None, "actor/reward_kl_penalty": lambda s: 0.1 + 0.02 * s}), family="llm")
     (f,) = [f for f in d.findings if f.id == "kl_drift"]
