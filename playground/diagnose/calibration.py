@@ -55,6 +55,9 @@ CALIBRATION: tuple[Calibration, ...] = (
     Calibration("token", "lr_too_high", "kl_high", 0.02, 0.05,
                 "healthy |ppo_kl| p90 0.001 and max 0.0027 (GRPO), 0.0033 (PPO): the guide's 0.05 is 15x the "
                 "healthy max; lr x10 with a critic gives 0.23-2.4", 5, _TOKEN),
+    Calibration("token", "lr_too_high_score_falls", "kl_high", 0.02, 0.05,
+                "the same healthy |ppo_kl| as lr_too_high's (GRPO max 0.0027, PPO 0.0033): 0.02 is 6x the healthy "
+                "max", 5, _TOKEN),
     Calibration("token", "lr_too_low", "kl_low", 1e-5, 1e-3,
                 "healthy |ppo_kl| p10 7.2e-5 (GRPO) and 4.4e-5 (PPO), median 3.5e-4: the guide's 1e-3 floor is "
                 "above most healthy steps; lr/100 gives a few 1e-6", 5, _TOKEN),
@@ -105,6 +108,9 @@ CALIBRATION: tuple[Calibration, ...] = (
 GUIDE_CHECKED: tuple[Calibration, ...] = (
     Calibration("gym", "lr_too_high", "kl_high", 0.05, 0.05,
                 "|ppo_kl| p50 0.0041, p99 0.022, max 0.039 (CartPole), max 0.018 (Acrobot), 0.033 (Pendulum)",
+                8, _GYM),
+    Calibration("gym", "lr_too_high_score_falls", "kl_high", 0.05, 0.05,
+                "the same healthy |ppo_kl| as lr_too_high's: max 0.039 (CartPole), 0.018 (Acrobot), 0.033 (Pendulum)",
                 8, _GYM),
     Calibration("gym", "lr_too_low", "kl_low", 1e-3, 1e-3,
                 "|ppo_kl| p10 3.1e-4 (CartPole), 4.3e-5 (Acrobot), 4.0e-4 (Pendulum), mostly late, when the "

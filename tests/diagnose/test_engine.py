@@ -171,6 +171,28 @@ def test_status_rules_from_run_json():
     assert d.worst_severity() == "critical" and "healthy" not in d.ids()
 
 
+def test_a_score_that_falls_by_half_after_large_policy_steps_is_lr_too_high():
+    """GRPO's clipfrac stays small where most tokens have advantage 0: addition at lr x5 without the KL loss logged
+    pg_clipfrac <= 0.04 while ppo_kl reached 0.09 and val/accuracy fell 0.31 -> 0.01 (rules.yaml)."""
+    kl = {1: 0.042, 2: 0.093, 3: 0.067}
+    def score(s):
+        return max(0.0, 0.31 - 0.08 * s)
+
+    falling = {"critic/score/mean": score, "val/score": score}
+    fell = run(10, **{"actor/pg_clipfrac": 0.02, "actor/ppo_kl": lambda s: kl.get(s, 0.01), **falling})
+    report = diagnose(fell, family="token", info={"score_target": 0.6})
+    assert report.roots()[0] == "lr_too_high"
+    assert next(f for f in report.findings if f.id == "lr_too_high").rule == "lr_too_high_score_falls"
+    # either half alone is no finding: large steps that keep the score; a fall with small steps
+    kept = run(10, **{"actor/pg_clipfrac": 0.02, "actor/ppo_kl": lambda s: kl.get(s, 0.01),
+                      "val/score": lambda s: 0.1 + 0.05 * s})
+    assert "lr_too_high" not in ids(kept, family="token", score_target=1.0)
+    small = run(10, **{"actor/pg_clipfrac": 0.02, "actor/ppo_kl": 0.01, **falling})
+    assert "lr_too_high" not in ids(small, family="token", score_target=0.6)
+    # verl logs keep the guide's 0.05: 0.093 and 0.067 are 2 of 10 steps above it
+    assert "lr_too_high" in ids(fell, family="llm", score_target=0.6)
+
+
 def test_a_run_that_ended_on_an_error_is_not_called_healthy():
     """Dynamic sampling's "Generated too many" ends a run "failed" after its first validation: one good score, no
     warning, and still no evidence of health."""
