@@ -109,9 +109,6 @@ GUIDE_CHECKED: tuple[Calibration, ...] = (
     Calibration("gym", "lr_too_high", "kl_high", 0.05, 0.05,
                 "|ppo_kl| p50 0.0041, p99 0.022, max 0.039 (CartPole), max 0.018 (Acrobot), 0.033 (Pendulum)",
                 8, _GYM),
-    Calibration("gym", "lr_too_high_score_falls", "kl_high", 0.05, 0.05,
-                "the same healthy |ppo_kl| as lr_too_high's: max 0.039 (CartPole), 0.018 (Acrobot), 0.033 (Pendulum)",
-                8, _GYM),
     Calibration("gym", "lr_too_low", "kl_low", 1e-3, 1e-3,
                 "|ppo_kl| p10 3.1e-4 (CartPole), 4.3e-5 (Acrobot), 4.0e-4 (Pendulum), mostly late, when the "
                 "annealed lr nears 0 at the target; of the steps far below the target only 4-8 % are under 1e-3 "

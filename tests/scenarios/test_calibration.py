@@ -87,8 +87,7 @@ def check_kl_low(healthy, entry) -> None:
 
 
 CHECKS = {("lr_too_high", "clipfrac_high"): check_clipfrac_high, ("critic_undertrained", "ev_bad"): check_ev_bad,
-          ("lr_too_high", "kl_high"): check_kl_high, ("lr_too_high_score_falls", "kl_high"): check_kl_high,
-          ("lr_too_low", "kl_low"): check_kl_low}
+          ("lr_too_high", "kl_high"): check_kl_high, ("lr_too_low", "kl_low"): check_kl_low}
 GYM = [e for e in (*CALIBRATION, *GUIDE_CHECKED) if e.family == "gym"]
 
 
