@@ -159,7 +159,10 @@ class Trainer:
                 timing: dict[str, float] = {}
                 val = self._validate(timing)
                 for k in range(self.K):
-                    self.loggers[k].log({STEP: 0, **{key: float(v[k]) for key, v in val.items()}})
+                    record = {STEP: 0, **{key: float(v[k]) for key, v in val.items()}}
+                    self.loggers[k].log(record)
+                    if self.watchers[k] is not None:  # the score it starts from, as the full diagnosis reads it
+                        self.watchers[k].update(record)
             for step in range(1, self.max_steps + 1):
                 records = self.train_step(step)
                 over_memory = self.memory.over_limit()
