@@ -34,7 +34,7 @@ from hydra.types import RunMode
 
 from playground.batched import config_diff, leaf_values
 from playground.config import CONF_DIR, check_scenario_applies, compose, validate
-from playground.runs import read_run_info
+from playground.runs import read_metrics_jsonl, read_run_info
 
 ROOT = Path(__file__).resolve().parents[1]
 ACTOR = "actor_rollout_ref.actor"
@@ -100,7 +100,7 @@ def test_every_rung_applies_its_keys_in_a_two_step_sweep_through_the_cli(tmp_pat
         assert algo["filter_groups"]["enable"] is (k >= 2)
         assert actor["loss_agg_mode"] == ("token-mean" if k >= 3 else "seq-mean-token-mean")
         assert cfg["reward_model"]["overlong_buffer"]["enable"] is (k >= 4)
-        records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+        records = read_metrics_jsonl(run / "metrics.jsonl").records
         assert any("train/num_gen_batches" in r for r in records) is (k >= 2)  # dynamic sampling ran
     from benchmarks.dapo_ladder_table import markdown
 
@@ -134,7 +134,7 @@ def test_overlong_shaping_ends_response_truncation_on_reverse_but_cannot_make_th
     assert _finding(plain, "response_truncation")["last_step"] == last  # the scenario holds to the end
     finding = _finding(shaped, "response_truncation")
     assert finding is None or finding["last_step"] <= last - 5, finding
-    records = [json.loads(line) for line in (shaped / "metrics.jsonl").read_text().splitlines()]
+    records = read_metrics_jsonl(shaped / "metrics.jsonl").records
     clip = [r["response_length/clip_ratio"] for r in records if "response_length/clip_ratio" in r]
     assert max(clip[-5:]) < 0.3, clip  # below the rule's threshold on each of the last 5 steps
 
@@ -160,11 +160,11 @@ def test_dynamic_sampling_gives_the_saturated_reverse_run_its_signal_back(seed, 
     assert _finding(plain, "no_learning_signal")["last_step"] == read_run_info(plain)["last_step"]
     assert read_run_info(sampled)["status"] == "finished"
     assert _finding(sampled, "no_learning_signal") is None
-    records = [json.loads(line) for line in (sampled / "metrics.jsonl").read_text().splitlines()]
+    records = read_metrics_jsonl(sampled / "metrics.jsonl").records
     assert all(r["train/zero_adv_group_ratio"] == 0 for r in records if "train/zero_adv_group_ratio" in r)
     assert max(r.get("train/num_gen_batches", 0) for r in records) > 1  # it had to draw more than one batch
     accuracy = [r["val/accuracy"] for r in records if "val/accuracy" in r]
-    plain_records = [json.loads(line) for line in (plain / "metrics.jsonl").read_text().splitlines()]
+    plain_records = read_metrics_jsonl(plain / "metrics.jsonl").records
     plain_accuracy = [r["val/accuracy"] for r in plain_records if "val/accuracy" in r]
     assert accuracy[-1] > plain_accuracy[-1] + 0.3, (accuracy, plain_accuracy)
 

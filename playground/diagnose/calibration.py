@@ -8,7 +8,7 @@ every entry names the healthy distribution it was derived from, how many seeds, 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from playground.metrics import glossary_entry, status_in_bands
 
@@ -39,6 +39,11 @@ _LLM = ("the panel of real, public verl logs (tests/diagnose/fixtures/real/logs.
         "the tightest threshold every healthy log allows under the rule's own window, as printed by "
         "`python -m benchmarks.llm_calibration`, with a margin")
 
+_TOKEN_KL_HIGH = Calibration(
+    "token", "lr_too_high", "kl_high", 0.02, 0.05,
+    "healthy |ppo_kl| p90 0.001 and max 0.0027 (GRPO), 0.0033 (PPO): the guide's 0.05 is 15x the healthy max; "
+    "lr x10 with a critic gives 0.23-2.4", 5, _TOKEN)
+
 CALIBRATION: tuple[Calibration, ...] = (
     Calibration("gym", "lr_too_high", "clipfrac_high", 0.2, 0.5,
                 "pg_clipfrac p90 0.078, max 0.18 (CartPole), max 0.079 (Acrobot), 0.14 (Pendulum); never above 0.2 "
@@ -52,12 +57,8 @@ CALIBRATION: tuple[Calibration, ...] = (
                 "healthy pg_clipfrac max 0.004 (GRPO: most tokens have zero advantage) and 0.013 (PPO with a "
                 "critic); the guide's 0.5 is out of reach: lr x10 with a critic peaks at 0.05-0.49 in its first "
                 "10 steps", 5, _TOKEN),
-    Calibration("token", "lr_too_high", "kl_high", 0.02, 0.05,
-                "healthy |ppo_kl| p90 0.001 and max 0.0027 (GRPO), 0.0033 (PPO): the guide's 0.05 is 15x the "
-                "healthy max; lr x10 with a critic gives 0.23-2.4", 5, _TOKEN),
-    Calibration("token", "lr_too_high_score_falls", "kl_high", 0.02, 0.05,
-                "the same healthy |ppo_kl| as lr_too_high's (GRPO max 0.0027, PPO 0.0033): 0.02 is 6x the healthy "
-                "max", 5, _TOKEN),
+    _TOKEN_KL_HIGH,
+    replace(_TOKEN_KL_HIGH, rule="lr_too_high_score_falls"),  # the same step size, judged with a falling score
     Calibration("token", "lr_too_low", "kl_low", 1e-5, 1e-3,
                 "healthy |ppo_kl| p10 7.2e-5 (GRPO) and 4.4e-5 (PPO), median 3.5e-4: the guide's 1e-3 floor is "
                 "above most healthy steps; lr/100 gives a few 1e-6", 5, _TOKEN),

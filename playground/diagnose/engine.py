@@ -110,11 +110,11 @@ def rules(family: str) -> tuple[Rule, ...]:
     for spec in data["rules"]:
         if spec["id"] not in failures.FAILURE_IDS:
             raise ValueError(f"rules.yaml: rule {spec['name']!r} reports unknown id {spec['id']!r}")
-        if family not in spec.get("families", FAMILIES):
-            continue
         kind = spec["kind"]
         if kind not in KINDS:
             raise ValueError(f"rules.yaml: rule {spec['name']!r} has kind {kind!r}: one of {KINDS}")
+        if family not in spec.get("families", FAMILIES):
+            continue
         window = int(spec.get("window", 1))
         thresholds = _thresholds(spec, family)
         when = compile_condition(spec["when"], defs, thresholds)
