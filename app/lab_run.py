@@ -163,6 +163,8 @@ def draw_findings(run: str, report: dict | None, key: str, active: bool) -> None
         name = f"{key}-{f.get('id', '?')}"
         keys.append(name if name not in seen else f"{name}-{len(keys)}")
         seen.add(keys[-1])
+    if active:  # above the cards, so its place on the page does not move as findings come in
+        st.caption(widgets.t("diagnosis_live"))
     bad = [(f, k) for f, k in zip(findings, keys) if f.get("severity") in BAD]
     if not bad:
         st.success(widgets.t("lab_no_warning"))
@@ -173,8 +175,6 @@ def draw_findings(run: str, report: dict | None, key: str, active: bool) -> None
         with st.expander(widgets.t("lab_info_findings", ids=", ".join(str(f.get("id")) for f, _ in info))):
             for f, k in info:
                 _finding(run, f, k)
-    if active:
-        st.caption(widgets.t("diagnosis_live"))
 
 
 def _bad_ids(report: dict | None) -> list[str]:

@@ -42,9 +42,9 @@ def lab_fixed(page, timeout_ms: int = 240_000) -> None:
 
     start_lab_run(page, STEPS)
     expect(page.locator(".st-key-lab_run-lr_too_high-apply button")).to_be_visible(timeout=timeout_ms)
-    expect(page.get_by_text(f"finished · step {STEPS}/{STEPS}")).to_be_visible(timeout=timeout_ms)
+    expect(page.get_by_text(f"finished · step {STEPS}/{STEPS}").first).to_be_visible(timeout=timeout_ms)
     page.locator(".st-key-lab_run-lr_too_high-apply button").click()
-    expect(page.get_by_text("lr_too_high: gone in the rerun")).to_be_visible(timeout=timeout_ms)
+    expect(page.get_by_text("lr_too_high: gone in the rerun").first).to_be_visible(timeout=timeout_ms)
     page.wait_for_timeout(3000)  # Vega draws the last frame
 
 

@@ -128,22 +128,23 @@ def test_lab_trains_watches_it_break_and_fixes_it(tmp_path, shots):
             clipfrac = page.locator(".st-key-lab-actor-pg_clipfrac")
             with _paused_training(runs / "lab", lines=3) as lines:
                 assert lines < STEPS
-                expect(page.get_by_text(re.compile(r"running · step \d+/"))).to_be_visible(timeout=60_000)
-                expect(page.get_by_text("Still running: these are the findings so far.")).to_be_visible()
+                expect(page.get_by_text(re.compile(r"running · step \d+/")).first).to_be_visible(timeout=60_000)
+                # .first: while the live fragment reruns, Streamlit can keep the last draw's copy until it fades
+                expect(page.get_by_text("Still running: these are the findings so far.").first).to_be_visible()
                 expect(clipfrac.locator("canvas, svg").first).to_be_visible(timeout=90_000)
                 page.wait_for_timeout(2500)  # one more live refresh: the chart has all `lines` steps, and no more
                 expect(clipfrac).to_have_count(1, timeout=30_000)
                 drawn = clipfrac.screenshot()
-            expect(page.get_by_text(f"finished · step {STEPS}/{STEPS}")).to_be_visible(timeout=120_000)
+            expect(page.get_by_text(f"finished · step {STEPS}/{STEPS}").first).to_be_visible(timeout=120_000)
             page.wait_for_timeout(2500)
             expect(clipfrac).to_have_count(1, timeout=30_000)  # a rerun's stale copy of the chart fades out first
             assert clipfrac.screenshot() != drawn, "the pg_clipfrac chart did not gain points while the run trained"
             apply = page.locator(".st-key-lab_run-lr_too_high").first  # the finding's card, with its fix
             expect(apply).to_contain_text("actor_rollout_ref.actor.optim.lr=0.005", timeout=120_000)
-            expect(page.get_by_text(f"finished · step {STEPS}/{STEPS}")).to_be_visible(timeout=120_000)
+            expect(page.get_by_text(f"finished · step {STEPS}/{STEPS}").first).to_be_visible(timeout=120_000)
             page.screenshot(path=shots / "lab-broken.png", full_page=True)
             page.locator(".st-key-lab_run-lr_too_high-apply button").click()
-            expect(page.get_by_text("lr_too_high: gone in the rerun")).to_be_visible(timeout=180_000)
+            expect(page.get_by_text("lr_too_high: gone in the rerun").first).to_be_visible(timeout=180_000)
             expect(page.get_by_text("After the fix", exact=False).first).to_be_visible()
             page.wait_for_timeout(2000)
             expect(clipfrac).to_have_count(1, timeout=30_000)
@@ -211,7 +212,7 @@ def test_workshop_wrong_then_right_diagnosis_and_the_explorer_stops_its_run(tmp_
             expect(page.get_by_text("Diagnosed: its findings now show here")).to_be_visible(timeout=30_000)
             page.screenshot(path=shots / "workshop.png", full_page=True)
             page.get_by_role("button", name="Train the run again").click()  # the exercise's real run, 60 steps
-            expect(page.get_by_text(re.compile(r"running · step [1-9]"))).to_be_visible(timeout=120_000)
+            expect(page.get_by_text(re.compile(r"running · step [1-9]")).first).to_be_visible(timeout=120_000)
         finally:
             browser.close()
     # the explorer exited (SIGTERM, as Ctrl-C would): it stopped the run it had started
