@@ -238,6 +238,45 @@ def test_batched_token_agents_match_their_solo_runs(tmp_path, monkeypatch, estim
     assert any(r.get("actor/pg_clipfrac", 0) > 0 for r in records)  # the off-policy mini-batch clips
 
 
+def test_a_token_batch_decodes_its_first_validation_once_with_the_base(monkeypatch):
+    """Before any update every agent is the base: the batch's validation decodes the base once (one agent's rows,
+    the base's plain layers) and gives each agent the numbers of a run of its own, bit for bit; once an agent's
+    weights differ, every agent decodes its own."""
+    import torch
+
+    import playground.tasks.token_task as token_task
+    from playground.hparams import AgentHParams
+
+    calls = []
+
+    def spy(model, prompt_ids, *args, **kwargs):
+        calls.append((model, prompt_ids.shape[0]))
+        return generate(model, prompt_ids, *args, **kwargs)
+
+    generate = token_task.generate
+    monkeypatch.setattr(token_task, "generate", spy)
+    device = torch.device("cpu")
+
+    def task_for(agents):
+        cfgs = [compose([*TOKEN, *o]) for o in agents]
+        return token_task.TokenTask(cfgs, AgentHParams(cfgs, device), device)
+
+    solo = task_for(TOKEN_AGENTS[:1]).validate()
+    batch = task_for(TOKEN_AGENTS)
+    rows = len(batch.data.val) * int(batch.cfg.actor_rollout_ref.rollout.val_kwargs.n)
+    calls.clear()
+    shared = batch.validate()
+    assert [(model is batch.ref_model, count) for model, count in calls] == [(True, rows)]
+    assert shared.keys() == solo.keys()
+    for key, values in shared.items():
+        assert values.tolist() == solo[key].tolist() * 3, key
+    with torch.no_grad():
+        next(batch.model.parameters())[1] += 1e-3  # agent 1 leaves the base
+    calls.clear()
+    batch.validate()
+    assert sum(count for _, count in calls) == 3 * rows and all(m is not batch.ref_model for m, _ in calls)
+
+
 def test_a_token_agent_with_a_huge_lr_diverges_alone(tmp_path):
     quiet = ["trainer.test_freq=-1", "trainer.val_before_train=false", f"{STEPS}=4"]
     agents = [[*quiet, *TOKEN_AGENTS[0]], [*quiet, f"{LR}=1e30", f"{SEED}=2"], [*quiet, *TOKEN_AGENTS[2]]]

@@ -174,9 +174,10 @@ class TokenTask(Task):
     # ---- gen / reward -------------------------------------------------------------------------------
     @torch.no_grad()
     def _generate(self, agents: list[int], examples: list[list], *, temperature: float, top_p: float,
-                  do_sample: bool) -> tuple[Tensor, Tensor, GenerationOutput]:
+                  do_sample: bool, model=None) -> tuple[Tensor, Tensor, GenerationOutput]:
         """Generate for each agent's prompts (`examples[i]`: agent `agents[i]`'s), with its own sampling generator;
-        the outputs are agent-major `(len(agents)·rows, ...)`."""
+        the outputs are agent-major `(len(agents)·rows, ...)`. `model`: a plain model that generates instead of the
+        agents' (one agent's rows)."""
         data = self.cfg.data
         width = data.max_prompt_length + data.max_response_length
         was_training = self.model.training
@@ -187,7 +188,8 @@ class TokenTask(Task):
             prompt_ids, prompt_mask = self.data.collate_prompts(flat, width=data.max_prompt_length,
                                                                 truncation=data.truncation)
             prompt_ids, prompt_mask = prompt_ids.to(self.device), prompt_mask.to(self.device)
-            out = generate(self._view(self.model, [agents[i] for i in chunk]), prompt_ids, prompt_mask,
+            net = self._view(self.model, [agents[i] for i in chunk]) if model is None else model
+            out = generate(net, prompt_ids, prompt_mask,
                            max_new_tokens=data.max_response_length, eos_id=self.tokenizer.eos_id,
                            pad_id=self.tokenizer.pad_id, temperature=temperature, top_p=top_p, do_sample=do_sample,
                            generator=[self.sample_gens[agents[i]] for i in chunk])
@@ -352,13 +354,23 @@ class TokenTask(Task):
         n = int(vk.n)
         examples = [e for e in self.data.val for _ in range(n)]
         do_sample = bool(vk.do_sample) and float(vk.temperature) > 0
-        _, _, out = self._generate(list(range(self.num_agents)), [examples] * self.num_agents,
+        # Before the first update every agent of a batch is still the base: greedy decoding of the base once gives
+        # every agent's numbers, on the plain layers a run of its own decodes with (the same bits)
+        once = self.num_agents > 1 and not do_sample and self._agents_are_the_base()
+        agents = [0] if once else list(range(self.num_agents))
+        _, _, out = self._generate(agents, [examples] * len(agents),
                                    temperature=float(vk.temperature) if do_sample else 1.0,
-                                   top_p=float(vk.top_p), do_sample=do_sample)
+                                   top_p=float(vk.top_p), do_sample=do_sample, model=self.ref_model if once else None)
         texts = self.data.decode_responses(out.responses.cpu())
         per_agent = [self._val_metrics(texts[k * len(examples):(k + 1) * len(examples)], examples, n)
-                     for k in range(self.num_agents)]
+                     for k in range(len(agents))]
+        per_agent = per_agent * (self.num_agents // len(agents))
         return {key: torch.cat([metrics[key] for metrics in per_agent]) for key in per_agent[0]}
+
+    def _agents_are_the_base(self) -> bool:
+        """Whether every agent's weights still equal the base's (the reference's), bit for bit."""
+        base = dict(self.ref_model.named_parameters())
+        return all(torch.equal(p, base[name].expand_as(p)) for name, p in self.model.named_parameters())
 
     def _val_metrics(self, texts: list[str], examples: list, n: int) -> dict[str, Tensor]:
         rule = self.reward.rule_scores(texts, [ex.answer for ex in examples])  # verl's val-core: acc, before shaping
