@@ -364,7 +364,8 @@ class TokenTask(Task):
         texts = self.data.decode_responses(out.responses.cpu())
         per_agent = [self._val_metrics(texts[k * len(examples):(k + 1) * len(examples)], examples, n)
                      for k in range(len(agents))]
-        per_agent = per_agent * (self.num_agents // len(agents))
+        if once:
+            per_agent *= self.num_agents
         return {key: torch.cat([metrics[key] for metrics in per_agent]) for key in per_agent[0]}
 
     def _agents_are_the_base(self) -> bool:
