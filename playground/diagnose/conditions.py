@@ -425,11 +425,19 @@ def _number(value: Any, thresholds: Mapping[str, tuple[float, str]]) -> tuple[fl
     return float(value), fmt(float(value))
 
 
-def compile_condition(spec: Any, defs: Mapping[str, Any], thresholds: Mapping[str, tuple[float, str]]) -> Node:
-    """A step predicate or window condition from its YAML spec (see `rules.yaml`)."""
-    def sub(s: Any) -> Node:
-        return compile_condition(s, defs, thresholds)
+def compile_condition(spec: Any, defs: Mapping[str, Any], thresholds: Mapping[str, tuple[float, str]],
+                      guards: Mapping[str, Any] | None = None) -> Node:
+    """A step predicate or window condition from its YAML spec (see `rules.yaml`); `guards`: the named conditions
+    a spec may use as `{guard: name}`."""
+    guards = guards or {}
 
+    def sub(s: Any) -> Node:
+        return compile_condition(s, defs, thresholds, guards)
+
+    if "guard" in spec:
+        if spec["guard"] not in guards:
+            raise ValueError(f"rules.yaml: unknown guard {spec['guard']!r}: one of {sorted(guards)}")
+        return sub(guards[spec["guard"]])
     for kind in ("all", "any"):
         if kind in spec:
             return Combine(kind, [sub(s) for s in spec[kind]])
