@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from playground.diagnose import catalogue, schema
+from playground.diagnose.__main__ import main
 from playground.diagnose.calibration import FAMILIES, resolved_thresholds
 from playground.diagnose.conditions import compile_condition
 
@@ -82,3 +84,50 @@ def test_an_unknown_guard_is_an_error():
 def test_the_guard_is_named_once_and_used_by_the_rules_that_ask_for_a_stall():
     users = [r["name"] for r in catalogue.document()["rules"] if "'guard': 'below_target'" in str(r["when"])]
     assert users == ["lr_too_high", "entropy_collapse", "overly_deterministic", "vanishing_gradient"]
+
+
+# ---- python -m playground.diagnose --catalogue -------------------------------------------------------------
+DOC = Path(__file__).parents[2] / "docs" / "catalogue.md"
+
+
+def _rows(table: str) -> list[list[str]]:
+    """The table's rows as cells (a `\\|` inside a cell is no separator)."""
+    return [[c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]] for line in table.splitlines()]
+
+
+def test_catalogue_prints_one_table_with_a_row_per_rule(capsys):
+    assert main(["--catalogue"]) == 0
+    out = capsys.readouterr().out
+    rows = _rows(out)
+    assert all(line.startswith("|") and line.endswith("|") for line in out.splitlines())  # nothing but the table
+    assert rows[0] == ["id", "rule", "signature", "guide", "gym", "token", "llm", "fix (Hydra overrides)", "guide §"]
+    assert all(len(row) == len(rows[0]) for row in rows)
+    assert [r[1] for r in rows[2:]] == [f"`{r['name']}`" for r in catalogue.document()["rules"]]
+    by_rule = {r[1]: dict(zip(rows[0], r, strict=True)) for r in rows[2:]}
+    lr = by_rule["`lr_too_high`"]
+    assert lr["id"] == "`lr_too_high`" and lr["guide"] == "clipfrac_high 0.5, kl_high 0.05"
+    assert lr["gym"] == "**clipfrac_high 0.2**, kl_high 0.05"
+    assert lr["token"] == "**clipfrac_high 0.05**, **kl_high 0.02**" and lr["llm"] == "= guide"
+    assert lr["fix (Hydra overrides)"] == "`actor_rollout_ref.actor.optim.lr=<current/10>`"
+    assert lr["guide §"].startswith("§1.2") and "\\|ppo_kl\\|" in lr["signature"]
+    assert by_rule["`lr_too_high_score_falls`"]["gym"] == "n/a"  # families: [token, llm]
+    assert by_rule["`training_crash_status`"]["guide"] == "—"
+
+
+def test_catalogue_in_chinese(capsys):
+    assert main(["--catalogue", "--lang", "zh"]) == 0
+    rows = _rows(capsys.readouterr().out)
+    assert rows[0][1:3] == ["规则", "特征"]
+    assert "同指南" in {c for r in rows for c in r} and "分数" in rows[[r[1] for r in rows].index("`lr_too_high`")][2]
+
+
+def test_catalogue_takes_no_path(capsys):
+    with pytest.raises(SystemExit):
+        main(["--catalogue", "run_dir"])
+    assert "--catalogue takes no PATH" in capsys.readouterr().err
+
+
+def test_docs_catalogue_is_the_table_of_today(capsys):
+    main(["--catalogue"])
+    assert DOC.read_text(encoding="utf-8").endswith("\n\n" + capsys.readouterr().out), (
+        "docs/catalogue.md is out of date: regenerate its table with `python -m playground.diagnose --catalogue`")
