@@ -15,7 +15,8 @@ from typing import Any
 from playground import failures
 from playground.diagnose import catalogue, causes
 from playground.diagnose.calibration import FAMILIES, family_band_status, has_band, ok_range, resolved_thresholds
-from playground.diagnose.conditions import Log, Node, Series, compile_condition, compile_series
+from playground.diagnose.conditions import Node, Series, compile_condition, compile_series
+from playground.diagnose.log import Log
 from playground.metrics import canonicalize
 
 VERL_GRAD_CLIP = 1.0  # verl's default actor grad_clip, assumed for logs that do not say
