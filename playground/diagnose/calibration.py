@@ -3,8 +3,8 @@
 The guide's ranges were written for LLM training with verl (family "llm": verl logs use most of them unchanged). A
 family has its own value of a rule's threshold only where its healthy runs measurably sit outside the guide's range;
 `rules.yaml` keeps each such value beside the guide's, with the healthy distribution it was derived from, and names
-the runs each family was measured on (`measured_on`). `FAMILY_BANDS` are the matching per-step bands the explorer
-draws instead of the glossary's.
+the runs each family was measured on (`measured_on`) and the matching per-step bands the explorer draws instead of
+the glossary's (`family_bands`).
 """
 
 from __future__ import annotations
@@ -65,32 +65,8 @@ def resolved_thresholds(rule: Mapping[str, Any], family: str) -> dict[str, tuple
     return out
 
 
-# Per-step bands (the glossary's schema: first band containing the value wins; band_on_abs judges |value|).
-FAMILY_BANDS: dict[str, dict[str, dict]] = {
-    "gym": {  # from the healthy gym numbers in rules.yaml: ok up to ~the healthy p99, bad from the rule's threshold
-        "actor/ppo_kl": {"band_on_abs": True, "bands": [
-            {"lo": 0.0, "hi": 0.02, "status": "ok"}, {"lo": 0.02, "hi": 0.05, "status": "warn"},
-            {"lo": 0.05, "hi": None, "status": "bad"}]},
-        "actor/pg_clipfrac": {"bands": [
-            {"lo": 0.0, "hi": 0.1, "status": "ok"}, {"lo": 0.1, "hi": 0.2, "status": "warn"},
-            {"lo": 0.2, "hi": None, "status": "bad"}]},
-        "critic/vf_explained_var": {"bands": [
-            {"lo": None, "hi": -1.0, "status": "warn"}, {"lo": -1.0, "hi": None, "status": "ok"}]},
-    },
-    "token": {  # from the tiny-GPT numbers in rules.yaml: ok up to ~the healthy max, bad from the rule's threshold
-        "actor/ppo_kl": {"band_on_abs": True, "bands": [
-            {"lo": 0.0, "hi": 0.01, "status": "ok"}, {"lo": 0.01, "hi": 0.02, "status": "warn"},
-            {"lo": 0.02, "hi": None, "status": "bad"}]},
-        "actor/pg_clipfrac": {"bands": [
-            {"lo": 0.0, "hi": 0.02, "status": "ok"}, {"lo": 0.02, "hi": 0.05, "status": "warn"},
-            {"lo": 0.05, "hi": None, "status": "bad"}]},
-        "actor/kl_loss": {"bands": [
-            {"lo": None, "hi": 0.2, "status": "ok"}, {"lo": 0.2, "hi": 0.4, "status": "warn"},
-            {"lo": 0.4, "hi": None, "status": "bad"}]},
-        "critic/vf_explained_var": {"bands": [
-            {"lo": None, "hi": -1.0, "status": "warn"}, {"lo": -1.0, "hi": None, "status": "ok"}]},
-    },
-}
+# The per-step bands the explorer draws for a family instead of the glossary's (rules.yaml's `family_bands`).
+FAMILY_BANDS: dict[str, dict[str, dict]] = catalogue.document().get("family_bands", {})
 
 
 def family_band_status(key: str, value: float, family: str) -> str | None:

@@ -112,6 +112,19 @@ class Entry(_Strict):
     alternatives: list[Alternative] = []
 
 
+class Band(_Strict):
+    lo: float | None
+    hi: float | None
+    status: Literal["ok", "warn", "bad"]
+
+
+class Bands(_Strict):
+    """A metric's per-step bands (the glossary's schema)."""
+
+    band_on_abs: bool = False
+    bands: list[Band] = Field(min_length=1)
+
+
 class Document(_Strict):
     verdicts: list[Verdict]
     links: list[Link]
@@ -120,6 +133,7 @@ class Document(_Strict):
     series: dict[str, Any]
     guards: dict[str, dict[str, Any]] = {}
     measured_on: dict[Family, str]
+    family_bands: dict[Family, dict[str, Bands]] = {}
     rules: list[dict[str, Any]]  # each checked as a `Rule` by `check`, so that an error names its rule
     catalogue: dict[str, Entry]
 
