@@ -19,8 +19,8 @@ SNAPSHOT = Path(__file__).parent / "fixtures" / "resolved_thresholds.json"
 
 
 def test_every_family_resolves_the_thresholds_of_the_snapshot():
-    """The snapshot was written from the Python overrides (calibration.py) before the per-family values moved into
-    rules.yaml: each rule's (value, evidence text) per family must not change."""
+    """The snapshot was written from the Python overrides (calibration.py at 411e9f8) before the per-family values
+    moved into rules.yaml: each rule's (value, evidence text) per family must not change."""
     resolved = {family: {spec["name"]: {k: list(v) for k, v in resolved_thresholds(spec, family).items()}
                          for spec in catalogue.document()["rules"] if family in spec.get("families", FAMILIES)}
                 for family in FAMILIES}
