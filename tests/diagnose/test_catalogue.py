@@ -76,6 +76,24 @@ def test_a_wrong_section_or_catalogue_entry_is_an_error():
         schema.check(document)
 
 
+def test_a_wrong_family_band_is_an_error():
+    document = copy.deepcopy(catalogue.document())
+    document["family_bands"]["gym"]["actor/ppo_kl"]["bands"][0]["status"] = "fine"
+    with pytest.raises(ValueError, match=r"family_bands.gym.actor/ppo_kl.bands.0.status: Input should be 'ok'"):
+        schema.check(document)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_every_signature_names_the_rules_thresholds_and_window(lang):
+    """The words say what the rule's data does: each threshold by name, and a window's length."""
+    for rule in catalogue.document()["rules"]:
+        words = rule["signature"][lang]
+        for name in rule.get("thresholds", {}):
+            assert re.search(rf"(?<!\w){name}(?!\w)", words), (rule["name"], name)
+        if rule["kind"] in ("window", "trend"):
+            assert f"{rule['window']} " in words, rule["name"]
+
+
 def test_an_unknown_guard_is_an_error():
     with pytest.raises(ValueError, match=r"unknown guard 'below_targte'"):
         compile_condition({"guard": "below_targte"}, {}, {}, catalogue.document()["guards"])
