@@ -1,8 +1,9 @@
 """`python -m playground.diagnose --catalogue`: the rules of `rules.yaml` as one Markdown table an instructor can read.
 
-One row per rule: the catalogue id it reports, what it looks for in words, its thresholds as the guide gives them
-and as each task family uses them (a family's own values in bold), its fix as Hydra overrides, and the guide's section.
-docs/catalogue.md is this table, kept up to date by tests/diagnose/test_catalogue.py.
+One row per rule, then one per verdict on the whole run (healthy): the catalogue id it reports, what it looks for in
+words, its thresholds as the guide gives them and as each task family uses them (a family's own values in bold), its
+fix as Hydra overrides, and the guide's section. docs/catalogue.md is this table, kept up to date by
+tests/diagnose/test_catalogue.py.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def _fix(rule: Mapping[str, Any]) -> str:
 
 
 def markdown(lang: str = "en") -> str:
-    """The catalogue table, one row per rule in `rules.yaml`'s order."""
+    """The catalogue table, one row per rule in `rules.yaml`'s order, then one per verdict."""
     headers = HEADERS[lang]
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     for rule in catalogue.document()["rules"]:
@@ -60,5 +61,10 @@ def markdown(lang: str = "en") -> str:
         cells = [f"`{rule['id']}`", f"`{rule['name']}`", rule["signature"][lang], _thresholds(rule, None, lang),
                  *(_thresholds(rule, f, lang) if f in families else NOT_APPLIED[lang] for f in FAMILIES),
                  _fix(rule), rule["section"]]
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    for verdict in catalogue.document().get("verdicts", []):  # judged on the whole run once the rules have run
+        thresholds, fix = [NONE] * (1 + len(FAMILIES)), NONE  # the guide's and each family's: none
+        cells = [f"`{verdict['id']}`", f"`{verdict['name']}`", verdict["signature"][lang], *thresholds, fix,
+                 verdict["section"]]
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     return "\n".join(lines) + "\n"

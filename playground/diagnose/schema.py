@@ -77,6 +77,8 @@ class Rule(_Strict):
 class Verdict(_Strict):
     name: str
     id: str
+    section: str
+    signature: Words
     unless: list[str]
     unless_status: list[str] = []
     short_run: int
