@@ -1,4 +1,5 @@
-"""`python -m playground.diagnose PATH`: diagnose a run dir, a multirun dir, a metrics file or a verl log.
+"""`python -m playground.diagnose PATH`: diagnose a run dir, a multirun dir, a metrics file or a verl log;
+`python -m playground.diagnose --catalogue`: print the rules as one Markdown table (docs/catalogue.md).
 
 Exit code 0 whatever was found, 2 when nothing could be read.
 """
@@ -9,6 +10,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from playground.diagnose import catalogue_table
 from playground.diagnose.calibration import FAMILIES
 from playground.diagnose.readers import parse_verl_text
 from playground.diagnose.report import dumps, format_report
@@ -21,10 +23,13 @@ def _parser() -> argparse.ArgumentParser:
         description="Diagnose PPO training metrics: a run dir (writes its findings.json), a multirun dir, "
                     "a metrics.jsonl, a TensorBoard log, a verl console log, wandb's end-of-run block, "
                     "or a wandb CSV export.")
-    parser.add_argument("path", nargs="?", help="what to diagnose (omit with --text)")
+    parser.add_argument("path", nargs="?", help="what to diagnose (omit with --text or --catalogue)")
     parser.add_argument("--text", help='verl console lines pasted as text, e.g. "step:5 - actor/pg_loss:0.5 - ...", '
                                        "or wandb's end-of-run block")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of a report")
+    parser.add_argument("--catalogue", action="store_true",
+                        help="print the diagnosis rules as one Markdown table (id, signature, thresholds per family, "
+                             "fix, the guide's section) and exit; --lang picks its language")
     parser.add_argument("--lang", choices=("en", "zh"), default="en", help="language of the report")
     parser.add_argument("--family", choices=FAMILIES,
                         help="thresholds to use (default: from run.json, else the guide's llm values)")
@@ -37,6 +42,11 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.catalogue:
+        if args.path is not None or args.text is not None:
+            parser.error("--catalogue takes no PATH or --text")
+        print(catalogue_table.markdown(args.lang), end="")
+        return 0
     if (args.path is None) == (args.text is None):
         parser.error("give a PATH or --text, not both")
     if args.loss_updates is not None and not args.loss_updates >= 1:

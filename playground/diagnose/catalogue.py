@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from playground.diagnose import schema
 from playground.metrics import fmt
 
 RULES_PATH = Path(__file__).with_name("rules.yaml")
@@ -21,9 +22,12 @@ RULES_PATH = Path(__file__).with_name("rules.yaml")
 
 @functools.lru_cache(maxsize=1)
 def document() -> dict[str, Any]:
-    """`rules.yaml`, parsed once per process: rules, verdicts, links, checklist, severities and the catalogue."""
+    """`rules.yaml`, parsed and checked (`schema.check`) once per process: rules, verdicts, links, checklist,
+    severities, guards, measured_on and the catalogue."""
     with open(RULES_PATH, encoding="utf-8") as f:
-        return yaml.safe_load(f)
+        data = yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml's parser where built: 8x
+    schema.check(data)
+    return data
 
 
 def explanation(finding_id: str) -> dict[str, str]:

@@ -1,7 +1,7 @@
 """The interpreter of the rule vocabulary in `rules.yaml`: series, step predicates and window conditions.
 
-A `Log` holds a run's metrics as columns plus its facts; `compile_series` and `compile_condition` turn a rule's
-YAML into objects evaluated on it. Unknown values stay unknown (None) through three-valued logic.
+`compile_series` and `compile_condition` turn a rule's YAML into objects evaluated on a run's `Log` (log.py).
+Unknown values stay unknown (None) through three-valued logic.
 """
 
 from __future__ import annotations
@@ -10,62 +10,14 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from playground.metrics import STEP, fmt
+from playground.diagnose.log import Log
+from playground.metrics import fmt
 
 ENTROPY = "actor/entropy_loss"
 _OPS: dict[str, tuple[str, Callable[[float, float], bool]]] = {
     "lt": ("<", lambda a, b: a < b), "le": ("<=", lambda a, b: a <= b), "gt": (">", lambda a, b: a > b),
     "ge": (">=", lambda a, b: a >= b), "eq": ("==", lambda a, b: a == b),
 }
-
-
-class Log:
-    """One run's records as columns (`val/*` carried forward), its steps, and its facts.
-
-    A coarse log (facts `shape_only`: a wandb end-of-run block) knows its metrics' shapes but not their sizes, but
-    for each metric's last value (the run summary's) where it is not `unscaled`: only trends read the rest.
-    """
-
-    def __init__(self, facts: Mapping[str, Any]):
-        self.facts = dict(facts)
-        self.steps: list[int] = []
-        self.cols: dict[str, list[float | None]] = {}
-        self.n = 0
-        self.memo: dict[tuple[Any, int], Any] = {}  # (predicate, record index) -> its value
-        self._first: dict[str, float] = {}
-        self.shape_only = bool(self.facts.get("shape_only"))
-        self.unscaled = set(self.facts.get("unscaled") or ())
-        self.reading_shape = False  # set while a trend reads values: shapes are what it needs
-
-    def append(self, record: Mapping[str, float]) -> None:
-        for key in record:
-            if key not in self.cols:
-                self.cols[key] = [None] * self.n
-        for key, col in self.cols.items():
-            value = record.get(key)
-            if value is None and key.startswith("val/") and col:
-                value = col[-1]  # validation runs every test_freq steps: its last value holds until the next
-            col.append(None if value is None else float(value))
-        self.steps.append(int(record.get(STEP, self.n)))
-        self.n += 1
-        self.memo.clear()
-
-    def get(self, key: str, i: int) -> float | None:
-        col = self.cols.get(key)
-        if col is None:
-            return None
-        if self.shape_only and not self.reading_shape and (key in self.unscaled or i != self.n - 1):
-            return None  # a size the log does not know
-        return col[i]
-
-    def first(self, key: str) -> float | None:
-        """The metric's first finite value (it never changes once there is one)."""
-        if key not in self._first:
-            value = next((v for v in self.cols.get(key, []) if v is not None and math.isfinite(v)), None)
-            if value is None:
-                return None
-            self._first[key] = value
-        return self._first[key]
 
 
 class Series:
@@ -425,11 +377,19 @@ def _number(value: Any, thresholds: Mapping[str, tuple[float, str]]) -> tuple[fl
     return float(value), fmt(float(value))
 
 
-def compile_condition(spec: Any, defs: Mapping[str, Any], thresholds: Mapping[str, tuple[float, str]]) -> Node:
-    """A step predicate or window condition from its YAML spec (see `rules.yaml`)."""
-    def sub(s: Any) -> Node:
-        return compile_condition(s, defs, thresholds)
+def compile_condition(spec: Any, defs: Mapping[str, Any], thresholds: Mapping[str, tuple[float, str]],
+                      guards: Mapping[str, Any] | None = None) -> Node:
+    """A step predicate or window condition from its YAML spec (see `rules.yaml`); `guards`: the named conditions
+    a spec may use as `{guard: name}`."""
+    guards = guards or {}
 
+    def sub(s: Any) -> Node:
+        return compile_condition(s, defs, thresholds, guards)
+
+    if "guard" in spec:
+        if spec["guard"] not in guards:
+            raise ValueError(f"rules.yaml: unknown guard {spec['guard']!r}: one of {sorted(guards)}")
+        return sub(guards[spec["guard"]])
     for kind in ("all", "any"):
         if kind in spec:
             return Combine(kind, [sub(s) for s in spec[kind]])

@@ -1,7 +1,7 @@
 """The diagnosis engine: reads a run's metrics, applies the rules in `rules.yaml`, reports catalogue findings.
 
 Rules are data: this module only interprets their small vocabulary (documented at the top of `rules.yaml`).
-Thresholds are the metrics guide's; a task family's own values come only from `calibration.CALIBRATION`.
+Thresholds are the metrics guide's; a task family's own values are `rules.yaml`'s `calibrated` ones.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from typing import Any
 
 from playground import failures
 from playground.diagnose import catalogue, causes
-from playground.diagnose.calibration import FAMILIES, calibrated, family_band_status, has_band, ok_range
-from playground.diagnose.conditions import Log, Node, Series, compile_condition, compile_series
-from playground.metrics import canonicalize, fmt
+from playground.diagnose.calibration import FAMILIES, family_band_status, has_band, ok_range, resolved_thresholds
+from playground.diagnose.conditions import Node, Series, compile_condition, compile_series
+from playground.diagnose.log import Log
+from playground.metrics import canonicalize
 
 VERL_GRAD_CLIP = 1.0  # verl's default actor grad_clip, assumed for logs that do not say
-KINDS = ("point", "window", "trend", "run")
 # What a policy with a single action (max_entropy 0: Andy Jones' probe environments) makes of its metrics: nothing it
 # could change, so none of them is diagnosed.
 POLICY_PREFIXES = ("actor/", "critic/score/", "critic/rewards/", "critic/advantages/", "episode/")
@@ -89,35 +89,18 @@ class Rule:
     fix: dict | None  # the rule's own fix, when it differs from its id's (rules.yaml)
 
 
-def _thresholds(rule: Mapping[str, Any], family: str) -> dict[str, tuple[float, str]]:
-    """name -> (value, how evidence writes it): the guide's value, or the family's calibrated one."""
-    out = {}
-    for name, guide in (rule.get("thresholds") or {}).items():
-        entry = calibrated(family, rule["name"], name)
-        if entry is None:
-            out[name] = (float(guide), fmt(float(guide)))
-        else:
-            out[name] = (entry.value, f"{fmt(entry.value)} ({family} calibration; guide {fmt(float(guide))})")
-    return out
-
-
 @functools.lru_cache(maxsize=len(FAMILIES))
 def rules(family: str) -> tuple[Rule, ...]:
     """The rules of `rules.yaml`, compiled with the family's thresholds."""
-    data = catalogue.document()
-    defs = data.get("series", {})
+    data = catalogue.document()  # checked on loading: ids, kinds and keys are known
+    defs, guards = data.get("series", {}), data.get("guards", {})
     out = []
     for spec in data["rules"]:
-        if spec["id"] not in failures.FAILURE_IDS:
-            raise ValueError(f"rules.yaml: rule {spec['name']!r} reports unknown id {spec['id']!r}")
         kind = spec["kind"]
-        if kind not in KINDS:
-            raise ValueError(f"rules.yaml: rule {spec['name']!r} has kind {kind!r}: one of {KINDS}")
         if family not in spec.get("families", FAMILIES):
             continue
         window = int(spec.get("window", 1))
-        thresholds = _thresholds(spec, family)
-        when = compile_condition(spec["when"], defs, thresholds)
+        when = compile_condition(spec["when"], defs, resolved_thresholds(spec, family), guards)
         out.append(Rule(
             name=spec["name"], id=spec["id"], kind=kind,
             needs=[compile_series(m, defs) for m in spec.get("metrics", [])], window=window,

@@ -13,36 +13,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from playground.diagnose.console_text import ANSI, RAY_PREFIX, to_float
+from playground.diagnose.readers_wandb import holds_block, parse_wandb_text, read_wandb_block, read_wandb_csv
 from playground.metrics import STEP, canonicalize
 from playground.runs import METRICS, LogRead, ProblemLog, find_runs, is_run_dir, read_metrics_jsonl
 
 # `step:N` where verl's console logger starts a line; whatever precedes it (a Ray or logging prefix, a tqdm
 # bar without its newline) is ignored. The lookbehind keeps `training/global_step:3` from matching.
 _STEP = re.compile(r"(?<![\w/@.\-])step:(\d+)(?=\s+-\s|\s*-?\s*$)")
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\[[0-9;]*m")  # also colour codes whose ESC was lost in a paste
 _OOM_TEXT = re.compile(r"CUDA out of memory|OutOfMemoryError|out of memory", re.IGNORECASE)
-_RAY_PREFIX = re.compile(r"^\((?:[A-Za-z_][\w.\-]*\s+)?pid=\d+(?:,\s*ip=[^)\s]+)?\)\s?")
 _RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
 _COMMENT = re.compile(r"(?:^|\s)#.*$")  # the guide's examples annotate lines with `# ...`
 _SEPARATOR = re.compile(r"\s+-\s+")  # ` - ` between pairs; a negative value is `key:-0.005`, no space
 _PIECE = re.compile(r"[^\s:]+(?::(?:\S.*)?)?")  # key or key:value; pformat never puts a space after `:`
-_NUMPY_SCALAR = re.compile(r"^(?:np|numpy)\.(?:float|int|uint)\d*\((.+)\)$")  # pformat of numpy >= 2 scalars
 _EVENTS_GLOB = "events.out.tfevents.*"
 # verl's validation keys: <val-core|val-aux>/<data_source>/<var>/<metric>; a data source may hold a `/`.
-
-
-def _to_float(text: str) -> float | None:
-    """The number verl printed (`0.123`, `1.2e-05`, `nan`, `-inf`, `True`, `np.float64(0.5)`), else None."""
-    text = text.strip()
-    scalar = _NUMPY_SCALAR.match(text)
-    if scalar:
-        text = scalar[1]
-    if text in ("True", "False"):  # bool is a numbers.Number, so verl prints it
-        return float(text == "True")
-    try:
-        return float(text)
-    except ValueError:
-        return None
 
 
 def _pieces(body: str) -> list[str]:
@@ -54,7 +39,7 @@ def _pieces(body: str) -> list[str]:
 
 def _value(piece: str) -> float | None:
     _, sep, value = piece.partition(":")
-    return _to_float(value) if sep else None
+    return to_float(value) if sep else None
 
 
 def _count_numbers(pieces: list[str]) -> int:
@@ -114,7 +99,7 @@ def _key_cut_before_step(body: str) -> bool:
 
 
 def _clean(segment: str) -> str:
-    segment = _ANSI.sub("", segment)
+    segment = ANSI.sub("", segment)
     segment = _RAY_REPEATED.sub("", segment)
     return _COMMENT.sub("", segment)
 
@@ -159,7 +144,7 @@ class _ConsoleParser:
             self._finish()
             self._pending = _StepLine(int(match[1]), number, number, line[match.end():])
             return
-        line = _RAY_PREFIX.sub("", line, count=1)
+        line = RAY_PREFIX.sub("", line, count=1)
         if pending is not None:
             joined = _join(pending.body, line)
             if joined is not None:
@@ -183,7 +168,7 @@ class _ConsoleParser:
             elif not sep or not text.strip():
                 self.log.add(f"{where} (step {line.step}): `{key}` has no value (line cut off?), skipped",
                              ("no value", key))
-            elif (value := _to_float(text)) is not None:
+            elif (value := to_float(text)) is not None:
                 record[key] = value
             else:
                 self.log.add(f"{where} (step {line.step}): `{key}` is not a number ({text.strip()[:40]!r}), skipped",
@@ -212,16 +197,12 @@ def parse_verl_text(text: str, *, name: str = "") -> LogRead:
     wandb end-of-run block and no step lines is read as that block (`readers_wandb.parse_wandb_text`)."""
     lines = text.split("\n")
     if _wandb_only(lines):
-        from playground.diagnose.readers_wandb import parse_wandb_text
-
         return parse_wandb_text(text, name=name)
     return _parse_lines(lines, name, name)
 
 
 def _wandb_only(lines: list[str]) -> bool:
     """True for lines with a wandb end-of-run block and no verl step line: the step lines are exact, so they win."""
-    from playground.diagnose.readers_wandb import holds_block
-
     return not any(_STEP.search(_clean(line)) for line in lines) and holds_block(lines)
 
 
@@ -380,7 +361,6 @@ def read_any(path: str | Path) -> LogRead:
     if kind == "console":
         return read_verl_console_log(path)
     if kind in ("csv", "wandb_history"):
-        from playground.diagnose.readers_wandb import read_wandb_block, read_wandb_csv
 
         return read_wandb_csv(path) if kind == "csv" else read_wandb_block(path)
     return LogRead(records=[], source=str(path), problems=[

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from playground.diagnose.readers import _ANSI, _RAY_PREFIX, _to_float
+from playground.diagnose.console_text import ANSI, RAY_PREFIX, to_float
 from playground.metrics import STEP, canonical_name, canonicalize
 from playground.runs import LogRead, ProblemLog
 
@@ -46,7 +46,7 @@ def _names(keys: list[str], most: int = 6) -> str:
 
 def _row_text(raw: str) -> tuple[str, bool]:
     """A line's text without colour codes, a Ray prefix and `wandb:`, and whether it had `wandb:`."""
-    line = _RAY_PREFIX.sub("", _ANSI.sub("", raw.rstrip("\r\n")), count=1)
+    line = RAY_PREFIX.sub("", ANSI.sub("", raw.rstrip("\r\n")), count=1)
     prefix = _PREFIX.match(line)
     return (line[prefix.end():], True) if prefix else (line, False)
 
@@ -110,7 +110,7 @@ class _BlockParser:
     def _parse(self, text: str) -> tuple[str, str] | None:
         """(key, sparkline or value text) of a row of the current section, None when it does not read."""
         row = (_SPARK_ROW if self._section == "history" else _VALUE_ROW).match(text.rstrip())
-        if row is None or (self._section == "summary" and _to_float(row["value"]) is None):
+        if row is None or (self._section == "summary" and to_float(row["value"]) is None):
             return None
         return row["key"].strip(), row["spark" if self._section == "history" else "value"].strip()
 
@@ -132,7 +132,7 @@ class _BlockParser:
             self.history[parsed[0]] = parsed[1]
         else:
             key, value = parsed
-            self.summary[key] = _to_float(value)
+            self.summary[key] = to_float(value)
             if value in _ROUNDED_ZERO:
                 self.rounded_zeros.append(key)
 
@@ -370,14 +370,14 @@ def _csv_rows(rows: Any, header: list[str], step: int | None, selected: list[tup
         if len(row) != len(header):
             log.skip(where, "wrong number of fields", f" ({len(row)}, the header has {len(header)})")
             continue
-        at = float(index) if step is None else _to_float(row[step])
+        at = float(index) if step is None else to_float(row[step])
         if at is None or not math.isfinite(at):
             log.skip(where, "no step", f" ({row[step]!r})")
             continue
         record: dict[str, float] = {}
         for i, metric in selected:
             cell = row[i].strip()
-            if cell and (value := _to_float(cell)) is not None:
+            if cell and (value := to_float(cell)) is not None:
                 record[metric] = value
             elif cell:
                 log.add(f"{where}: `{header[i]}` is not a number ({cell[:40]!r}), skipped", ("not a number", i))

@@ -1,0 +1,70 @@
+"""`python -m playground.diagnose --catalogue`: the rules of `rules.yaml` as one Markdown table an instructor can read.
+
+One row per rule, then one per verdict on the whole run (healthy): the catalogue id it reports, what it looks for in
+words, its thresholds as the guide gives them and as each task family uses them (a family's own values in bold), its
+fix as Hydra overrides, and the guide's section. docs/catalogue.md is this table, kept up to date by
+tests/diagnose/test_catalogue.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from playground.diagnose import catalogue
+from playground.diagnose.calibration import FAMILIES, calibrated
+from playground.metrics import fmt
+
+HEADERS = {
+    "en": ("id", "rule", "signature", "guide", *FAMILIES, "fix (Hydra overrides)", "guide §"),
+    "zh": ("id", "规则", "特征", "指南", *FAMILIES, "修复（Hydra 覆盖）", "指南章节"),
+}
+NOT_APPLIED = {"en": "n/a", "zh": "不适用"}
+AS_GUIDE = {"en": "= guide", "zh": "同指南"}
+NONE = "—"
+
+
+def _cell(text: str) -> str:
+    """Text a table cell can hold: a `|` would end the cell."""
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def _thresholds(rule: Mapping[str, Any], family: str | None, lang: str) -> str:
+    """`name value, ...` as the guide gives them (family None) or as the family uses them: its own values in bold,
+    "= guide" where it has none."""
+    thresholds = rule.get("thresholds") or {}
+    if not thresholds:
+        return NONE
+    own = {name: entry for name in thresholds if family and (entry := calibrated(family, rule["name"], name))}
+    if family and not own:
+        return AS_GUIDE[lang]
+    return ", ".join(f"**{name} {fmt(own[name].value)}**" if name in own else f"{name} {fmt(float(guide))}"
+                     for name, guide in thresholds.items())
+
+
+def _fix(rule: Mapping[str, Any]) -> str:
+    """The rule's fix as the families it applies to get it: one set of overrides, or one per family."""
+    families = rule.get("families", FAMILIES)
+    fixes = {f: catalogue.render_fix(rule["id"], f, None, rule.get("fix")) for f in families}
+    if len(set(fixes.values())) == 1:
+        (only,) = set(fixes.values())
+        return f"`{only}`" if only else NONE
+    return "; ".join(f"{f}: `{fix}`" if fix else f"{f}: {NONE}" for f, fix in fixes.items())
+
+
+def markdown(lang: str = "en") -> str:
+    """The catalogue table, one row per rule in `rules.yaml`'s order, then one per verdict."""
+    headers = HEADERS[lang]
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    for rule in catalogue.document()["rules"]:
+        families = rule.get("families", FAMILIES)
+        cells = [f"`{rule['id']}`", f"`{rule['name']}`", rule["signature"][lang], _thresholds(rule, None, lang),
+                 *(_thresholds(rule, f, lang) if f in families else NOT_APPLIED[lang] for f in FAMILIES),
+                 _fix(rule), rule["section"]]
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    for verdict in catalogue.document().get("verdicts", []):  # judged on the whole run once the rules have run
+        thresholds, fix = [NONE] * (1 + len(FAMILIES)), NONE  # the guide's and each family's: none
+        cells = [f"`{verdict['id']}`", f"`{verdict['name']}`", verdict["signature"][lang], *thresholds, fix,
+                 verdict["section"]]
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return "\n".join(lines) + "\n"
