@@ -7,7 +7,8 @@ knows about each id (its explanation, its fix) lives in `playground.diagnose`.
 
 from __future__ import annotations
 
-INFO_IDS = ("healthy", "converged", "value_drift", "generation_bottleneck", "update_bottleneck", "low_mfu")
+INFO_IDS = ("healthy", "inconclusive", "converged", "value_drift", "generation_bottleneck", "update_bottleneck",
+            "low_mfu")
 CRITICAL_IDS = ("training_crash", "out_of_memory", "gradient_explosion")
 WARNING_IDS = (
     "lr_too_high", "lr_too_low", "critic_undertrained", "entropy_collapse", "no_learning_signal",
@@ -32,6 +33,7 @@ def severity(finding_id: str) -> str:
 # Short titles for reports.
 TITLES: dict[str, dict[str, str]] = {
     "healthy": {"en": "healthy training", "zh": "训练健康"},
+    "inconclusive": {"en": "too little evidence for a verdict", "zh": "证据不足，无法判断"},
     "converged": {"en": "converged", "zh": "已收敛"},
     "lr_too_high": {"en": "learning rate too high", "zh": "学习率过高"},
     "lr_too_low": {"en": "learning rate too low", "zh": "学习率过低"},

@@ -258,14 +258,24 @@ def band_status(key: str, value: float) -> str | None:
 def status_in_bands(entry: Mapping[str, Any] | None, value: float) -> str | None:
     """The status of `value` in an entry's `bands` (glossary schema; `lo`/`hi` None = unbounded), judged on
     |value| when the entry says `band_on_abs`; None when there are no bands, "bad" for a non-finite value."""
+    band = band_in(entry, value)
+    return None if band is None else band["status"]
+
+
+def band_in(entry: Mapping[str, Any] | None, value: float) -> dict[str, Any] | None:
+    """The first of an entry's `bands` that holds `value` (its status and label); a non-finite value falls in a band
+    of its own, "bad"; None when the entry has no bands or none holds the value."""
     if entry is None or not entry.get("bands"):
         return None
     if not math.isfinite(value):
-        return "bad"
+        return NON_FINITE_BAND
     v = abs(value) if entry.get("band_on_abs") else value
     for band in entry["bands"]:
         lo = -math.inf if band.get("lo") is None else band["lo"]
         hi = math.inf if band.get("hi") is None else band["hi"]
         if lo <= v <= hi:
-            return band["status"]
+            return band
     return None
+
+
+NON_FINITE_BAND = {"lo": None, "hi": None, "status": "bad", "label": {"en": "NaN or Inf", "zh": "NaN 或 Inf"}}

@@ -15,7 +15,7 @@ from typing import Any
 
 from playground.diagnose import catalogue
 from playground.diagnose.schema import FAMILIES as FAMILIES
-from playground.metrics import fmt, glossary_entry, status_in_bands
+from playground.metrics import band_in, fmt, glossary_entry, status_in_bands
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,11 @@ FAMILY_BANDS: dict[str, dict[str, dict]] = catalogue.document().get("family_band
 def family_band_status(key: str, value: float, family: str) -> str | None:
     """`metrics.band_status` with the family's own bands where it has them."""
     return status_in_bands(bands_entry(key, family), value)
+
+
+def family_band(key: str, value: float, family: str) -> dict | None:
+    """The band (status and label) `value` falls in, with the family's own bands where it has them."""
+    return band_in(bands_entry(key, family), value)
 
 
 def bands_entry(key: str, family: str) -> dict | None:

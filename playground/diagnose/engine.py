@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
@@ -16,30 +16,15 @@ from playground import failures
 from playground.diagnose import catalogue, causes
 from playground.diagnose.calibration import FAMILIES, family_band_status, has_band, ok_range, resolved_thresholds
 from playground.diagnose.conditions import Node, Series, compile_condition, compile_series
-from playground.diagnose.log import Log
+from playground.diagnose.finding import Finding
+from playground.diagnose.log import SHORTCUT_KEYS, Log, on_policy_shortcut
+from playground.diagnose.verdicts import verdicts
 from playground.metrics import canonicalize
 
 VERL_GRAD_CLIP = 1.0  # verl's default actor grad_clip, assumed for logs that do not say
 # What a policy with a single action (max_entropy 0: Andy Jones' probe environments) makes of its metrics: nothing it
 # could change, so none of them is diagnosed.
 POLICY_PREFIXES = ("actor/", "critic/score/", "critic/rewards/", "critic/advantages/", "episode/")
-SHORTCUT_KEYS = ("actor/ppo_kl", "actor/pg_clipfrac", "actor/pg_clipfrac_lower")
-
-
-@dataclass
-class Finding:
-    id: str
-    severity: str  # info | warning | critical (failures.severity)
-    first_step: int  # the first and last steps at which the rule held (a window's last step)
-    last_step: int
-    evidence: list[dict] = field(default_factory=list)  # {"metric", "step", "value", "range", "status"}
-    explanation: dict = field(default_factory=dict)  # {"en", "zh"}
-    fix: str = ""  # Hydra overrides, ready to paste ("" where the guide names no key)
-    rule: str = ""
-    alternatives: list[dict] = field(default_factory=list)  # other fixes to try: {"fix", "reference"}
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 @dataclass
@@ -245,32 +230,6 @@ def facts(info: Mapping | None, config: Mapping | None, family: str) -> dict:
 
 
 # ---- diagnosis ---------------------------------------------------------------------------------------------
-def _verdicts(log: Log, findings: list[Finding], family: str, notes: list[str]) -> list[Finding]:
-    """The findings `rules.yaml`'s verdicts give on the run as a whole (healthy), judged on the steps with a score."""
-    score = compile_series("score", {})
-    known = [i for i in range(log.n) if score.value(log, i) is not None]
-    out = []
-    for spec in catalogue.document().get("verdicts", []):
-        if log.n == 0 or any(f.severity in spec["unless"] for f in findings):
-            continue
-        if log.facts.get("status") in spec.get("unless_status", ()):
-            notes.append(f"the run ended {log.facts['status']}: not called {spec['name']}")
-            continue
-        if len(known) < spec["short_run"]:
-            notes.append(f"{spec['name']}: too little data to tell whether the score rose ({len(known)} score value"
-                         f"{'s' * (len(known) != 1)}, needs {spec['short_run']})")
-        elif compile_condition(spec["when"], {}, {}).over(log, known) is not True:
-            notes.append(spec["otherwise"])
-            continue
-        ends = dict.fromkeys(known[:1] + known[-1:])  # the first and the last score
-        evidence = [{"metric": score.metric_name(log), "step": log.steps[i], "value": score.value(log, i),
-                     "range": "rises towards score_target", "status": "ok"} for i in ends]
-        out.append(Finding(id=spec["id"], severity=failures.severity(spec["id"]), first_step=log.steps[0],
-                           last_step=log.steps[-1], evidence=evidence, explanation=catalogue.explanation(spec["id"]),
-                           fix="", rule=spec["name"]))
-    return out
-
-
 def diagnose_log(log: Log, family: str, config: Mapping | None = None, notes: Sequence[str] = (),
                  problems: Sequence[str] = (), source: str = "") -> Report:
     """Apply every rule to a log already built (see `diagnose`)."""
@@ -287,7 +246,7 @@ def diagnose_log(log: Log, family: str, config: Mapping | None = None, notes: Se
         if fired:
             by_id.setdefault(rule.id, []).append((rule, fired))
     findings = [_finding(fid, fired, log, family, config) for fid, fired in by_id.items()]
-    findings += _verdicts(log, findings, family, notes)
+    findings += verdicts(log, findings, family, notes)
     findings.sort(key=lambda f: (-failures.SEVERITY_ORDER.index(f.severity), f.first_step, f.id))
     if log.facts.get("loss_updates", 1) != 1:
         notes.append(f"losses read as sums over {log.facts['loss_updates']:g} updates a step (verl >= 0.7): "
@@ -337,7 +296,7 @@ def step_status(records: list[dict[str, float]], *, family: str | None = None,
     keys = [k for k in dict.fromkeys(k for r in records for k in r) if has_band(k, fam)]
     out: dict[str, list[str | None]] = {k: [] for k in keys}
     for record in records:
-        shortcut = record.get("actor/ppo_kl") == 0 and record.get("actor/pg_clipfrac") == 0
+        shortcut = on_policy_shortcut(record)
         for key in keys:
             value = record.get(key)
             skip = value is None or (shortcut and key in SHORTCUT_KEYS)

@@ -8,6 +8,14 @@ from typing import Any
 
 from playground.metrics import STEP
 
+# verl's on-policy shortcut (one mini-batch, one epoch): the ratio is exactly 1, so these are 0 and say nothing.
+SHORTCUT_KEYS = ("actor/ppo_kl", "actor/pg_clipfrac", "actor/pg_clipfrac_lower")
+
+
+def on_policy_shortcut(record: Mapping[str, float | None]) -> bool:
+    """Whether a step's record shows the on-policy shortcut (`ppo_kl` and `pg_clipfrac` both exactly 0)."""
+    return record.get("actor/ppo_kl") == 0 and record.get("actor/pg_clipfrac") == 0
+
 
 class Log:
     """One run's records as columns (`val/*` carried forward), its steps, and its facts.

@@ -16,12 +16,14 @@ LABELS: dict[str, dict[str, str]] = {
            "rule": "rule", "why": "why", "fix": "fix", "no_fix": "(no config key: see why)", "notes": "notes",
            "problems": "could not read", "root": "root cause", "because": "a consequence of {root}",
            "ruled_out": "checked and ruled out", "or": "or try",
-           "none_ruled_out": "nothing: the checks' metrics are not in the log"},
+           "none_ruled_out": "nothing: the checks' metrics are not in the log",
+           "inconclusive": "inconclusive: too few steps for a verdict (see below)"},
     "zh": {"header": "== {source}（任务类型 {family}，{steps} 步）", "none": "没有发现问题", "worst": "最严重",
            "status": "状态", "steps": "第 {range} 步", "step": "第 {range} 步", "at": "第 {step} 步",
            "rule": "规则", "why": "原因", "fix": "修复", "no_fix": "（没有对应的配置项，见原因）", "notes": "说明",
            "problems": "无法读取", "root": "根因", "because": "由 {root} 引起",
-           "ruled_out": "已检查并排除", "or": "也可以试", "none_ruled_out": "无：日志中没有这些检查所需的指标"},
+           "ruled_out": "已检查并排除", "or": "也可以试", "none_ruled_out": "无：日志中没有这些检查所需的指标",
+           "inconclusive": "无法判断：步数太少，不足以下结论（见下）"},
 }
 SEVERITY_WORDS = {"en": {"info": "info", "warning": "warning", "critical": "critical"},
                   "zh": {"info": "信息", "warning": "警告", "critical": "严重"}}
@@ -32,6 +34,8 @@ def _status_line(report: Report, lang: str) -> str:
     counts = {s: sum(f.severity == s for f in report.findings) for s in failures.SEVERITY_ORDER}
     parts = [f"{counts[s]} {words[s]}" for s in reversed(failures.SEVERITY_ORDER) if counts[s]]
     worst = report.worst_severity()
+    if worst == "info" and "inconclusive" in report.ids():  # no verdict: say so first, not "1 info"
+        return f"{label['status']}: {label['inconclusive']}"
     found = ", ".join(parts) if parts else label["none"]
     tail = f" ({label['worst']}: {words[worst]})" if worst else ""
     return f"{label['status']}: {found}{tail}"

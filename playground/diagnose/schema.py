@@ -81,6 +81,7 @@ class Verdict(_Strict):
     signature: Words
     unless: list[str]
     unless_status: list[str] = []
+    min_steps: int
     short_run: int
     when: dict[str, Any]
     otherwise: str

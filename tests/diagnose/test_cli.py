@@ -54,8 +54,8 @@ def test_json_is_one_document(capsys):
     doc = json.loads(out)
     assert code == 0 and doc["version"] == 1 and len(doc["results"]) == 1
     result = doc["results"][0]
-    assert result["worst_severity"] == "info" and [f["id"] for f in result["findings"]] == ["healthy"]
-    assert [d["root"]["id"] for d in result["diagnoses"]] == ["healthy"]
+    assert result["worst_severity"] == "info" and [f["id"] for f in result["findings"]] == ["inconclusive"]
+    assert [d["root"]["id"] for d in result["diagnoses"]] == ["inconclusive"]
     assert result["steps"] == 1 and result["family"] == "llm"
 
 

@@ -62,11 +62,29 @@ def _read_fixture(name):
 
 
 # ---- the guide's examples ------------------------------------------------------------------------------
-def test_guide_example1_healthy_no_warning():
+def test_guide_example1_is_inconclusive_and_lists_what_is_out_of_range():
+    """One step of a fresh PPO run: no warning, but no verdict either. The metrics outside the guide's range are
+    listed with the guide's reading (a fresh critic's loss and gradient are high); the on-policy shortcut's zero
+    clipfrac and ppo_kl are not measured values, so they are not listed."""
     d = _read_fixture("guide_11_4_example1.log")
-    assert d.worst_severity() == "info" and d.ids() == ["healthy"]
-    assert any(n.startswith("healthy: too little data") for n in d.notes)
+    assert d.worst_severity() == "info" and d.ids() == ["inconclusive"]
+    rows = {row["metric"]: row for row in d.findings[0].evidence}
+    assert {"critic/vf_loss", "critic/grad_norm"} <= set(rows)
+    assert "actor/pg_clipfrac" not in rows and "actor/ppo_kl" not in rows
+    assert rows["critic/vf_loss"]["value"] == 14.947 and rows["critic/vf_loss"]["status"] == "warn"
+    assert "early" in rows["critic/vf_loss"]["range"] and "start" in rows["critic/grad_norm"]["range"]
+    assert "1 training step" in d.findings[0].explanation["en"] and "1 training step" in d.findings[0].explanation["zh"]
     assert any("too little data (1 step, needs" in n for n in d.notes)  # trend rules say so
+
+
+def test_a_short_run_is_inconclusive_and_a_sparse_log_over_many_steps_is_not():
+    def step(s: int) -> dict:
+        return {STEP: s, "actor/ppo_kl": 0.003, "actor/pg_clipfrac": 0.1, "critic/score/mean": 0.1 + 0.01 * s}
+
+    assert ids([step(s) for s in range(1, 5)]) == ["inconclusive"]  # 4 steps: the windows need 5
+    assert ids([step(s) for s in range(1, 6)]) == ["healthy"]
+    assert ids([step(s) for s in (0, 10, 20)]) == ["healthy"]  # every 10th step printed: 21 steps
+    assert ids([{STEP: 0, "val/score": 0.3}, *(step(s) for s in range(1, 5))]) == ["inconclusive"]  # step 0: val only
 
 
 def test_guide_example2_lr_too_high():
@@ -158,8 +176,8 @@ def test_healthy_baseline_has_only_healthy():
 
 def test_every_catalogue_id_has_a_rule_and_every_rule_a_catalogue_id():
     ruled = {r.id for r in rules("llm")}
-    assert ruled == set(failures.FAILURE_IDS) - {"healthy"}
-    assert set(CASES) | {"healthy"} == set(failures.FAILURE_IDS)
+    assert ruled == set(failures.FAILURE_IDS) - {"healthy", "inconclusive"}  # the verdicts on a whole run
+    assert set(CASES) | {"healthy", "inconclusive"} == set(failures.FAILURE_IDS)
     for finding_id in failures.FAILURE_IDS:
         assert set(catalogue.explanation(finding_id)) == {"en", "zh"} and finding_id in failures.TITLES
 

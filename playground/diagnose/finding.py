@@ -1,0 +1,21 @@
+"""One finding of the diagnosis: a catalogue id, where it held, the evidence, and what to do about it."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class Finding:
+    id: str
+    severity: str  # info | warning | critical (failures.severity)
+    first_step: int  # the first and last steps at which the rule held (a window's last step)
+    last_step: int
+    evidence: list[dict] = field(default_factory=list)  # {"metric", "step", "value", "range", "status"}
+    explanation: dict = field(default_factory=dict)  # {"en", "zh"}
+    fix: str = ""  # Hydra overrides, ready to paste ("" where the guide names no key)
+    rule: str = ""
+    alternatives: list[dict] = field(default_factory=list)  # other fixes to try: {"fix", "reference"}
+
+    def to_dict(self) -> dict:
+        return asdict(self)
