@@ -84,7 +84,8 @@ def render_fix(finding_id: str, family: str, config: Mapping[str, Any] | None = 
 
     Args:
         finding_id: a catalogue id. family: gym | token | llm (picks a family's own keys where they differ).
-        config: the run's resolved config as a plain dict (None: values become `<current/10>` placeholders).
+        config: the run's resolved config as a plain dict (None: values become `<current/10>` placeholders; with a
+            config, an override whose key the config holds without a number, e.g. a null micro-batch size, is left out).
         spec: a `fix` entry to render instead of the catalogue's (a rule's own fix; see rules.yaml).
 
     Returns:
@@ -97,5 +98,8 @@ def render_fix(finding_id: str, family: str, config: Mapping[str, Any] | None = 
         current = config_value(config, key)
         if (current is MISSING or current is None) and fallback is not None:
             current = config_value(config, fallback)
-        parts.append(f"{key}={_apply(op, None if current is MISSING else current)}")
+        value = _apply(op, None if current is MISSING else current)
+        if current is not MISSING and value.startswith("<current"):
+            continue  # the run's config holds no number to scale (a null key): no placeholder in a command to paste
+        parts.append(f"{key}={value}")
     return " ".join(parts)

@@ -172,8 +172,8 @@ def _finding(finding_id: str, fired: list[tuple[Rule, list[list[int]]]], log: Lo
                 evidence += _extra_evidence(rule, log, windows[-1][-1], family, seen)
     severity = failures.severity(finding_id)
     if not catalogue.document()["severities"].get(severity, {}).get("marks_bad", True):
-        for item in evidence:
-            item["status"] = "ok" if item["status"] == "bad" else item["status"]
+        for item in evidence:  # the condition that raised a note is no problem, and not "ok" either: unmarked
+            item["status"] = None if item["status"] == "bad" else item["status"]
     spec = fired[0][0].fix  # the first rule that reported the id names the fix, when it has its own
     return Finding(id=finding_id, severity=severity, first_step=min(firsts), last_step=max(lasts), evidence=evidence,
                    explanation=catalogue.explanation(finding_id),

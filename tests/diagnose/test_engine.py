@@ -431,3 +431,22 @@ def test_a_console_log_that_reports_out_of_memory_is_diagnosed_oom():
     assert "out_of_memory" in crashed.ids() and "the log reports an out-of-memory error" in crashed.notes
     [(_, clean)] = diagnose_path(FIXTURES / "guide_11_4_example1.log")
     assert "out_of_memory" not in clean.ids()
+
+
+def test_a_notes_triggering_condition_is_not_marked_ok():
+    records, info, _, _ = CASES["generation_bottleneck"]
+    note = next(f for f in diagnose(records, info=info or None).findings if f.id == "generation_bottleneck")
+    assert note.evidence and all(row["status"] != "ok" for row in note.evidence if row["metric"] == "timing_s/gen")
+
+
+def test_a_fix_for_a_run_names_numbers_not_placeholders():
+    """A fix rendered for a run's config is pasted as is: a key the config holds as null (a micro-batch of the whole
+    mini-batch) is left out rather than written `<current*2>`; without a config (the catalogue) it stays a
+    placeholder."""
+    config = {"actor_rollout_ref": {"actor": {"ppo_micro_batch_size_per_gpu": None, "ppo_mini_batch_size": 16,
+                                              "optim": {"lr": 3e-4}}}}
+    micro = "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"
+    assert catalogue.render_fix("update_bottleneck", "token", config) == ""
+    assert catalogue.render_fix("update_bottleneck", "token") == f"{micro}=<current*2>"
+    assert catalogue.render_fix("out_of_memory", "token", config) == f"{micro}=8"  # null: the mini-batch's 16, halved
+    assert catalogue.render_fix("lr_too_high", "token", config) == "actor_rollout_ref.actor.optim.lr=3e-05"
