@@ -22,7 +22,7 @@ from playground.algos.names import (
     LOSS_AGG_MODES,
     POLICY_LOSSES,
 )
-from playground.failures import FAILURE_IDS
+from playground.failures import FAILURE_IDS, SCENARIO_IDS
 
 CONF_DIR = os.environ.get("PLAYGROUND_CONF_DIR", str(Path(__file__).resolve().parents[1] / "conf"))
 LOGGERS = ("console", "jsonl", "file", "tensorboard", "wandb", "mlflow", "swanlab")
@@ -275,8 +275,20 @@ def with_default_scenario(overrides: Sequence[str]) -> list[str]:
     return [*overrides, f"scenario={default}"] if default else overrides
 
 
+def scenarios_of(task: str) -> list[str]:
+    """The scenarios `task` reproduces, in the catalogue's order: healthy (unless the task names a
+    `default_scenario`: it has no healthy run) and every scenario with a `conf/scenario_task/<task>_<scenario>.yaml`.
+    `ANY_TASK_SCENARIOS` apply to every task on top of these (conf/config.yaml's header tells the pattern)."""
+    path = Path(CONF_DIR) / "task" / f"{task}.yaml"
+    healthy = path.is_file() and OmegaConf.select(OmegaConf.load(path), "task.default_scenario") is None
+    per_task = {p.stem[len(task) + 1:] for p in (Path(CONF_DIR) / "scenario_task").glob(f"{task}_*.yaml")}
+    found = ({"healthy"} if healthy else set()) | (per_task & set(known_options("scenario")))
+    return [s for s in SCENARIO_IDS if s in found] + sorted(found - set(SCENARIO_IDS))
+
+
 def check_scenario_applies(cfg: DictConfig) -> None:
-    applicable = list(cfg.task.get("scenarios", []))
+    """A scenario runs on a task only where it has the task's values (see `scenarios_of`)."""
+    applicable = scenarios_of(cfg.task.name)
     if cfg.scenario not in applicable and cfg.scenario not in ANY_TASK_SCENARIOS:
         raise ConfigError(f"scenario={cfg.scenario!r} does not apply to task={cfg.task.name!r}: allowed {applicable}")
 

@@ -50,6 +50,59 @@ def test_unknown_task_and_inapplicable_scenario():
         check_scenario_applies(compose(["task=mountaincar", "scenario=healthy"]))
 
 
+# What each task allowed when the lists were written out in task/*.yaml (`task.scenarios`); now derived from
+# conf/scenario_task/ (conf/config.yaml's header), in the catalogue's order.
+ALLOWED = {
+    "acrobot": ["healthy", "critic_undertrained", "entropy_collapse", "advantage_not_normalized"],
+    "addition": ["healthy", "lr_too_high"],
+    "cartpole": ["healthy", "lr_too_high", "lr_too_low", "critic_undertrained", "entropy_collapse",
+                 "vanishing_gradient", "grad_clip_saturation", "advantage_not_normalized",
+                 "reward_variance_too_large", "training_crash"],
+    "mountaincar": ["no_learning_signal"],  # names a default_scenario: no healthy run
+    "pendulum": ["healthy", "lr_too_high", "critic_undertrained", "vanishing_gradient", "advantage_not_normalized",
+                 "gradient_explosion"],
+    **{f"probe{i}": ["healthy"] for i in range(1, 6)},
+    "reverse": ["healthy", "lr_too_high", "lr_too_low", "no_learning_signal", "overly_deterministic",
+                "unstable_policy_loss", "advantage_not_normalized", "reward_variance_too_large", "kl_drift",
+                "response_truncation", "prompt_truncation", "out_of_memory"],
+}
+
+
+def test_a_tasks_scenarios_are_the_per_task_files_that_exist():
+    from playground.config import known_options, scenarios_of
+
+    assert {task: scenarios_of(task) for task in known_options("task")} == ALLOWED
+    for task in ("cartpole", "reverse"):
+        assert compose([f"task={task}", "scenario=mystery"]).trainer.mystery  # a workshop's, on any task
+        check_scenario_applies(compose([f"task={task}", "scenario=mystery"]))
+    with pytest.raises(ConfigError) as error:
+        check_scenario_applies(compose(["task=acrobot", "scenario=lr_too_high"]))
+    assert str(error.value) == ("scenario='lr_too_high' does not apply to task='acrobot': allowed "
+                                f"{ALLOWED['acrobot']}")
+
+
+@pytest.mark.parametrize("overrides, values", [
+    # a scenario's per-task values on top of the task's (the composition the refactor must not change)
+    (["task=cartpole", "scenario=lr_too_high"], {f"{A}.optim.lr": 0.05, f"{A}.entropy_coeff": 0.05,
+                                                 f"{A}.ppo_epochs": 8, "algorithm.gamma": 0.98}),
+    (["task=pendulum", "scenario=gradient_explosion"], {f"{A}.grad_clip": None, f"{A}.optim.lr": 0.1,
+                                                        "critic.ppo_epochs": 10, "critic.ppo_mini_batch_size": 400}),
+    (["task=reverse", "scenario=kl_drift"], {f"{A}.kl_loss_coef": 0.0, "trainer.total_training_steps": 150,
+                                             "algorithm.adv_estimator": "grpo"}),
+    (["task=mountaincar"], {"scenario": "no_learning_signal", f"{A}.optim.lr": 2.5e-3, "trainer.experiment_name":
+                            "mountaincar-no_learning_signal"}),
+    (["task=cartpole", "+preset=fast"], {f"{A}.optim.lr": 7.0e-3, "critic.ppo_epochs": 2, "scenario": "healthy"}),
+    (["+sweep=dapo_ladder", "+ladder=2_dynamic_sampling"], {"task.name": "reverse", "data.gen_batch_size": 96,
+                                                            f"{A}.ppo_mini_batch_size": 4}),
+])
+def test_composed_values_are_pinned(overrides, values):
+    from omegaconf import OmegaConf
+
+    cfg = compose(overrides)
+    assert {key: OmegaConf.select(cfg, key) for key in values} == values
+    assert "scenarios" not in cfg.task
+
+
 def test_defaults_are_valid_for_every_task():
     from playground.config import known_options
 
