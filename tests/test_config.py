@@ -31,6 +31,50 @@ def test_bad_gym_values_fail_with_one_line(override, key, allowed):
     assert key in message and allowed in message and "\n" not in message
 
 
+@pytest.mark.parametrize("override, line", [
+    # a type or a choice: the schema's (playground.config_schema)
+    (f"{A}.loss_agg_mode=bogus", f"{A}.loss_agg_mode='bogus' is out of range: allowed one of ['token-mean', "
+     "'seq-mean-token-sum', 'seq-mean-token-mean', 'seq-mean-token-sum-norm']"),
+    (f"{A}.kl_loss_type=k9", f"{A}.kl_loss_type='k9' is out of range: allowed one of ['kl', 'k1', 'abs', 'mse', "
+     "'k2', 'low_var_kl', 'k3'] (optionally with '+')"),
+    (f"{A}.use_dynamic_bsz=1", f"{A}.use_dynamic_bsz=1 is out of range: allowed true or false"),
+    (f"{A}.ppo_epochs=1.5", f"{A}.ppo_epochs=1.5 is out of range: allowed an integer"),
+    ("trainer.seed='3'", "trainer.seed='3' is out of range: allowed an integer"),  # not converted, refused
+    ("critic.enable=maybe", "critic.enable='maybe' is out of range: allowed null or true or false"),
+    ("critic.model.hidden_sizes=[16,2.5]", "critic.model.hidden_sizes=[16, 2.5] is out of range: allowed a list of "
+     "integers"),
+    ("reward.noise_type=uniform", "reward.noise_type='uniform' is out of range: allowed one of ['normal', 'cauchy']"),
+    ("env.backend=jax", "env.backend='jax' is out of range: allowed one of ['auto', 'torch', 'gymnasium']"),
+    # a range: validate's
+    (f"{A}.optim.lr=-0.1", f"{A}.optim.lr=-0.1 is out of range: allowed > 0"),
+])
+def test_bad_types_and_choices_fail_with_the_key_the_value_and_whats_allowed(override, line):
+    with pytest.raises(ConfigError) as error:
+        validate(compose(["task=cartpole", override]))
+    assert str(error.value) == line
+
+
+def test_the_schema_types_every_key_of_config_yaml_and_no_other():
+    from omegaconf import OmegaConf
+
+    from playground.config import CONF_DIR
+    from playground.config_schema import Config, typed_leaves
+
+    yaml_keys = set(_leaf_keys(OmegaConf.to_container(OmegaConf.load(f"{CONF_DIR}/config.yaml"))))
+    # the critic shares the actor's optimiser section, whose deprecated warmup_style a `+` override can set
+    assert set(typed_leaves()) == yaml_keys - {"defaults", "hydra.job.chdir"} | {"critic.optim.warmup_style"}
+    assert validate(compose(["task=reverse", f"{A}.kl_loss_type=k3+"])) is None  # straight-through: allowed
+    assert OmegaConf.is_missing(OmegaConf.structured(Config).actor_rollout_ref.actor.optim, "lr")  # defaults: the yaml
+
+
+def _leaf_keys(node, prefix=""):
+    for key, value in node.items():
+        if isinstance(value, dict):
+            yield from _leaf_keys(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}"
+
+
 @pytest.mark.parametrize("override, key", [
     ("actor_rollout_ref.rollout.n=1", "actor_rollout_ref.rollout.n"),  # GRPO needs a group
     ("data.max_response_length=0", "data.max_response_length"),
