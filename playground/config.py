@@ -1,6 +1,7 @@
 """The config `python -m playground.train` runs: composed from `conf/` and checked before any compute.
 
-A bad value stops the run with one line naming the key, the value and the allowed range. Keys follow
+A bad value stops the run with one line naming the key, the value and the allowed range: its type and choices by
+the schema in `playground.config_schema`, its range and the rules between keys by `validate` here. Keys follow
 verl's config tree; the playground-only ones are listed in `PLAYGROUND_KEYS` (and in the README).
 This module loads neither torch nor anything that trains or diagnoses, so the explorer checks knobs with it.
 """

@@ -6,7 +6,8 @@ Ranges (`lr > 0`) and rules between keys (`rollout.n >= 2` for a group estimator
 a structured config cannot say them. Task-specific keys (`task.*`, `sft.*`, a transformer's sizes) are the task file's.
 
 The config itself stays as composed: OmegaConf converts what it can (`1` to `true`, `"3"` to `3`, a choice to an
-Enum member), and such a value is refused rather than passed on converted, so the trainer reads exactly what was given.
+Enum member), and such a value is refused rather than passed on converted, so the trainer reads exactly what was given
+(a free string field takes a number as its text).
 """
 
 from __future__ import annotations
@@ -334,6 +335,8 @@ def _same_type(typed: Any, given: Any) -> bool:
         return given == typed.name
     if isinstance(typed, float):  # an integer is a number too
         return _number(given)
+    if isinstance(typed, str):  # a name may be a number (trainer.experiment_name=2026): used as text either way
+        return True
     return type(typed) is type(given)
 
 

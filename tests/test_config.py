@@ -64,6 +64,7 @@ def test_the_schema_types_every_key_of_config_yaml_and_no_other():
     # the critic shares the actor's optimiser section, whose deprecated warmup_style a `+` override can set
     assert set(typed_leaves()) == yaml_keys - {"defaults", "hydra.job.chdir"} | {"critic.optim.warmup_style"}
     assert validate(compose(["task=reverse", f"{A}.kl_loss_type=k3+"])) is None  # straight-through: allowed
+    assert validate(compose(["task=cartpole", "trainer.experiment_name=2026"])) is None  # a name's text
     assert OmegaConf.is_missing(OmegaConf.structured(Config).actor_rollout_ref.actor.optim, "lr")  # defaults: the yaml
 
 
