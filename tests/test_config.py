@@ -9,7 +9,6 @@ A = "actor_rollout_ref.actor"
 
 
 @pytest.mark.parametrize("override, key, allowed", [
-    (f"{A}.optim.lr=-1", f"{A}.optim.lr", "> 0"),
     ("critic.optim.lr=0", "critic.optim.lr", "> 0"),
     (f"{A}.clip_ratio=1.5", f"{A}.clip_ratio", "in (0, 1)"),
     (f"{A}.clip_ratio_high=0", f"{A}.clip_ratio_high", "null (clip_ratio) or > 0"),
@@ -17,7 +16,6 @@ A = "actor_rollout_ref.actor"
     ("algorithm.gamma=1.2", "algorithm.gamma", "in [0, 1]"),
     ("algorithm.lam=-0.1", "algorithm.lam", "in [0, 1]"),
     (f"{A}.ppo_mini_batch_size=300", f"{A}.ppo_mini_batch_size", "must divide the batch of 512 transitions"),
-    (f"{A}.loss_agg_mode=mean", f"{A}.loss_agg_mode", "one of"),
     ("algorithm.adv_estimator=grpo", "algorithm.adv_estimator", "allowed 'gae'"),
     (f"{A}.grad_clip=-1", f"{A}.grad_clip", "null (off) or > 0"),
     ("trainer.device=tpu", "trainer.device", "'auto', 'cpu'"),
@@ -63,8 +61,8 @@ def test_the_schema_types_every_key_of_config_yaml_and_no_other():
     yaml_keys = set(_leaf_keys(OmegaConf.to_container(OmegaConf.load(f"{CONF_DIR}/config.yaml"))))
     # the critic shares the actor's optimiser section, whose deprecated warmup_style a `+` override can set
     assert set(typed_leaves()) == yaml_keys - {"defaults", "hydra.job.chdir"} | {"critic.optim.warmup_style"}
-    assert validate(compose(["task=reverse", f"{A}.kl_loss_type=k3+"])) is None  # straight-through: allowed
-    assert validate(compose(["task=cartpole", "trainer.experiment_name=2026"])) is None  # a name's text
+    # the straight-through KL and a name that is a number (its text) are allowed
+    assert validate(compose(["task=reverse", f"{A}.kl_loss_type=k3+", "trainer.experiment_name=2026"])) is None
     assert OmegaConf.is_missing(OmegaConf.structured(Config).actor_rollout_ref.actor.optim, "lr")  # defaults: the yaml
 
 
@@ -117,9 +115,9 @@ def test_a_tasks_scenarios_are_the_per_task_files_that_exist():
     from playground.config import known_options, scenarios_of
 
     assert {task: scenarios_of(task) for task in known_options("task")} == ALLOWED
-    for task in ("cartpole", "reverse"):
-        assert compose([f"task={task}", "scenario=mystery"]).trainer.mystery  # a workshop's, on any task
-        check_scenario_applies(compose([f"task={task}", "scenario=mystery"]))
+    mystery = compose(["task=probe1", "scenario=mystery"])  # a workshop's, on any task
+    check_scenario_applies(mystery)
+    assert mystery.trainer.mystery
     with pytest.raises(ConfigError) as error:
         check_scenario_applies(compose(["task=acrobot", "scenario=lr_too_high"]))
     assert str(error.value) == ("scenario='lr_too_high' does not apply to task='acrobot': allowed "
@@ -136,9 +134,6 @@ def test_a_tasks_scenarios_are_the_per_task_files_that_exist():
                                              "algorithm.adv_estimator": "grpo"}),
     (["task=mountaincar"], {"scenario": "no_learning_signal", f"{A}.optim.lr": 2.5e-3, "trainer.experiment_name":
                             "mountaincar-no_learning_signal"}),
-    (["task=cartpole", "+preset=fast"], {f"{A}.optim.lr": 7.0e-3, "critic.ppo_epochs": 2, "scenario": "healthy"}),
-    (["+sweep=dapo_ladder", "+ladder=2_dynamic_sampling"], {"task.name": "reverse", "data.gen_batch_size": 96,
-                                                            f"{A}.ppo_mini_batch_size": 4}),
 ])
 def test_composed_values_are_pinned(overrides, values):
     from omegaconf import OmegaConf
