@@ -16,7 +16,15 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from playground.config import ConfigError, check_scenario_applies, compose, known_options, uses_critic, validate
+from playground.config import (
+    ConfigError,
+    check_scenario_applies,
+    compose,
+    known_options,
+    scenarios_of,
+    uses_critic,
+    validate,
+)
 
 
 @dataclass(frozen=True)
@@ -102,7 +110,7 @@ def check(overrides: tuple[str, ...]) -> Checked:
         validate(cfg)
     except ConfigError as e:
         error = _one_line(e)
-    return Checked(overrides, error, values, family, str(cfg.scenario), tuple(cfg.task.get("scenarios", [])),
+    return Checked(overrides, error, values, family, str(cfg.scenario), tuple(scenarios_of(str(cfg.task.name))),
                    bool(uses_critic(cfg)), batch)
 
 
