@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from playground import failures
+from playground.interrupts import exit_code, raise_terminated
 from playground.metrics import fmt
 from playground.runs import METRICS, read_findings, read_metrics_jsonl, read_run_info
 from playground.workshop import (
@@ -269,15 +270,6 @@ def verify(exercises: list[Exercise], root: Path, quick: bool = False) -> list[d
 
 
 # ---- command line ----------------------------------------------------------------------------------------------
-class Terminated(KeyboardInterrupt):
-    """A SIGTERM (the explorer's Stop, or the explorer exiting) ends the run being trained as Ctrl-C does: run.json
-    says `interrupted`, its metrics are kept."""
-
-
-def _terminated(signum, frame) -> None:
-    raise Terminated(f"terminated by signal {signal.Signals(signum).name}")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m playground.exercise", description=__doc__.splitlines()[0])
     parser.add_argument("--lang", choices=["en", "zh"], default=default_lang())
@@ -341,10 +333,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt as stop:
         print("interrupted: run.json says so; metrics so far are kept", file=sys.stderr)
-        return 128 + signal.SIGTERM if isinstance(stop, Terminated) else 130  # the shell's codes
+        return exit_code(stop)
     return 0
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, _terminated)
+    signal.signal(signal.SIGTERM, raise_terminated)  # the explorer's Stop ends a run as Ctrl-C does
     raise SystemExit(main())

@@ -30,18 +30,10 @@ from playground.config import (
     validate,
     with_default_scenario,
 )
+from playground.interrupts import exit_code, raise_terminated
 from playground.perf import resolve_device
 
 EXIT_BAD_CONFIG = 2
-
-
-class Terminated(KeyboardInterrupt):
-    """A SIGTERM (`kill`, a job scheduler, the demo stopping), raised where the run is: it ends as Ctrl-C does,
-    with status `interrupted` and every metric so far kept."""
-
-
-def _raise_terminated(signum, frame) -> None:
-    raise Terminated(f"terminated by signal {signal.Signals(signum).name}")
 
 
 def prepare(cfg: DictConfig) -> torch.device:
@@ -153,7 +145,7 @@ def hydra_main(cfg: DictConfig) -> float | None:
         sys.exit(EXIT_BAD_CONFIG)
     except KeyboardInterrupt as stop:
         print("interrupted: run.json says so; metrics so far are kept", file=sys.stderr)
-        sys.exit(128 + signal.SIGTERM if isinstance(stop, Terminated) else 130)  # the shell's codes
+        sys.exit(exit_code(stop))
     return objective(hc.runtime.output_dir, cfg)  # a diverged or out-of-memory run scores with its finding's penalty
 
 
@@ -164,7 +156,7 @@ def main() -> None:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(EXIT_BAD_CONFIG)
     sys.argv = [sys.argv[0], *with_default_scenario(sys.argv[1:])]
-    signal.signal(signal.SIGTERM, _raise_terminated)
+    signal.signal(signal.SIGTERM, raise_terminated)
     hydra_main()
 
 
