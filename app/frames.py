@@ -281,19 +281,6 @@ def chain(report: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     return out
 
 
-def final_score(df: pd.DataFrame) -> float:
-    """A run's final score: its last finite `val/score`, else the mean `critic/score/mean` of its last 10%."""
-    if "val/score" in df:
-        val = df["val/score"][np.isfinite(df["val/score"])]
-        if len(val):
-            return float(val.iloc[-1])
-    if "critic/score/mean" in df:
-        score = df["critic/score/mean"][np.isfinite(df["critic/score/mean"])]
-        if len(score):
-            return float(score.iloc[-max(1, len(score) // 10):].mean())
-    return math.nan
-
-
 def worst_finding(findings: Sequence[Mapping[str, Any]] | None) -> str:
     """The id of the most severe finding (earliest first among equals); "" when there are none."""
     if not findings:

@@ -11,7 +11,6 @@ reference fix passes.
 from __future__ import annotations
 
 import argparse
-import math
 import shlex
 import shutil
 import signal
@@ -24,7 +23,8 @@ from typing import Any
 from playground import failures
 from playground.interrupts import exit_code, raise_terminated
 from playground.metrics import fmt
-from playground.runs import METRICS, read_findings, read_metrics_jsonl, read_run_info
+from playground.runs import read_findings, read_run_info
+from playground.score import run_score
 from playground.workshop import (
     WORKSHOP_ENV,
     Exercise,
@@ -137,13 +137,6 @@ def parse_fix(text: str) -> list[str]:
     return tokens
 
 
-def last_value(run_dir: Path, metric: str) -> float | None:
-    """The last finite value of `metric` in a run's metrics.jsonl."""
-    values = [r[metric] for r in read_metrics_jsonl(run_dir / METRICS).records if metric in r]
-    values = [v for v in values if math.isfinite(v)]
-    return values[-1] if values else None
-
-
 @dataclass
 class Verdict:
     """A fix run's outcome: how it ended, what the engine still finds, and its score against the bar."""
@@ -168,7 +161,7 @@ def judge(ex: Exercise, run_dir: Path) -> Verdict:
     findings = (read_findings(run_dir) or {}).get("findings", [])
     return Verdict(status=info.get("status", "unknown"), error=info.get("error"),
                    bad=[f for f in findings if f.get("severity") in BAD_SEVERITIES],
-                   score=last_value(run_dir, ex.bar["metric"]), bar=float(ex.bar["value"]))
+                   score=run_score(run_dir), bar=float(ex.bar["value"]))
 
 
 def root_above(run_dir: Path, finding_id: str, roots: list[str]) -> dict | None:

@@ -107,19 +107,19 @@ def run_in_own_process(overrides: Sequence[str], run_dir: str | Path, show_stder
 def objective(run_dir: str | Path, cfg: DictConfig) -> float:
     """What the run returns to a Hydra sweeper (`trainer.objective`), from its `findings.json` and metrics.
 
-    `score`: the task's progress towards its target, `1 - (target - score) / max(|target|, 1)` (1 at the target),
-    minus 1 when the diagnosis found a warning or worse. `largest_healthy`: `log10` of `trainer.objective_key`'s value
-    when the run is healthy (no warning) and reaches its target, else that minus 10, so that maximising it finds the
+    `score`: the task's progress towards its target, `1 - (target - score) / max(|target|, 1)` (1 at the target;
+    the score is `playground.score.run_score`, the one the diagnosis and the explorer's sweep map read), minus 1
+    when the diagnosis found a warning or worse. `largest_healthy`: `log10` of `trainer.objective_key`'s value when
+    the run is healthy (no warning) and reaches its target, else that minus 10, so that maximising it finds the
     largest value that still trains healthily. A run with no score yet scores as far from its target as it gets.
     """
-    from playground.runs import METRICS, read_findings, read_metrics_jsonl, read_run_info
+    from playground.runs import read_findings
+    from playground.score import run_score
 
     run_dir = Path(run_dir)
-    info = read_run_info(run_dir) or {}
-    scores = [r[info["score_metric"]] for r in read_metrics_jsonl(run_dir / METRICS).records
-              if info.get("score_metric") in r and r[info["score_metric"]] == r[info["score_metric"]]]
+    score = run_score(run_dir)  # the score the diagnosis and the explorer's sweep map read
     target = float(cfg.task.score_target)
-    progress = 1.0 - (target - scores[-1]) / max(abs(target), 1.0) if scores else -1.0
+    progress = 1.0 - (target - score) / max(abs(target), 1.0) if score is not None else -1.0
     bad = any(f.get("severity") in ("warning", "critical") for f in (read_findings(run_dir) or {}).get("findings", []))
     if cfg.trainer.objective == "largest_healthy":
         value = math.log10(float(OmegaConf.select(cfg, cfg.trainer.objective_key)))

@@ -4,8 +4,12 @@ coordinates, filled in live while its runs train."""
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import streamlit as st
+
+from playground.score import final_score
 
 import charts
 import data
@@ -19,10 +23,16 @@ NONE = "(none)"
 CELL_MODES = ("mean", "seeds")
 
 
+def _score(run: str) -> float:
+    """The run's score as the sweeper's objective and the diagnosis read it (NaN before it has one)."""
+    value = final_score(data.metrics_frame(run), data.run_info(run))
+    return math.nan if value is None else value
+
+
 def sweep_table(jobs: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """One row per job: its parameters, score so far, root cause and health; and the parameters that vary."""
     rows = [{"run": job["run"], "label": job["label"], "job": job["job"], "overrides": job["overrides"],
-             "score": frames.final_score(data.metrics_frame(job["run"])), "chain": job["chain"],
+             "score": _score(job["run"]), "chain": job["chain"],
              "status": job["status"], "mystery": job["mystery"]} for _, job in jobs.iterrows()]
     return frames.sweep_jobs(rows)
 

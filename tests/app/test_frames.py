@@ -132,12 +132,7 @@ def test_overrides_seed_groups_and_differing_params():
     assert table.loc["r2", "seed"] == "—"
 
 
-def test_final_score_and_worst_finding():
-    df = pd.DataFrame({STEP: np.arange(1.0, 21.0), "critic/score/mean": np.arange(20.0)})
-    assert frames.final_score(df) == pytest.approx(18.5)  # mean of the last 10% (18, 19)
-    df["val/score"] = [math.nan] * 19 + [7.0]
-    assert frames.final_score(df) == 7.0
-    assert math.isnan(frames.final_score(pd.DataFrame({STEP: [1.0]})))
+def test_worst_finding():
     findings = [{"id": "healthy", "severity": "info", "first_step": 1},
                 {"id": "b", "severity": "warning", "first_step": 9},
                 {"id": "a", "severity": "warning", "first_step": 3}]

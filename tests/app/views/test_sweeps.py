@@ -73,10 +73,9 @@ def seeded(tmp_path, monkeypatch):
 
 
 def _scores(sweep, jobs):
-    from playground.runs import read_metrics_jsonl
+    from playground.score import run_score
 
-    return [frames.final_score(frames.records_frame(read_metrics_jsonl(sweep / str(j) / "metrics.jsonl").records))
-            for j in jobs]
+    return [run_score(sweep / str(j)) for j in jobs]
 
 
 def test_a_cell_shows_its_seeds_mean_spread_healthy_share_and_most_common_root(seeded):
