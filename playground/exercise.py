@@ -23,6 +23,8 @@ from typing import Any
 from playground import failures
 from playground.interrupts import exit_code, raise_terminated
 from playground.metrics import fmt
+from playground.overrides import OverrideError, parse_strict
+from playground.root_causes import is_problem
 from playground.runs import read_findings, read_run_info
 from playground.score import run_score
 from playground.workshop import (
@@ -42,7 +44,6 @@ from playground.workshop import (
     workshop_root,
 )
 
-BAD_SEVERITIES = ("warning", "critical")
 # Keys a fix may not touch: they define the exercise (task, seed, budget, memory cap, base model) or the check itself.
 LOCKED = ("task", "scenario", "sft", "actor_rollout_ref.model", "hydra", "preset", "debug", "sweep", "trainer.seed",
           "trainer.mystery", "trainer.total_training_steps", "trainer.stop_on_finding", "trainer.stop_on_score",
@@ -113,23 +114,20 @@ def start(ex: Exercise, root: Path | None = None, steps: int | None = None, stop
 def parse_fix(text: str) -> list[str]:
     """The participant's `--fix` as Hydra overrides; raises ExerciseError on anything that does not parse or
     touches a key the exercise fixes (`LOCKED`)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     try:
         tokens = shlex.split(text)
     except ValueError as error:
         raise ExerciseError(f"the fix does not parse ({error}): write it as key=value pairs") from None
-    parser = OverridesParser.create()
     for token in tokens:
         try:
-            override = parser.parse_overrides([token])[0]
-        except Exception:  # noqa: BLE001 - Hydra's parse errors span lines: one line here
+            override = parse_strict(token)
+        except OverrideError:
             raise ExerciseError(f"the fix does not parse at {token!r}: write key=value, e.g. "
                                 "actor_rollout_ref.actor.optim.lr=1e-3") from None
-        key = override.key_or_group
-        if not key or override.is_delete():
+        key = override.key
+        if not key or override.is_delete:
             raise ExerciseError(f"the fix does not parse at {token!r}: write key=value")
-        if override.is_sweep_override():
+        if override.sweep:
             raise ExerciseError(f"{token!r} is a sweep: give one value per key")
         if any(key == k or key.startswith(k + ".") or key.startswith(k + "/") for k in LOCKED):
             raise ExerciseError(f"{key} is fixed by the exercise: change the training knobs, not the task, seed, "
@@ -160,7 +158,7 @@ def judge(ex: Exercise, run_dir: Path) -> Verdict:
     info = read_run_info(run_dir) or {}
     findings = (read_findings(run_dir) or {}).get("findings", [])
     return Verdict(status=info.get("status", "unknown"), error=info.get("error"),
-                   bad=[f for f in findings if f.get("severity") in BAD_SEVERITIES],
+                   bad=[f for f in findings if is_problem(f)],
                    score=run_score(run_dir), bar=float(ex.bar["value"]))
 
 

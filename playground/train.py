@@ -113,6 +113,7 @@ def objective(run_dir: str | Path, cfg: DictConfig) -> float:
     the run is healthy (no warning) and reaches its target, else that minus 10, so that maximising it finds the
     largest value that still trains healthily. A run with no score yet scores as far from its target as it gets.
     """
+    from playground.root_causes import is_problem
     from playground.runs import read_findings
     from playground.score import run_score
 
@@ -120,7 +121,7 @@ def objective(run_dir: str | Path, cfg: DictConfig) -> float:
     score = run_score(run_dir)  # the score the diagnosis and the explorer's sweep map read
     target = float(cfg.task.score_target)
     progress = 1.0 - (target - score) / max(abs(target), 1.0) if score is not None else -1.0
-    bad = any(f.get("severity") in ("warning", "critical") for f in (read_findings(run_dir) or {}).get("findings", []))
+    bad = any(is_problem(f) for f in (read_findings(run_dir) or {}).get("findings", []))
     if cfg.trainer.objective == "largest_healthy":
         value = math.log10(float(OmegaConf.select(cfg, cfg.trainer.objective_key)))
         return value if not bad and progress >= 1.0 else value - 10.0

@@ -7,7 +7,8 @@ import re
 import pandas as pd
 import pytest
 
-import frames
+from playground import root_causes
+
 import widgets
 
 
@@ -42,12 +43,12 @@ def test_short_labels_are_unique():
 def test_badges_and_integers(lang):
     high, clip = {"id": "lr_too_high", "severity": "warning"}, {"id": "grad_clip_saturation", "severity": "warning"}
     crash = {"id": "training_crash", "severity": "critical"}
-    chain = frames.chain({"findings": [crash, high, clip],
+    chain = root_causes.chain({"findings": [crash, high, clip],
                           "diagnoses": [{"root": crash, "consequences": []}, {"root": high, "consequences": [clip]}]})
     assert widgets.badges(chain) == (":red-badge[training_crash] · "
                                      ":orange-badge[lr_too_high] → :orange-badge[grad_clip_saturation]")
     assert widgets.finding_icons(chain) == ["🔴 training_crash", "🟠 lr_too_high", "↳ 🟠 grad_clip_saturation"]
     assert widgets.finding_icons(chain, hidden=True) == ["❔"]
-    old_report = frames.chain({"findings": [high, crash]})  # a findings.json before diagnoses: each finding alone
+    old_report = root_causes.chain({"findings": [high, crash]})  # a findings.json before diagnoses: each finding alone
     assert [(i["number"], i["role"]) for i in old_report] == [("1", "alone"), ("2", "alone")]
     assert widgets.integer(60.0) == "60" and widgets.integer(None) == "—" and widgets.integer(float("nan")) == "—"
