@@ -7,7 +7,8 @@ import re
 import pandas as pd
 import pytest
 
-from playground import root_causes
+from playground import i18n, root_causes
+from playground.metrics import GROUP_TITLES
 
 import widgets
 
@@ -19,9 +20,17 @@ def lang(request, monkeypatch):
 
 
 def test_every_string_has_both_languages_and_the_same_fields():
-    for key, (en, zh) in widgets.STRINGS.items():
-        assert en and zh, key
+    strings = i18n.table()  # playground/ui_strings.yaml
+    assert len(strings) > 200 and "nav_lab" in strings
+    for key, pair in strings.items():
+        assert set(pair) == {"en", "zh"}, key
+        en, zh = pair["en"], pair["zh"]
+        assert en and zh and isinstance(en, str) and isinstance(zh, str), key
         assert set(re.findall(r"{(\w+)", en)) == set(re.findall(r"{(\w+)", zh)), key
+
+
+def test_every_group_title_has_both_languages():
+    assert all(set(pair) == {"en", "zh"} and all(pair.values()) for pair in GROUP_TITLES.values())
 
 
 def test_t_formats_and_falls_back(lang):
@@ -31,6 +40,7 @@ def test_t_formats_and_falls_back(lang):
     assert widgets.pick({"en": "only english"}) == "only english"
     assert widgets.pick(None) == "" and widgets.pick("plain") == "plain"
     assert list(widgets.group_names())[0] == "actor"
+    assert widgets.group_names()["val"] == ("Validation" if lang == "en" else "验证指标")
 
 
 def test_short_labels_are_unique():
