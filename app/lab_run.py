@@ -62,11 +62,6 @@ def run_overrides(run: str) -> list[str]:
     return [str(i) for i in items if str(i) not in launcher.QUIET and not str(i).startswith("hydra.")]
 
 
-def merged(base: list[str], fix: list[str]) -> list[str]:
-    """`base` with `fix` on top: a key the fix sets is dropped from the base (the command stays short)."""
-    return with_replaced(base, fix)
-
-
 def start(overrides: list[str], name: str, base: str | None = None) -> bool:
     """Check and queue a Lab run; on success it becomes the view. Returns False (and a message) when refused."""
     try:
@@ -97,7 +92,7 @@ def apply_fix(run: str, fix: str) -> None:
     except launcher.Refused as refused:
         st.session_state[MESSAGE] = ("error", widgets.t("not_started", why=str(refused)))
         return
-    overrides = merged(run_overrides(run), fix_items)
+    overrides = with_replaced(run_overrides(run), fix_items)  # a key the fix sets leaves the base: a short command
     info = read_run_info(run) or {}
     name = f"{info.get('task', 'run')}-{info.get('scenario', '')}-fix"
     if start(overrides, name, base=run):
