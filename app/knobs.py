@@ -25,6 +25,7 @@ from playground.config import (
     uses_critic,
     validate,
 )
+from playground.overrides import parse_all, value_of
 
 
 @dataclass(frozen=True)
@@ -197,10 +198,10 @@ def form_from(overrides: Sequence[str]) -> tuple[str, str, dict[str, Any], list[
 
     Overrides the explorer adds itself (`launcher.QUIET`) are the caller's to drop.
     """
-    pairs = [str(o).partition("=")[::2] for o in overrides]
-    task = next((v for k, v in pairs if k == "task"), "cartpole")
-    checked = check(tuple(f"{k}={v}" for k, v in pairs))
-    scenario = checked.scenario or next((v for k, v in pairs if k == "scenario"), "healthy")
+    parsed = parse_all(overrides)
+    task = value_of(overrides, "task") or "cartpole"
+    checked = check(tuple(o.text for o in parsed))
+    scenario = checked.scenario or value_of(overrides, "scenario") or "healthy"
     values = {k.name: checked.value(k) for k in KNOBS}
-    extra = [f"{k}={v}" for k, v in pairs if k not in PAGE_KEYS]
+    extra = [o.text for o in parsed if not (o.plain and o.key in PAGE_KEYS)]
     return task, scenario, values, extra

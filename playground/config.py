@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from playground.algos.names import GROUP_ESTIMATORS
 from playground.config_schema import type_error
 from playground.failures import SCENARIO_IDS
+from playground.overrides import parse_all
 
 CONF_DIR = os.environ.get("PLAYGROUND_CONF_DIR", str(Path(__file__).resolve().parents[1] / "conf"))
 LOGGERS = ("console", "jsonl", "file", "tensorboard", "wandb", "mlflow", "swanlab")
@@ -229,21 +230,22 @@ def known_options(group: str) -> list[str]:
 
 def check_group_overrides(argv: Sequence[str]) -> None:
     """Unknown `task=` / `scenario=` values fail with one line (Hydra's own message spans many)."""
-    for arg in argv:
-        for group in ("task", "scenario"):
-            if arg.startswith(f"{group}="):
-                for value in arg.split("=", 1)[1].split(","):
-                    if value and value not in known_options(group):
-                        raise ConfigError(f"{group}={value!r} is unknown: allowed one of {known_options(group)}")
+    for override in parse_all(argv):
+        if override.plain and override.key in ("task", "scenario"):
+            for value in override.choices:  # a sweep's each value
+                if value and value not in known_options(override.key):
+                    raise ConfigError(f"{override.key}={value!r} is unknown: allowed one of "
+                                      f"{known_options(override.key)}")
 
 
 def with_default_scenario(overrides: Sequence[str]) -> list[str]:
     """`task=X` without `scenario=` runs the task's `default_scenario`, if any (MountainCar has no healthy run)."""
     overrides = list(overrides)
-    tasks = [o.split("=", 1)[1] for o in overrides if o.startswith("task=")]
-    if len(tasks) != 1 or "," in tasks[0] or any(o.startswith(("scenario=", "+scenario=")) for o in overrides):
+    parsed = parse_all(overrides)
+    tasks = [o for o in parsed if o.plain and o.key == "task"]
+    if len(tasks) != 1 or tasks[0].sweep or any(o.key == "scenario" and o.prefix in ("", "+") for o in parsed):
         return overrides
-    path = Path(CONF_DIR) / "task" / f"{tasks[0]}.yaml"
+    path = Path(CONF_DIR) / "task" / f"{tasks[0].value}.yaml"
     default = OmegaConf.select(OmegaConf.load(path), "task.default_scenario") if path.is_file() else None
     return [*overrides, f"scenario={default}"] if default else overrides
 

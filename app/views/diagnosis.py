@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 import data
-import frames
+import run_params
 import sections
 import widgets
 
@@ -39,7 +39,7 @@ def render() -> None:
     sections.draw_findings(report, row["overrides"], key="diag", max_step=None if pd.isna(last_step) else last_step)
     if row["overrides"]:
         st.caption(widgets.t("rerun_caption"))
-        st.code(info.get("command") or frames.fix_command(row["overrides"], ""), language="bash", wrap_lines=True)
+        st.code(info.get("command") or run_params.fix_command(row["overrides"], ""), language="bash", wrap_lines=True)
 
 
 if __name__ == "__main__":
