@@ -194,10 +194,7 @@ def error_knob(error: str | None, family: str) -> str | None:
 
 
 def form_from(overrides: Sequence[str]) -> tuple[str, str, dict[str, Any], list[str]]:
-    """(task, scenario, knob values, other overrides) that reproduce a run's overrides in the Lab's form.
-
-    Overrides the explorer adds itself (`launcher.QUIET`) are the caller's to drop.
-    """
+    """(task, scenario, knob values, other overrides) that reproduce a run's overrides in the Lab's form."""
     parsed = parse_all(overrides)
     task = value_of(overrides, "task") or "cartpole"
     checked = check(tuple(o.text for o in parsed))

@@ -59,7 +59,7 @@ def run_overrides(run: str) -> list[str]:
     if items is None:
         job = launcher.shared().job_for(run, ("train",))
         items = job.argv[3:-1] if job is not None else []
-    return [str(i) for i in items if str(i) not in launcher.QUIET and not str(i).startswith("hydra.")]
+    return [str(i) for i in items if not str(i).startswith("hydra.")]
 
 
 def start(overrides: list[str], name: str, base: str | None = None) -> bool:

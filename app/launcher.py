@@ -43,8 +43,6 @@ EXERCISE = ("-m", "playground.exercise")
 GROUPS = ("task", "scenario", "scenario_task", "preset", "debug", "sweep")
 # Keys that send data elsewhere than the run dir (a logging service) or pick another base model (its cache).
 NOT_FROM_PAGES = ("trainer.logger", "trainer.wandb_mode", "trainer.project_name", "trainer.experiment_name", "sft")
-# The explorer's own additions to every run: no terminal to draw a progress bar on.
-QUIET = ("trainer.progress_bar=false",)
 # A sweep's agents share one torch thread: on a laptop the page (and the user) keep the other cores.
 SWEEP = ("hydra/launcher=batched", "hydra.launcher.num_threads=1")
 STOP_WAIT_S = 10.0
@@ -150,13 +148,13 @@ def _dir_override(key: str, path: Path) -> str:
 
 def train_argv(overrides: Sequence[str], run_dir: Path) -> list[str]:
     """`python -m playground.train <overrides> hydra.run.dir=<run dir>`."""
-    return [sys.executable, *TRAIN, *overrides, *QUIET, _dir_override("hydra.run.dir", checked_folder(run_dir))]
+    return [sys.executable, *TRAIN, *overrides, _dir_override("hydra.run.dir", checked_folder(run_dir))]
 
 
 def sweep_argv(overrides: Sequence[str], params: dict[str, Sequence[str]], sweep_dir: Path) -> list[str]:
     """`python -m playground.train -m hydra/launcher=batched <overrides> key=a,b ... hydra.sweep.dir=<dir>`."""
     swept = [f"{key}={','.join(values)}" for key, values in params.items()]
-    return [sys.executable, *TRAIN, "-m", *SWEEP, *overrides, *swept, *QUIET,
+    return [sys.executable, *TRAIN, "-m", *SWEEP, *overrides, *swept,
             _dir_override("hydra.sweep.dir", checked_folder(sweep_dir))]
 
 

@@ -6,13 +6,12 @@ No Streamlit and no file access here; the overrides are read by `playground.over
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 
-from playground.overrides import key_values, with_replaced
+from playground.overrides import key_values
 
 
 def parse_overrides(overrides: Iterable[str]) -> dict[str, str]:
@@ -38,20 +37,3 @@ def differing_params(overrides_by_run: Mapping[str, Iterable[str]]) -> pd.DataFr
     differ = [k for k in keys if len({p.get(k) for p in parsed.values()}) > 1]
     return pd.DataFrame([{k: p.get(k, "—") for k in differ} for p in parsed.values()], index=list(parsed),
                         columns=differ)
-
-
-def fix_command(overrides: Iterable[str], fix: str, module: str = "playground.train") -> str:
-    """The command line that reruns a run's config with a finding's fix applied.
-
-    The fix's overrides come last and replace any run override of the same key, so the result is valid
-    for Hydra whether or not it lets a later override win.
-
-    Args:
-        overrides: the run's Hydra overrides (`run.json` "overrides").
-        fix: the finding's fix, Hydra overrides separated by spaces.
-
-    Returns:
-        `python -m playground.train <run overrides> <fix overrides>`, each argument shell-quoted.
-    """
-    merged = with_replaced(overrides or (), shlex.split(fix or ""))
-    return " ".join(["python", "-m", module, *(shlex.quote(o) for o in merged)])

@@ -17,7 +17,8 @@ import pandas as pd
 import streamlit as st
 
 from playground import root_causes
-from playground.metrics import METRIC_GROUPS, STEP, group_of, is_known
+from playground.metrics import METRIC_GROUPS, STEP, fmt, group_of, is_known
+from playground.overrides import fix_command
 
 import charts
 import data
@@ -270,12 +271,20 @@ def draw_findings(report: dict | None, overrides: Sequence[str] | None, *, key: 
             with st.expander(widgets.t("finding_details"), expanded=item["role"] != "consequence"):
                 st.markdown(widgets.pick(f.get("explanation")))
                 if f.get("evidence"):
-                    st.dataframe(pd.DataFrame(f["evidence"]), hide_index=True, key=f"{key}_evidence_{n}")
+                    st.dataframe(evidence_table(f["evidence"]), hide_index=True, key=f"{key}_evidence_{n}")
                 if f.get("fix"):
                     st.caption(widgets.t("fix_caption"))
-                    command = run_params.fix_command(overrides, f["fix"]) if overrides is not None else f["fix"]
+                    command = fix_command(overrides, f["fix"]) if overrides is not None else f["fix"]
                     st.code(command, language="bash", wrap_lines=True)
                 for alt in f.get("alternatives", []) or []:  # the modern fixes a practitioner would also try
                     st.caption(widgets.t("alternative_caption", reference=alt.get("reference", "")))
-                    command = run_params.fix_command(overrides, alt["fix"]) if overrides is not None else alt["fix"]
+                    command = fix_command(overrides, alt["fix"]) if overrides is not None else alt["fix"]
                     st.code(command, language="bash", wrap_lines=True)
+
+
+def evidence_table(rows: Sequence[Mapping]) -> pd.DataFrame:
+    """A finding's evidence as the page shows it: values to 4 significant digits, and an empty cell, never a raw
+    `None`, where a row has no value, range or status (a note's own condition is unmarked)."""
+    return pd.DataFrame([{"metric": r.get("metric", ""), "step": r.get("step"), "value": fmt(r.get("value"), none="—"),
+                          "range": r.get("range") or "", "status": r.get("status") or ""} for r in rows],
+                        columns=["metric", "step", "value", "range", "status"])

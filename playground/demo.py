@@ -40,8 +40,9 @@ def demo_commands(root: Path) -> list[list[str]]:
         scenario = value_of(overrides, "scenario")
         if scenario is not None and scenario not in scenarios:
             continue
-        commands.append([sys.executable, "-m", "playground.train", *overrides, "trainer.logger=[]",
-                         "trainer.progress_bar=false", f"hydra.run.dir={root / name}"])
+        # only the run's own overrides: they are what run.json records and what its fix commands repeat (the
+        # output goes nowhere, and the progress bar draws only on a terminal)
+        commands.append([sys.executable, "-m", "playground.train", *overrides, f"hydra.run.dir={root / name}"])
     return commands
 
 

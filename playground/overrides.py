@@ -9,6 +9,7 @@ back from an older `run.json`, a value with an unquoted `=`) is still split at i
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -110,3 +111,20 @@ def value_of(overrides: Iterable[str] | None, key: str) -> str | None:
     """The value the plain override `key=value` gives (the last one), None without one."""
     values = [o.value for o in parse_all(overrides) if o.plain and o.key == key]
     return values[-1] if values else None
+
+
+def fix_command(overrides: Iterable[str], fix: str, module: str = "playground.train") -> str:
+    """The command line that reruns a run's config with a finding's fix applied.
+
+    The fix's overrides come last and replace any run override of the same key, so the result is valid
+    for Hydra whether or not it lets a later override win.
+
+    Args:
+        overrides: the run's Hydra overrides (`run.json` "overrides").
+        fix: the finding's fix, Hydra overrides separated by spaces.
+
+    Returns:
+        `python -m playground.train <run overrides> <fix overrides>`, each argument shell-quoted.
+    """
+    merged = with_replaced(overrides or (), shlex.split(fix or ""))
+    return " ".join(["python", "-m", module, *(shlex.quote(o) for o in merged)])

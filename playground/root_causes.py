@@ -14,6 +14,7 @@ from typing import Any
 from playground.failures import SEVERITY_ORDER
 
 HEALTHY = "healthy"  # a run's root when it has no warning or critical finding
+INCONCLUSIVE = "inconclusive"  # ... and too little evidence for a verdict (a run shorter than the rules' windows)
 PROBLEM_SEVERITIES = SEVERITY_ORDER[SEVERITY_ORDER.index("warning"):]  # warning or worse: what a healthy run lacks
 
 
@@ -75,7 +76,8 @@ def worst_finding(findings: Sequence[Mapping[str, Any]] | None) -> str:
 def run_root(items: Sequence[Mapping[str, Any]]) -> str:
     """A run's root cause from its findings in diagnosis order (`chain`): the root of its gravest diagnosis that holds
     a warning or critical finding (a diagnosis is as grave as its gravest member; the report lists the gravest
-    first, so among equals the first); HEALTHY when no finding is a warning or worse."""
+    first, so among equals the first); when no finding is a warning or worse, INCONCLUSIVE where the diagnosis had
+    too little evidence for a verdict, else HEALTHY."""
     best, best_rank = HEALTHY, 0
     current, rank = "", 0
     for item in [*items, {"role": "end", "finding": {}}]:
@@ -87,4 +89,6 @@ def run_root(items: Sequence[Mapping[str, Any]]) -> str:
         severity = finding.get("severity", "info")
         if severity in PROBLEM_SEVERITIES:
             rank = max(rank, severity_rank(severity))
+    if best == HEALTHY and any((item.get("finding") or {}).get("id") == INCONCLUSIVE for item in items):
+        return INCONCLUSIVE
     return best

@@ -147,6 +147,9 @@ def hydra_main(cfg: DictConfig) -> float | None:
     except KeyboardInterrupt as stop:
         print("interrupted: run.json says so; metrics so far are kept", file=sys.stderr)
         sys.exit(exit_code(stop))
+    from playground.run_summary import summary_lines
+
+    print("\n".join(summary_lines(hc.runtime.output_dir)), file=sys.stderr)
     return objective(hc.runtime.output_dir, cfg)  # a diverged or out-of-memory run scores with its finding's penalty
 
 

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from playground.overrides import DELETED, OverrideError, key_values, parse, parse_strict, value_of, with_replaced
+from playground.overrides import (
+    DELETED,
+    OverrideError,
+    fix_command,
+    key_values,
+    parse,
+    parse_strict,
+    value_of,
+    with_replaced,
+)
 
 
 def test_kinds_keys_and_values_as_written():
@@ -37,3 +46,11 @@ def test_dicts_values_and_replacing():
     assert value_of(["task=cartpole", "+scenario=x", "scenario=lr_too_high"], "scenario") == "lr_too_high"
     assert value_of(["+scenario=x"], "scenario") is None
     assert with_replaced(["task=c", "lr=1", "+e=2"], ["lr=3", "+e=4"]) == ["task=c", "lr=3", "+e=4"]
+
+
+def test_fix_command_later_overrides_win():
+    command = fix_command(["task=cartpole", "actor_rollout_ref.actor.optim.lr=3e-2", "tag=a b"],
+                          "actor_rollout_ref.actor.optim.lr=1e-3 +critic.ppo_epochs=2")
+    assert command == ("python -m playground.train task=cartpole 'tag=a b' actor_rollout_ref.actor.optim.lr=1e-3 "
+                       "+critic.ppo_epochs=2")
+    assert fix_command([], "") == "python -m playground.train"

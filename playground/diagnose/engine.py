@@ -246,7 +246,7 @@ def diagnose_log(log: Log, family: str, config: Mapping | None = None, notes: Se
         if fired:
             by_id.setdefault(rule.id, []).append((rule, fired))
     findings = [_finding(fid, fired, log, family, config) for fid, fired in by_id.items()]
-    findings += verdicts(log, findings, family, notes)
+    findings += verdicts(log, findings, family, notes, config)
     findings.sort(key=lambda f: (-failures.SEVERITY_ORDER.index(f.severity), f.first_step, f.id))
     if log.facts.get("loss_updates", 1) != 1:
         notes.append(f"losses read as sums over {log.facts['loss_updates']:g} updates a step (verl >= 0.7): "

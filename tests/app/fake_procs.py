@@ -37,7 +37,7 @@ def _value(argv: list[str], key: str) -> str | None:
 
 
 def _overrides(argv: list[str]) -> list[str]:
-    return [a for a in argv[3:] if parse(a).value is not None and not a.startswith(("hydra", "trainer.progress_bar"))]
+    return [a for a in argv[3:] if parse(a).value is not None and not a.startswith("hydra")]
 
 
 def write_train(argv: list[str]) -> None:

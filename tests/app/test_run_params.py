@@ -1,4 +1,4 @@
-"""Tests for `app/run_params.py`: overrides as a dict, seed groups, differing parameters, fix commands."""
+"""Tests for `app/run_params.py`: overrides as a dict, seed groups, differing parameters."""
 
 from __future__ import annotations
 
@@ -13,11 +13,3 @@ def test_overrides_seed_groups_and_differing_params():
     table = run_params.differing_params({"r1": ["task=c", "lr=1", "seed=0"], "r2": ["task=c", "lr=2"]})
     assert list(table.columns) == ["lr", "seed"]
     assert table.loc["r2", "seed"] == "—"
-
-
-def test_fix_command_later_overrides_win():
-    command = run_params.fix_command(["task=cartpole", "actor_rollout_ref.actor.optim.lr=3e-2", "tag=a b"],
-                                     "actor_rollout_ref.actor.optim.lr=1e-3 +critic.ppo_epochs=2")
-    assert command == ("python -m playground.train task=cartpole 'tag=a b' actor_rollout_ref.actor.optim.lr=1e-3 "
-                       "+critic.ppo_epochs=2")
-    assert run_params.fix_command([], "") == "python -m playground.train"

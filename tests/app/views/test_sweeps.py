@@ -183,8 +183,7 @@ def test_a_new_sweep_is_a_batched_multirun_mapped_as_it_runs(empty, spawn):
     assert argv[:-1] == [sys.executable, "-m", "playground.train", "-m", "hydra/launcher=batched",
                          "hydra.launcher.num_threads=1", "task=cartpole", "scenario=healthy",
                          "trainer.total_training_steps=10", "actor_rollout_ref.actor.optim.lr=0.005,0.05",
-                         "actor_rollout_ref.actor.entropy_coeff=0.0,0.05", "trainer.seed=1,2",
-                         "trainer.progress_bar=false"]
+                         "actor_rollout_ref.actor.entropy_coeff=0.0,0.05", "trainer.seed=1,2"]
     data.list_runs.clear()  # the run list is re-read every 2 s; the fake sweep was written at once
     at.run()
     assert at.selectbox(key="sweep").value == sweep_dir  # the new sweep is the one shown
