@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from playground.algos.advantages import get_adv_estimator_fn
+from playground.algos.advantages import ADV_ESTIMATORS, get_adv_estimator_fn
 from playground.algos.kl import get_kl_controller, kl_penalty
 from playground.algos.losses import agg_loss, explained_variance
 from playground.algos.masked import masked_mean, masked_stats
@@ -88,7 +88,8 @@ class Trainer:
         self.shuffle_gens = [torch.Generator().manual_seed(int(c.trainer.seed) + 2) for c in cfgs]
         # Clip-Cov's random pick of tokens, per agent (verl draws from the global RNG)
         self.loss_gens = [torch.Generator(device=device).manual_seed(int(c.trainer.seed) + 3) for c in cfgs]
-        self.estimator = get_adv_estimator_fn(algo.adv_estimator)
+        estimator, name = get_adv_estimator_fn(algo.adv_estimator), str(algo.adv_estimator)
+        self.estimator = lambda **offered: estimator(**ADV_ESTIMATORS.select(name, offered))
         self.memory = MemoryGuard([c.trainer.memory_limit_gb for c in cfgs], device)
         self.task.watch_memory(self.memory)
         # DAPO's dynamic sampling (token tasks); an agent whose sampling hit its cap ends failed with verl's message

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from playground.algos.kl import kl_penalty
-from playground.algos.losses import agg_loss, compute_value_loss, get_policy_loss_fn
+from playground.algos.losses import POLICY_LOSSES, agg_loss, compute_value_loss, get_policy_loss_fn
 from playground.algos.masked import masked_mean
 from playground.optim import AgentAdamW
 
@@ -157,7 +157,9 @@ def update_actor(actor, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape,
         the step minimised: pg − entropy bonus + KL loss, verl's engine-path key) and `actor/grad_norm`.
     """
     policy_loss_fn = get_policy_loss_fn(loss_mode)
-    policy_loss_kwargs = policy_loss_kwargs or {}
+    policy_loss_kwargs = POLICY_LOSSES.select(loss_mode, {
+        "clip_ratio": clip_ratio, "clip_ratio_low": clip_ratio_low, "clip_ratio_high": clip_ratio_high,
+        "clip_ratio_c": clip_ratio_c, **(policy_loss_kwargs or {})})
     # verl's GSPO aggregates seq-mean-token-mean whatever actor.loss_agg_mode says (core_algos.py, gspo)
     agg_mode = "seq-mean-token-mean" if loss_mode == "gspo" else shape.loss_agg_mode
     rows = batch["response_mask"].shape[1]
@@ -173,10 +175,8 @@ def update_actor(actor, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape,
             mask = mb["response_mask"]
             log_prob, entropy = actor.log_prob_and_entropy(mb)
             old_log_prob = log_prob.detach() if on_policy else mb["old_log_probs"]
-            pg_loss, pg_metrics = policy_loss_fn(
-                old_log_prob, log_prob, mb["advantages"], mask, agg_mode, clip_ratio=clip_ratio,
-                clip_ratio_low=clip_ratio_low, clip_ratio_high=clip_ratio_high, clip_ratio_c=clip_ratio_c,
-                **policy_loss_kwargs)
+            pg_loss, pg_metrics = policy_loss_fn(old_log_prob, log_prob, mb["advantages"], mask, agg_mode,
+                                                 **policy_loss_kwargs)
             loss = pg_loss
             if compute_entropy:
                 entropy_agg = agg_loss(entropy, mask, shape.loss_agg_mode)
