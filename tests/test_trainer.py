@@ -16,8 +16,8 @@ def test_non_finite_losses_end_the_run_as_diverged(train_run, monkeypatch):
 
     real = GymTask.generate
 
-    def poisoned(self):
-        batch = real(self)
+    def poisoned(self, agents=None):
+        batch = real(self, agents)
         batch["token_level_scores"] = batch["token_level_scores"] * float("nan")  # a broken reward
         return batch
 
@@ -28,6 +28,8 @@ def test_non_finite_losses_end_the_run_as_diverged(train_run, monkeypatch):
     assert info["status"] == "diverged" and "non-finite" in info["error"]
     assert len(records) == 3 and math.isnan(records[-1]["actor/pg_loss"])  # every metric so far is kept
     assert trainer.statuses == ["diverged"]
+    [outcome] = trainer.outcomes
+    assert outcome.steps == 3 and outcome.error == info["error"] and outcome.stop_reason is None
 
 
 def test_critic_warmup_updates_only_the_critic_before_that_step(train_run):

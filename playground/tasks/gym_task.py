@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -19,10 +20,9 @@ from torch import Tensor
 from playground.envs.gym_vector import GymnasiumEnv
 from playground.envs.torch_classic import TORCH_ENVS, make_torch_env, uses_torch_port
 from playground.hparams import AgentHParams
-from playground.models.mlp import GymActor, GymCritic, WorldModel
+from playground.models.mlp import GymActor, GymCritic, MLPWorldModel
 from playground.perf import device_name, peak_flops
-from playground.tasks.base import Task
-from playground.update import Batch
+from playground.tasks.base import Batch, Task
 
 EVAL_SEED_OFFSET = 1_000_003  # evaluation episodes start from states training never saw
 
@@ -101,7 +101,7 @@ class GymTask(Task):
         self.rows_per_step = self.num_envs * self.rollout_length  # transitions per agent per step
         if cfg.world_model.enable:
             size = self.env.num_actions if self.env.discrete else self.env.action_dim
-            self.world_model = WorldModel(self.env.obs_dim, size, list(cfg.world_model.hidden_sizes), init_gens,
+            self.world_model = MLPWorldModel(self.env.obs_dim, size, list(cfg.world_model.hidden_sizes), init_gens,
                                           self.env.discrete, device=device)
         self.windows = [EpisodeWindow(cfg.env.episode_window) for _ in range(self.num_agents)]
         self.obs = self.env.reset()
@@ -134,8 +134,11 @@ class GymTask(Task):
 
     # ---- gen ----------------------------------------------------------------------------------------
     @torch.no_grad()
-    def generate(self) -> Batch:
-        """Roll out T steps of N envs per agent; returns the batch in env-major rows `(K, N·T, ...)`."""
+    def generate(self, agents: Sequence[int] | None = None) -> Batch:
+        """Roll out T steps of N envs per agent; returns the batch in env-major rows `(K, N·T, ...)`. Every agent
+        rolls out at once (the envs step together): `agents` may only name all of them."""
+        if agents is not None and list(agents) != list(range(self.num_agents)):
+            raise ValueError("a gym rollout steps every agent's envs together: it cannot roll out some agents")
         k, n, t_len = self.num_agents, self.num_envs, self.rollout_length
         discrete = self.env.discrete
         size = self.env.num_actions if discrete else self.env.action_dim
@@ -174,7 +177,7 @@ class GymTask(Task):
         if any(self.nan_rates):
             trained_reward = torch.where(self._broken_rewards(reward.shape), torch.nan, trained_reward)
         return {
-            "obs": rows(obs_l), "actions": rows(act_l), "final_obs": rows(final_l),
+            "agents": list(range(k)), "obs": rows(obs_l), "actions": rows(act_l), "final_obs": rows(final_l),
             "terminated": rows(term_l), "truncated": rows(trunc_l),
             "response_mask": valid.unsqueeze(-1).float(),
             "scores": reward.unsqueeze(-1),  # the task's raw reward
@@ -215,18 +218,17 @@ class GymTask(Task):
         batch["next_values"] = next_values * (~batch["terminated"]).unsqueeze(-1)
 
     # ---- adv ----------------------------------------------------------------------------------------
-    def compute_advantage(self, batch: Batch, estimator, **kwargs) -> tuple[Tensor, Tensor]:
-        """GAE over each env's time series: rows reshaped to `(K, N, T)`, episodes cut by `dones`."""
-        k, n, t_len = self.num_agents, self.num_envs, self.rollout_length
-
-        def series(x: Tensor) -> Tensor:
-            return x.reshape(k, n, t_len)
-
+    def advantage_inputs(self, batch: Batch) -> dict[str, Tensor | None]:
+        """GAE runs over each env's time series: rows reshaped to `(K, N, T)`, episodes cut by `dones`."""
+        series = lambda x: x.reshape(self.num_agents, self.num_envs, self.rollout_length)  # noqa: E731
         dones = series(batch["terminated"] | batch["truncated"])
-        adv, ret = estimator(token_level_rewards=series(batch["token_level_rewards"]),
-                             values=series(batch["values"]), response_mask=series(batch["response_mask"]),
-                             next_values=series(batch["next_values"]), dones=dones, **kwargs)
-        return adv.reshape(k, n * t_len, 1), ret.reshape(k, n * t_len, 1)
+        return {"token_level_rewards": series(batch["token_level_rewards"]), "values": series(batch["values"]),
+                "response_mask": series(batch["response_mask"]), "next_values": series(batch["next_values"]),
+                "dones": dones}
+
+    def advantage_rows(self, x: Tensor) -> Tensor:
+        """`(K, N, T)` back to the batch's env-major rows `(K, N·T, 1)`."""
+        return x.reshape(self.num_agents, self.num_envs * self.rollout_length, 1)
 
     # ---- metrics ------------------------------------------------------------------------------------
     def record_step(self, batch: Batch, step: int) -> None:
