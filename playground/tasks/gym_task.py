@@ -82,7 +82,7 @@ class GymTask(Task):
 
     def __init__(self, cfgs: list[DictConfig], hp: AgentHParams, device: torch.device):
         cfg = cfgs[0]
-        self.cfg, self.hp, self.device = cfg, hp, device
+        self.cfg, self.device = cfg, device
         self.num_agents = len(cfgs)
         self.seeds = [int(c.trainer.seed) for c in cfgs]
         self.num_envs, self.rollout_length = cfg.env.num_envs, cfg.env.rollout_length
@@ -111,6 +111,8 @@ class GymTask(Task):
         self.ep_length = np.zeros(shape, dtype=np.int64)
         self.env_steps = 0
         self.noisy_agents = [float(c.reward.noise_std) > 0 for c in cfgs]
+        self.reward_scale, self.noise_std = hp.vector("reward.scale"), hp.vector("reward.noise_std")  # (K,) each
+        self.noise_type = str(cfg.reward.noise_type)
         self.nan_rates = [float(c.reward.nan_rate) for c in cfgs]
         self.peak_flops = peak_flops(device_name(device), cfg.trainer.get("peak_flops"))
         if not self.env.discrete:
@@ -170,10 +172,9 @@ class GymTask(Task):
         valid = rows(valid_l) if valid_l[0] is not None else torch.ones(k, n * t_len, dtype=torch.bool,
                                                                            device=self.device)
         reward = rows(rew_l).float()
-        trained_reward = reward * self.hp.vector("reward.scale").view(-1, 1)
+        trained_reward = reward * self.reward_scale.view(-1, 1)
         if any(self.noisy_agents):
-            noise_std = self.hp.vector("reward.noise_std")
-            trained_reward = trained_reward + noise_std.view(-1, 1) * self._reward_noise(reward.shape)
+            trained_reward = trained_reward + self.noise_std.view(-1, 1) * self._reward_noise(reward.shape)
         if any(self.nan_rates):
             trained_reward = torch.where(self._broken_rewards(reward.shape), torch.nan, trained_reward)
         return {
@@ -192,7 +193,7 @@ class GymTask(Task):
 
     def _reward_noise(self, shape: tuple[int, ...]) -> Tensor:
         """Heavy-tailed (Cauchy) or normal noise, per agent from its own generator (zeros for agents without)."""
-        kind = self.cfg.reward.noise_type
+        kind = self.noise_type
         draws = []
         for g, noisy in zip(self.noise_gens, self.noisy_agents):
             if not noisy:  # draw nothing: the agent's generator, and so its rollouts, stay as if it ran alone
