@@ -22,13 +22,13 @@ def test_non_finite_losses_end_the_run_as_diverged(train_run, monkeypatch):
         return batch
 
     monkeypatch.setattr(GymTask, "generate", poisoned)
-    trainer, run_dir = train_run([*SMALL, "trainer.total_training_steps=20"])
+    fitted, run_dir = train_run([*SMALL, "trainer.total_training_steps=20"])
     info = read_run_info(run_dir)
     records = read_metrics_jsonl(run_dir / "metrics.jsonl").records
     assert info["status"] == "diverged" and "non-finite" in info["error"]
     assert len(records) == 3 and math.isnan(records[-1]["actor/pg_loss"])  # every metric so far is kept
-    assert trainer.statuses == ["diverged"]
-    [outcome] = trainer.outcomes
+    assert fitted.statuses == ["diverged"]
+    [outcome] = fitted.outcomes
     assert outcome.steps == 3 and outcome.error == info["error"] and outcome.stop_reason is None
 
 
