@@ -14,7 +14,9 @@ import signal
 import subprocess
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import hydra
 import torch
@@ -32,6 +34,10 @@ from playground.config import (
 )
 from playground.interrupts import exit_code, raise_terminated
 from playground.perf import resolve_device
+from playground.stopping import AgentOutcome
+
+if TYPE_CHECKING:
+    from playground.trainer import Trainer
 
 EXIT_BAD_CONFIG = 2
 
@@ -58,11 +64,22 @@ def run_facts(overrides: Sequence[str], device: torch.device) -> dict:
             "num_threads": torch.get_num_threads() if device.type == "cpu" else None}
 
 
+@dataclass
+class Fitted:
+    """What `fit` trained: the trainer (its task and models, inspectable) and what happened to each agent."""
+
+    trainer: Trainer
+    outcomes: list[AgentOutcome]
+
+    @property
+    def statuses(self) -> list[str]:
+        return [outcome.status for outcome in self.outcomes]
+
+
 def fit(cfgs: Sequence[DictConfig], run_dirs: Sequence[str | Path], overrides: Sequence[Sequence[str]],
-        num_threads: int | None = None, task=None):
+        num_threads: int | None = None, task=None) -> Fitted:
     """The one in-process training entry: check K configs, train them as K agents of one `Trainer` (K = 1 for an
-    ordinary run), and write each run dir's `findings.json`; returns the trainer, each agent's status in
-    `trainer.statuses`.
+    ordinary run), and write each run dir's `findings.json`; returns the trainer and each agent's outcome.
 
     Args:
         overrides: each job's command-line overrides (recorded in run.json with the command that reruns it).
@@ -76,15 +93,15 @@ def fit(cfgs: Sequence[DictConfig], run_dirs: Sequence[str | Path], overrides: S
         torch.set_num_threads(num_threads)
     extras = [run_facts(o, devices[0]) for o in overrides]
     trainer = Trainer(list(cfgs), list(run_dirs), devices[0], extra_infos=extras, task=task)
-    trainer.statuses = trainer.fit()
+    outcomes = trainer.fit()
     for cfg, run_dir in zip(cfgs, run_dirs):
         write_findings(run_dir, cfg)
-    return trainer
+    return Fitted(trainer, outcomes)
 
 
 def run(cfg: DictConfig, run_dir: str | Path, overrides: Sequence[str] = ()) -> str:
     """Train one config into `run_dir`; returns the run's status."""
-    return fit([cfg], [run_dir], [overrides]).statuses[0]
+    return fit([cfg], [run_dir], [overrides]).outcomes[0].status
 
 
 def needs_own_process(cfg: DictConfig) -> bool:
