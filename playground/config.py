@@ -74,7 +74,7 @@ def _open_unit(x: Any) -> bool:
 def validate(cfg: DictConfig) -> None:
     """Raise `ConfigError` for the first bad value, before anything is built or trained.
 
-    Types and choices are `playground.config_schema.Config`'s; here are the ranges and the rules between keys.
+    Types and choices are `playground.config_schema.PlaygroundConfig`'s; here are the ranges and the rules between keys.
     """
     family = _get(cfg, "task.family")
     if family not in ("gym", "token"):

@@ -55,7 +55,7 @@ _ALLOWED_TEXT = {KlEstimator: f"one of {list(KL_ESTIMATORS)} (optionally with '+
 
 
 @dataclass
-class Optim:
+class OptimConfig:
     lr: float = MISSING
     lr_warmup_steps: int = MISSING
     lr_warmup_steps_ratio: float = MISSING
@@ -69,7 +69,7 @@ class Optim:
 
 
 @dataclass
-class PolicyLossSection:
+class PolicyLossConfig:
     loss_mode: PolicyLoss = MISSING
     clip_cov_ratio: float = MISSING
     clip_cov_lb: float = MISSING
@@ -79,8 +79,8 @@ class PolicyLossSection:
 
 
 @dataclass
-class Actor:
-    optim: Optim = field(default_factory=Optim)
+class ActorConfig:
+    optim: OptimConfig = field(default_factory=OptimConfig)
     clip_ratio: float = MISSING
     clip_ratio_low: float | None = MISSING
     clip_ratio_high: float | None = MISSING
@@ -97,18 +97,18 @@ class Actor:
     ppo_max_token_len_per_gpu: int = MISSING
     grad_clip: float | None = MISSING
     shuffle: bool = MISSING
-    policy_loss: PolicyLossSection = field(default_factory=PolicyLossSection)
+    policy_loss: PolicyLossConfig = field(default_factory=PolicyLossConfig)
 
 
 @dataclass
-class ActorModel:
+class ActorModelConfig:
     hidden_sizes: list[int] = MISSING
     init_log_std: float = MISSING
     enable_gradient_checkpointing: bool = MISSING
 
 
 @dataclass
-class ValKwargs:
+class ValKwargsConfig:
     n: int = MISSING
     temperature: float = MISSING
     top_p: float = MISSING
@@ -116,31 +116,31 @@ class ValKwargs:
 
 
 @dataclass
-class Rollout:
+class RolloutConfig:
     temperature: float = MISSING
     top_p: float = MISSING
     n: int = MISSING
-    val_kwargs: ValKwargs = field(default_factory=ValKwargs)
+    val_kwargs: ValKwargsConfig = field(default_factory=ValKwargsConfig)
 
 
 @dataclass
-class ActorRolloutRef:
-    model: ActorModel = field(default_factory=ActorModel)
-    actor: Actor = field(default_factory=Actor)
-    rollout: Rollout = field(default_factory=Rollout)
+class ActorRolloutRefConfig:
+    model: ActorModelConfig = field(default_factory=ActorModelConfig)
+    actor: ActorConfig = field(default_factory=ActorConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
 
 
 @dataclass
-class CriticModel:
+class CriticModelConfig:
     hidden_sizes: list[int] = MISSING
     enable_gradient_checkpointing: bool = MISSING
 
 
 @dataclass
-class Critic:
+class CriticConfig:
     enable: bool | None = MISSING
-    model: CriticModel = field(default_factory=CriticModel)
-    optim: Optim = field(default_factory=Optim)
+    model: CriticModelConfig = field(default_factory=CriticModelConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
     cliprange_value: float = MISSING
     ppo_epochs: int = MISSING
     ppo_mini_batch_size: int = MISSING
@@ -153,7 +153,7 @@ class Critic:
 
 
 @dataclass
-class KlCtrl:
+class KlCtrlConfig:
     type: KlCtrlType = MISSING
     kl_coef: float = MISSING
     horizon: float = MISSING
@@ -161,14 +161,14 @@ class KlCtrl:
 
 
 @dataclass
-class FilterGroups:
+class FilterGroupsConfig:
     enable: bool = MISSING
     metric: FilterMetric = MISSING
     max_num_gen_batches: int = MISSING
 
 
 @dataclass
-class Algorithm:
+class AlgorithmConfig:
     gamma: float = MISSING
     lam: float = MISSING
     adv_estimator: AdvEstimator = MISSING
@@ -176,12 +176,12 @@ class Algorithm:
     norm_adv: bool = MISSING
     use_kl_in_reward: bool = MISSING
     kl_penalty: KlEstimator = MISSING
-    kl_ctrl: KlCtrl = field(default_factory=KlCtrl)
-    filter_groups: FilterGroups = field(default_factory=FilterGroups)
+    kl_ctrl: KlCtrlConfig = field(default_factory=KlCtrlConfig)
+    filter_groups: FilterGroupsConfig = field(default_factory=FilterGroupsConfig)
 
 
 @dataclass
-class Env:
+class EnvConfig:
     backend: EnvBackend = MISSING
     num_envs: int = MISSING
     rollout_length: int = MISSING
@@ -190,7 +190,7 @@ class Env:
 
 
 @dataclass
-class Data:
+class DataConfig:
     train_batch_size: int = MISSING
     gen_batch_size: int | None = MISSING
     max_prompt_length: int = MISSING
@@ -199,7 +199,7 @@ class Data:
 
 
 @dataclass
-class Reward:
+class RewardConfig:
     name: RewardName = MISSING
     format_score: float = MISSING
     partial_credit: bool = MISSING
@@ -210,7 +210,7 @@ class Reward:
 
 
 @dataclass
-class OverlongBuffer:
+class OverlongBufferConfig:
     enable: bool = MISSING
     len: int = MISSING
     penalty_factor: float = MISSING
@@ -218,19 +218,19 @@ class OverlongBuffer:
 
 
 @dataclass
-class RewardModel:
-    overlong_buffer: OverlongBuffer = field(default_factory=OverlongBuffer)
+class RewardModelConfig:
+    overlong_buffer: OverlongBufferConfig = field(default_factory=OverlongBufferConfig)
 
 
 @dataclass
-class WorldModel:
+class WorldModelConfig:
     enable: bool = MISSING
     hidden_sizes: list[int] = MISSING
     lr: float = MISSING
 
 
 @dataclass
-class Trainer:
+class TrainerConfig:
     project_name: str = MISSING
     experiment_name: str = MISSING
     total_training_steps: int = MISSING
@@ -256,23 +256,23 @@ class Trainer:
 
 
 @dataclass
-class Config:
+class PlaygroundConfig:
     """conf/config.yaml's keys and their types."""
 
     scenario: str = MISSING
-    actor_rollout_ref: ActorRolloutRef = field(default_factory=ActorRolloutRef)
-    critic: Critic = field(default_factory=Critic)
-    algorithm: Algorithm = field(default_factory=Algorithm)
-    env: Env = field(default_factory=Env)
-    data: Data = field(default_factory=Data)
-    reward: Reward = field(default_factory=Reward)
-    reward_model: RewardModel = field(default_factory=RewardModel)
-    world_model: WorldModel = field(default_factory=WorldModel)
-    trainer: Trainer = field(default_factory=Trainer)
+    actor_rollout_ref: ActorRolloutRefConfig = field(default_factory=ActorRolloutRefConfig)
+    critic: CriticConfig = field(default_factory=CriticConfig)
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    env: EnvConfig = field(default_factory=EnvConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    reward_model: RewardModelConfig = field(default_factory=RewardModelConfig)
+    world_model: WorldModelConfig = field(default_factory=WorldModelConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
 
 
 def type_error(cfg: DictConfig) -> str | None:
-    """The first key of `cfg` whose value `Config` does not allow, as one line; None when every value fits."""
+    """The first key of `cfg` whose value `PlaygroundConfig` does not allow, as one line; None when every value fits."""
     given = OmegaConf.to_container(cfg, resolve=True)
     for key, node in typed_leaves().items():
         value = _lookup(given, key)
@@ -286,8 +286,8 @@ _ABSENT = object()
 
 @functools.cache
 def typed_leaves() -> dict[str, Any]:
-    """Every leaf of `Config` by its dotted key: the OmegaConf node that validates its values (built once: a merge
-    of a whole config into `Config` costs ~50 ms, checking each leaf by its node well under 1 ms)."""
+    """Every leaf of `PlaygroundConfig` by its dotted key: the OmegaConf node that validates its values (built once: a
+    merge of a whole config into `PlaygroundConfig` costs ~50 ms, checking each leaf by its node well under 1 ms)."""
     leaves = {}
 
     def walk(node: DictConfig, prefix: str) -> None:
@@ -298,7 +298,7 @@ def typed_leaves() -> dict[str, Any]:
             else:
                 leaves[f"{prefix}{key}"] = child
 
-    walk(OmegaConf.structured(Config), "")
+    walk(OmegaConf.structured(PlaygroundConfig), "")
     return leaves
 
 

@@ -56,14 +56,15 @@ def test_the_schema_types_every_key_of_config_yaml_and_no_other():
     from omegaconf import OmegaConf
 
     from playground.config import CONF_DIR
-    from playground.config_schema import Config, typed_leaves
+    from playground.config_schema import PlaygroundConfig, typed_leaves
 
     yaml_keys = set(_leaf_keys(OmegaConf.to_container(OmegaConf.load(f"{CONF_DIR}/config.yaml"))))
     # the critic shares the actor's optimiser section, whose deprecated warmup_style a `+` override can set
     assert set(typed_leaves()) == yaml_keys - {"defaults", "hydra.job.chdir"} | {"critic.optim.warmup_style"}
     # the straight-through KL and a name that is a number (its text) are allowed
     assert validate(compose(["task=reverse", f"{A}.kl_loss_type=k3+", "trainer.experiment_name=2026"])) is None
-    assert OmegaConf.is_missing(OmegaConf.structured(Config).actor_rollout_ref.actor.optim, "lr")  # defaults: the yaml
+    schema = OmegaConf.structured(PlaygroundConfig)
+    assert OmegaConf.is_missing(schema.actor_rollout_ref.actor.optim, "lr")  # the defaults are the yaml's
 
 
 def _leaf_keys(node, prefix=""):
