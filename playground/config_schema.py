@@ -23,6 +23,7 @@ from omegaconf.nodes import AnyNode, BooleanNode, EnumNode, FloatNode, IntegerNo
 
 from playground.algos.names import ADV_ESTIMATORS, KL_ESTIMATORS, LOSS_AGG_MODES, POLICY_LOSSES
 from playground.failures import FAILURE_IDS
+from playground.overrides import ABSENT, lookup
 
 # What DAPO's dynamic sampling compares within a group (verl: `acc`, `score`, `seq_final_reward`, `seq_reward`).
 FILTER_METRICS = ("acc", "score", "seq_final_reward", "seq_reward")
@@ -275,13 +276,12 @@ def type_error(cfg: DictConfig) -> str | None:
     """The first key of `cfg` whose value `PlaygroundConfig` does not allow, as one line; None when every value fits."""
     given = OmegaConf.to_container(cfg, resolve=True)
     for key, node in typed_leaves().items():
-        value = _lookup(given, key)
-        if value is not _ABSENT and not _fits(node, value):
+        value = lookup(given, key)
+        if value is not ABSENT and not _fits(node, value):
             return f"{key}={value!r} is out of range: allowed {_allowed(node)}"
     return None
 
 
-_ABSENT = object()
 
 
 @functools.cache
@@ -300,14 +300,6 @@ def typed_leaves() -> dict[str, Any]:
 
     walk(OmegaConf.structured(PlaygroundConfig), "")
     return leaves
-
-
-def _lookup(given: Any, key: str) -> Any:
-    for part in key.split("."):
-        if not isinstance(given, dict) or part not in given:
-            return _ABSENT
-        given = given[part]
-    return given
 
 
 def _fits(node: Any, value: Any) -> bool:

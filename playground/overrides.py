@@ -10,12 +10,14 @@ back from an older `run.json`, a value with an unquoted `=`) is still split at i
 from __future__ import annotations
 
 import shlex
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 PREFIXES = ("++", "+", "~")  # force-add, add, delete (longest first)
 DELETED = "(deleted)"  # the value `key_values` gives a `~key`
+ABSENT = object()  # what `lookup` gives for a key the config does not hold (None is a value: a null key)
 
 
 class OverrideError(ValueError):
@@ -128,3 +130,13 @@ def fix_command(overrides: Iterable[str], fix: str, module: str = "playground.tr
     """
     merged = with_replaced(overrides or (), shlex.split(fix or ""))
     return " ".join(["python", "-m", module, *(shlex.quote(o) for o in merged)])
+
+
+def lookup(config: Mapping[str, Any] | None, key: str) -> Any:
+    """The value an override's dotted key (`a.b.c`) names in a plain nested dict, or `ABSENT`."""
+    node: Any = config
+    for part in key.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return ABSENT
+        node = node[part]
+    return node

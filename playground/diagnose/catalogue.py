@@ -16,6 +16,7 @@ import yaml
 
 from playground.diagnose import schema
 from playground.metrics import fmt
+from playground.overrides import ABSENT, lookup
 
 RULES_PATH = Path(__file__).with_name("rules.yaml")
 
@@ -46,19 +47,6 @@ def fix_steps(spec: Mapping[str, Any] | None, family: str) -> list[Mapping[str, 
     """A `fix` entry's overrides for a family (its own, else `"*"`'s), as `{key, op, fallback}` dicts."""
     spec = spec or {}
     return list(spec.get(family, spec.get("*", [])))
-
-
-MISSING = object()
-
-
-def config_value(config: Mapping[str, Any] | None, key: str) -> Any:
-    """`a.b.c` in a plain nested dict, or `MISSING`."""
-    node: Any = config
-    for part in key.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return MISSING
-        node = node[part]
-    return node
 
 
 def _apply(op: str, current: Any) -> str:
@@ -95,11 +83,11 @@ def render_fix(finding_id: str, family: str, config: Mapping[str, Any] | None = 
     parts = []
     for step in steps:
         key, op, fallback = step["key"], step["op"], step.get("fallback")
-        current = config_value(config, key)
-        if (current is MISSING or current is None) and fallback is not None:
-            current = config_value(config, fallback)
-        value = _apply(op, None if current is MISSING else current)
-        if current is not MISSING and value.startswith("<current"):
+        current = lookup(config, key)
+        if (current is ABSENT or current is None) and fallback is not None:
+            current = lookup(config, fallback)
+        value = _apply(op, None if current is ABSENT else current)
+        if current is not ABSENT and value.startswith("<current"):
             continue  # the run's config holds no number to scale (a null key): no placeholder in a command to paste
         parts.append(f"{key}={value}")
     return " ".join(parts)

@@ -20,6 +20,7 @@ from playground.diagnose.finding import Finding
 from playground.diagnose.log import SHORTCUT_KEYS, Log, on_policy_shortcut
 from playground.diagnose.verdicts import verdicts
 from playground.metrics import canonicalize
+from playground.overrides import ABSENT, lookup
 
 VERL_GRAD_CLIP = 1.0  # verl's default actor grad_clip, assumed for logs that do not say
 # What a policy with a single action (max_entropy 0: Andy Jones' probe environments) makes of its metrics: nothing it
@@ -195,7 +196,7 @@ def plain_config(config: Any) -> dict | None:
 
 
 def resolve_family(family: str | None, info: Mapping | None, config: Mapping | None) -> str:
-    for candidate in (family, (info or {}).get("family"), catalogue.config_value(config, "task.family")):
+    for candidate in (family, (info or {}).get("family"), lookup(config, "task.family")):
         if candidate in FAMILIES:
             return candidate
     return "llm"
@@ -204,9 +205,9 @@ def resolve_family(family: str | None, info: Mapping | None, config: Mapping | N
 def facts(info: Mapping | None, config: Mapping | None, family: str) -> dict:
     """What the rules may know about a run besides its metrics (run.json, then the config)."""
     info = dict(info or {})
-    missing = catalogue.MISSING
-    target = info.get("score_target", catalogue.config_value(config, "task.score_target"))
-    clip = catalogue.config_value(config, "actor_rollout_ref.actor.grad_clip")
+    missing = ABSENT
+    target = info.get("score_target", lookup(config, "task.score_target"))
+    clip = lookup(config, "actor_rollout_ref.actor.grad_clip")
     if clip is missing:
         clip = info.get("grad_clip_actor", missing)
     assumed = clip is missing and family == "llm"  # verl logs do not print grad_clip
