@@ -13,7 +13,10 @@ from typing import Any
 from playground.diagnose.log import Log
 from playground.metrics import fmt
 
-ENTROPY = "actor/entropy_loss"
+# The policy's entropy: verl V1 logs the pre-update entropy every step (`actor/entropy`) and the in-update entropy only
+# when the update computes it (`actor/entropy_loss`); the guide, the playground and verl <= 0.3 name the quantity
+# `actor/entropy_loss`. The first of these a log holds is read.
+ENTROPY_KEYS = ("actor/entropy", "actor/entropy_loss")
 _OPS: dict[str, tuple[str, Callable[[float, float], bool]]] = {
     "lt": ("<", lambda a, b: a < b), "le": ("<=", lambda a, b: a <= b), "gt": (">", lambda a, b: a > b),
     "ge": (">=", lambda a, b: a >= b), "eq": ("==", lambda a, b: a == b),
@@ -63,23 +66,31 @@ def _score_gap(log: Log, i: int) -> float | None:
     return (target - score) / max(abs(target), 1.0)
 
 
+def _entropy_key(log: Log) -> str:
+    return next((k for k in ENTROPY_KEYS if k in log.cols), ENTROPY_KEYS[-1])
+
+
+def _entropy(log: Log, i: int) -> float | None:
+    return log.get(_entropy_key(log), i)
+
+
 def _continuous(log: Log) -> bool:
     return log.facts.get("action_space") == "continuous"
 
 
 def _rel_entropy(log: Log, i: int) -> float | None:
-    h = log.get(ENTROPY, i)
+    h = _entropy(log, i)
     if h is None:
         return None
     if _continuous(log):
-        first = log.first(ENTROPY)
+        first = log.first(_entropy_key(log))
         return None if first is None else math.exp(min(h - first, 50.0))
     top = log.facts.get("max_entropy")
     return h / top if top else h
 
 
 def _entropy_spread(log: Log, i: int) -> float | None:
-    h = log.get(ENTROPY, i)
+    h = _entropy(log, i)
     if h is None:
         return None
     return math.exp(min(h, 50.0)) if _continuous(log) else h
@@ -100,8 +111,9 @@ BUILTIN: dict[str, Series] = {
     "score_gap": Series(_score_gap, "score_gap", _score_key,
                         lambda log: f"(score_target {fmt(log.facts.get('score_target'), none='unknown')} - score) / "
                                     f"max(|score_target|, 1)"),
-    "rel_entropy": Series(_rel_entropy, "rel_entropy", ENTROPY, _rel_entropy_label),
-    "entropy_spread": Series(_entropy_spread, "entropy_spread", ENTROPY, _spread_label),
+    "entropy": Series(_entropy, "entropy", _entropy_key, _entropy_key),  # evidence names the key read
+    "rel_entropy": Series(_rel_entropy, "rel_entropy", _entropy_key, _rel_entropy_label),
+    "entropy_spread": Series(_entropy_spread, "entropy_spread", _entropy_key, _spread_label),
 }
 
 

@@ -150,7 +150,7 @@ def _extra_evidence(rule: Rule, log: Log, i: int, family: str, seen: set[str]) -
         if metric in seen or value is None:
             continue
         seen.add(metric)
-        plain = metric == series.label
+        plain = metric in (series.label, series.label_for(log))
         out.append({"metric": metric, "step": log.steps[i], "value": value,
                     "range": ok_range(metric, family) if plain else series.describe(log),
                     "status": family_band_status(metric, value, family) if plain else None})

@@ -41,8 +41,10 @@ def out_of_range(log: Log, family: str) -> list[dict]:
             value = None if shortcut[i] and key in SHORTCUT_KEYS else log.get(key, i)
             band = None if value is None else family_band(key, value, family)
             if band is not None and band["status"] != "ok":
-                rows.append({"metric": key, "step": log.steps[i], "value": value,
-                             "range": band["label"]["en"], "status": band["status"]})
+                # a family's calibrated bands (rules.yaml) carry no reading of their own, the guide's do
+                reading = band.get("label", {}).get("en") or f"outside the {family} family's calibrated range"
+                rows.append({"metric": key, "step": log.steps[i], "value": value, "range": reading,
+                             "status": band["status"]})
                 break
     return rows
 
