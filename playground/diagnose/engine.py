@@ -14,6 +14,7 @@ from typing import Any
 
 from playground import failures
 from playground.diagnose import catalogue, causes
+from playground.diagnose.artifacts import artifact_notes
 from playground.diagnose.calibration import FAMILIES, family_band_status, has_band, ok_range, resolved_thresholds
 from playground.diagnose.conditions import Node, Series, compile_condition, compile_series
 from playground.diagnose.finding import Finding
@@ -201,6 +202,11 @@ def resolve_family(family: str | None, info: Mapping | None, config: Mapping | N
     return "llm"
 
 
+def _max_response_length(info: Mapping, config: Mapping | None) -> float | None:
+    value = info.get("max_response_length", catalogue.config_value(config, "data.max_response_length"))
+    return None if value in (None, catalogue.MISSING) else float(value)
+
+
 def facts(info: Mapping | None, config: Mapping | None, family: str) -> dict:
     """What the rules may know about a run besides its metrics (run.json, then the config)."""
     info = dict(info or {})
@@ -219,6 +225,8 @@ def facts(info: Mapping | None, config: Mapping | None, family: str) -> dict:
         "grad_clip": None if clip is None else float(clip),
         "grad_clip_assumed": assumed,
         "memory_limit_gb": info.get("memory_limit_gb"),
+        # the cap response_length/max is checked against (verl V1's clip_ratio is no share of truncation: #7817)
+        "max_response_length": _max_response_length(info, config),
         "status": info.get("status"),
         "family": family,
         "score_metric": info.get("score_metric"),
@@ -247,6 +255,7 @@ def diagnose_log(log: Log, family: str, config: Mapping | None = None, notes: Se
             by_id.setdefault(rule.id, []).append((rule, fired))
     findings = [_finding(fid, fired, log, family, config) for fid, fired in by_id.items()]
     findings += verdicts(log, findings, family, notes)
+    notes += artifact_notes(log, family)
     findings.sort(key=lambda f: (-failures.SEVERITY_ORDER.index(f.severity), f.first_step, f.id))
     if log.facts.get("loss_updates", 1) != 1:
         notes.append(f"losses read as sums over {log.facts['loss_updates']:g} updates a step (verl >= 0.7): "

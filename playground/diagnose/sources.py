@@ -48,12 +48,14 @@ def diagnose_run_dir(run_dir: str | Path, *, family: str | None = None, config: 
 
 
 def diagnose_read(read, *, family: str | None = None, loss_updates: float | None = None) -> Report:
-    """Diagnose a `LogRead` from any reader; a console log that reports an out-of-memory error counts as `oom`.
+    """Diagnose a `LogRead` from any reader; a console log that reports an out-of-memory error counts as `oom`, one
+    that ends in any other exception as `failed`.
 
     Args:
         loss_updates: a verl >= 0.7 log's updates per step, which its logged losses sum over (None: means).
     """
-    info = {"status": "oom"} if read.out_of_memory else {}
+    # a log that ends in an exception failed there: no verdict of health, and the report says how it ended
+    info = {"status": "oom"} if read.out_of_memory else {"status": "failed"} if read.ended_with else {}
     if loss_updates is not None:
         info["loss_updates"] = loss_updates
     if read.kind == "wandb_history":  # sparklines: shapes for the trends, sizes only where the summary gives them
@@ -62,6 +64,9 @@ def diagnose_read(read, *, family: str | None = None, loss_updates: float | None
     diagnosis.problems, diagnosis.source = list(read.problems), read.source
     if read.out_of_memory:
         diagnosis.notes.append("the log reports an out-of-memory error")
+    if read.ended_with:
+        diagnosis.notes.append(f"the log ends in an exception after its last step: {read.ended_with} (the run stopped "
+                               "there: it did not finish)")
     if read.kind == "wandb_history":
         diagnosis.notes.append("a wandb end-of-run block: trends read from its sparklines, sizes judged only on the "
                                "run summary's last values")
