@@ -179,7 +179,8 @@ def _finding(finding_id: str, fired: list[tuple[Rule, list[list[int]]]], log: Lo
     return Finding(id=finding_id, severity=severity, first_step=min(firsts), last_step=max(lasts), evidence=evidence,
                    explanation=catalogue.explanation(finding_id),
                    fix=catalogue.render_fix(finding_id, family, config, spec), rule=", ".join(r.name for r, _ in fired),
-                   alternatives=catalogue.alternatives(finding_id, family, config))
+                   alternatives=catalogue.alternatives(finding_id, family, config),
+                   confidence="low" if log.shape_only else "high")
 
 
 # ---- the run's facts ---------------------------------------------------------------------------------------
