@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 from playground.diagnose import catalogue
 from playground.diagnose.calibration import FAMILIES, resolved_thresholds
-from playground.diagnose.conditions import Node, Series, compile_condition, compile_series
+from playground.diagnose.conditions import Node, compile_condition
 from playground.diagnose.log import Log
+from playground.diagnose.series import Series, compile_series
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,10 @@ from playground import failures
 from playground.diagnose import catalogue, causes
 from playground.diagnose.artifacts import artifact_notes
 from playground.diagnose.calibration import FAMILIES, family_band_status, has_band, ok_range, resolved_thresholds
-from playground.diagnose.conditions import Node, Series, compile_condition, compile_series
+from playground.diagnose.conditions import Node, compile_condition
 from playground.diagnose.finding import Finding
 from playground.diagnose.log import SHORTCUT_KEYS, Log, on_policy_shortcut
+from playground.diagnose.series import Series, compile_series
 from playground.diagnose.verdicts import verdicts
 from playground.metrics import canonicalize
 

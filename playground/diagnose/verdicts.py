@@ -11,9 +11,10 @@ from __future__ import annotations
 from playground import failures
 from playground.diagnose import catalogue
 from playground.diagnose.calibration import family_band, has_band
-from playground.diagnose.conditions import compile_condition, compile_series
+from playground.diagnose.conditions import compile_condition
 from playground.diagnose.finding import Finding
 from playground.diagnose.log import SHORTCUT_KEYS, Log, on_policy_shortcut
+from playground.diagnose.series import compile_series
 
 # A record with one of these is a training step; a validation-only record (verl's step 0 with val_before_train) is not.
 TRAINING_PREFIXES = ("actor/", "critic/")
