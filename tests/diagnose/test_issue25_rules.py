@@ -96,6 +96,17 @@ def test_truncation_that_clip_ratio_misses_is_found_from_the_lengths():
     assert "response_truncation" not in diagnose(learning, family="llm", info={"max_response_length": 1024}).ids()
 
 
+def test_the_cli_takes_the_configured_maximum(capsys):
+    from playground.diagnose.__main__ import main
+
+    line = ("step:7 - response_length/clip_ratio:0.6 - response_length/max:650 - response_length/mean:640 - "
+            "critic/score/mean:0.3")
+    assert main(["--text", line, "--json"]) == 0
+    assert '"id": "response_truncation"' in capsys.readouterr().out
+    assert main(["--text", line, "--json", "--max-response-length", "2048"]) == 0
+    assert '"id": "response_truncation"' not in capsys.readouterr().out
+
+
 def test_a_gradient_norm_above_the_clip_is_noted_as_pre_clip():
     report = diagnose(steps(**{"actor/grad_norm": lambda s: 2.5 if s in (3, 7) else 0.4}), family="llm")
     (note,) = notes_named(report, "grad_norm_pre_clip")
