@@ -1,8 +1,8 @@
 """Every Altair chart of the explorer: frames in, `alt.Chart` out, one style, no Streamlit calls.
 
-The frames come from `frames.py` (long metric frames, seed-group stats, bands, sweep cells); views draw the
-returned charts as Vega-Lite specs, `st.vega_lite_chart(spec=charts.to_spec(chart), width="stretch")` (a spec is
-plain data: `st.cache_data` can keep it).
+The frames come from `series.py` (long metric frames, seed-group stats, bands) and `sweep_map.py` (sweep cells);
+views draw the returned charts as Vega-Lite specs, `st.vega_lite_chart(spec=charts.to_spec(chart), width="stretch")`
+(a spec is plain data: `st.cache_data` can keep it).
 """
 
 from __future__ import annotations
@@ -13,10 +13,12 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from playground.failures import SEVERITY_ORDER
+
 OK_BAND = "#2ca02c"
 STATUS_COLORS = {"warn": "#f58518", "bad": "#d62728"}
 STATUS_SHAPES = {"warn": "triangle-up", "bad": "diamond"}
-SEVERITY_DOMAIN = ["info", "warning", "critical"]
+SEVERITY_DOMAIN = list(SEVERITY_ORDER)  # the catalogue's order, mildest first
 SEVERITY_RANGE = ["#4c78a8", "#f58518", "#d62728"]
 HEIGHT = 170
 # Series colours: distinct hues without orange and red, which mark warn and bad steps.
@@ -67,12 +69,12 @@ def metric_chart(long: pd.DataFrame, metric: str, *, bands: pd.DataFrame | None 
     value is NaN or Inf. Each frame is sent once and shared by its layers (Altair converts data per layer).
 
     Args:
-        long: columns series (legend label), step, x, value, smoothed (`frames.metric_long`), runs not grouped;
-            optional status ("warn" | "bad" | None, `frames.attach_status`) marks the engine's verdicts.
+        long: columns series (legend label), step, x, value, smoothed (`series.metric_long`), runs not grouped;
+            optional status ("warn" | "bad" | None, `series.attach_status`) marks the engine's verdicts.
         metric: the metric's name (the chart's title unless `title` is given).
-        bands: columns lo, hi, where, text (`frames.ok_bands`): "in" rows are shaded, "above"/"below" rows
+        bands: columns lo, hi, where, text (`series.ok_bands`): "in" rows are shaded, "above"/"below" rows
             are a note at the top/bottom edge.
-        groups: columns series, x, mean, lo, hi, n (`frames.group_stats`, renamed by the view).
+        groups: columns series, x, mean, lo, hi, n (`series.group_stats`, renamed by the view).
         x_title: the x axis title.
         smoothed: draw the raw line faint behind a smoothed one.
     """
@@ -207,8 +209,8 @@ def heatmap(cells: pd.DataFrame, *, by: str, x_title: str, y_title: str | None, 
     """The stability map: one cell per pair of swept values, coloured by mean final score or by most common root.
 
     Args:
-        cells: `frames.sweep_cells` (columns x, y, score, spread, lo, hi, runs, judged, share, root, roots, label,
-            text: the cell's three lines), or with `seeds` `frames.seed_cells` (x, y, seed, run, score, root, text).
+        cells: `sweep_map.sweep_cells` (columns x, y, score, spread, lo, hi, runs, judged, share, root, roots, label,
+            text: the cell's three lines), or with `seeds` `sweep_map.seed_cells` (x, y, seed, run, score, root, text).
         by: "score" or "root".
         y_title: None for a one-knob sweep: one row, no y axis.
         seeds: each cell split into its seeds, one stripe each, top to bottom.
@@ -248,7 +250,7 @@ def heatmap(cells: pd.DataFrame, *, by: str, x_title: str, y_title: str | None, 
 
 
 def _seed_order(values: pd.Series) -> list[str]:
-    """Seed values in numeric order when they are numbers (as `frames.sort_values`; charts imports no frames)."""
+    """Seed values in numeric order when they are numbers (as `sweep_map.sort_values`; charts imports no frames)."""
     unique = list(dict.fromkeys(values.astype(str)))
     try:
         return sorted(unique, key=float)
@@ -261,7 +263,7 @@ def parallel_chart(long: pd.DataFrame, dims: Sequence[str], *, by: str, score_ti
     """Parallel coordinates over the swept parameters: one line per job, coloured by score or root cause.
 
     Args:
-        long: columns run, dim, pos (0-1), value, score, root (`frames.parallel_long`).
+        long: columns run, dim, pos (0-1), value, score, root (`sweep_map.parallel_long`).
         dims: the axes, in order.
         by: "score" or "root".
     """

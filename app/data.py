@@ -22,6 +22,7 @@ import yaml
 
 from playground.diagnose import engine
 from playground.diagnose.readers import parse_verl_text, read_any
+from playground.root_causes import chain, worst_severity
 from playground.runs import (
     FINDINGS,
     METRICS,
@@ -35,7 +36,7 @@ from playground.runs import (
     read_samples,
 )
 
-from frames import SEVERITY_ORDER, chain, records_frame, smooth_ema
+from series import records_frame, smooth_ema
 
 ENV_ROOTS = "PLAYGROUND_RUNS"
 DEFAULT_ROOTS = ("outputs", "multirun")
@@ -118,7 +119,7 @@ def _run_row(run_dir: Path, root: Path, warnings: list[tuple[str, str]]) -> dict
     if report is None and (run_dir / FINDINGS).exists():
         warnings.append(("warn_bad_findings", str(run_dir)))
     findings = [f for f in (report or {}).get("findings", []) if isinstance(f, dict)]
-    worst = max((f.get("severity", "info") for f in findings), key=lambda s: SEVERITY_ORDER.get(s, 0), default="")
+    worst = worst_severity(findings)
     in_sweep = (run_dir.parent / "multirun.yaml").is_file()
     mystery = bool(info.get("mystery")) and not info.get("solved")  # its findings stay hidden, even from sorting
     family = info.get("family") or ("token" if (run_dir / SAMPLES).is_file() else "")
@@ -227,7 +228,7 @@ def _smoothed_last(path: str, stamp: Stamp, metric: str, weight: float, n: int) 
 def smoothed_last(run: str, metric: str, weight: float, n: int) -> float | None:
     """The smoothed value of `metric` at a run's last record, from the file's last `n` lines only.
 
-    Sorting 200 runs by it reads a few KB per run; `n = frames.ema_window(weight)` makes the result equal to
+    Sorting 200 runs by it reads a few KB per run; `n = series.ema_window(weight)` makes the result equal to
     the full series' smoothed value up to the weight of the points left out.
     """
     path = Path(run) / METRICS

@@ -16,7 +16,16 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from playground.config import ConfigError, check_scenario_applies, compose, known_options, uses_critic, validate
+from playground.config import (
+    ConfigError,
+    check_scenario_applies,
+    compose,
+    known_options,
+    scenarios_of,
+    uses_critic,
+    validate,
+)
+from playground.overrides import parse_all, value_of
 
 
 @dataclass(frozen=True)
@@ -102,7 +111,7 @@ def check(overrides: tuple[str, ...]) -> Checked:
         validate(cfg)
     except ConfigError as e:
         error = _one_line(e)
-    return Checked(overrides, error, values, family, str(cfg.scenario), tuple(cfg.task.get("scenarios", [])),
+    return Checked(overrides, error, values, family, str(cfg.scenario), tuple(scenarios_of(str(cfg.task.name))),
                    bool(uses_critic(cfg)), batch)
 
 
@@ -185,14 +194,11 @@ def error_knob(error: str | None, family: str) -> str | None:
 
 
 def form_from(overrides: Sequence[str]) -> tuple[str, str, dict[str, Any], list[str]]:
-    """(task, scenario, knob values, other overrides) that reproduce a run's overrides in the Lab's form.
-
-    Overrides the explorer adds itself (`launcher.QUIET`) are the caller's to drop.
-    """
-    pairs = [str(o).partition("=")[::2] for o in overrides]
-    task = next((v for k, v in pairs if k == "task"), "cartpole")
-    checked = check(tuple(f"{k}={v}" for k, v in pairs))
-    scenario = checked.scenario or next((v for k, v in pairs if k == "scenario"), "healthy")
+    """(task, scenario, knob values, other overrides) that reproduce a run's overrides in the Lab's form."""
+    parsed = parse_all(overrides)
+    task = value_of(overrides, "task") or "cartpole"
+    checked = check(tuple(o.text for o in parsed))
+    scenario = checked.scenario or value_of(overrides, "scenario") or "healthy"
     values = {k.name: checked.value(k) for k in KNOBS}
-    extra = [f"{k}={v}" for k, v in pairs if k not in PAGE_KEYS]
+    extra = [o.text for o in parsed if not (o.plain and o.key in PAGE_KEYS)]
     return task, scenario, values, extra

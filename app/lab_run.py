@@ -11,10 +11,11 @@ from typing import Any
 
 import streamlit as st
 
+from playground.overrides import parse, with_replaced
+from playground.root_causes import is_problem, severity_rank
 from playground.runs import read_run_info
 
 import data
-import frames
 import knobs
 import launcher
 import running
@@ -24,7 +25,6 @@ import widgets
 VIEW = "lab_view"
 MESSAGE = "lab_message"  # (kind, text) shown once above the form: why a run did not start
 LOAD = "lab_load"  # overrides the fields take on the page's next run (an applied fix's)
-BAD = ("warning", "critical")
 
 
 def lab_folder() -> Path:
@@ -49,8 +49,7 @@ def current_view() -> dict[str, Any] | None:
 
 def checked(items: list[str]) -> list[str]:
     """A run's overrides as the Lab may pass them: its knobs, then fix overrides (ordinary config keys)."""
-    return [launcher.check_override(i, knobs.PAGE_KEYS if i.partition("=")[0] in knobs.PAGE_KEYS else None)
-            for i in items]
+    return [launcher.check_override(i, knobs.PAGE_KEYS if parse(i).key in knobs.PAGE_KEYS else None) for i in items]
 
 
 def run_overrides(run: str) -> list[str]:
@@ -60,13 +59,7 @@ def run_overrides(run: str) -> list[str]:
     if items is None:
         job = launcher.shared().job_for(run, ("train",))
         items = job.argv[3:-1] if job is not None else []
-    return [str(i) for i in items if str(i) not in launcher.QUIET and not str(i).startswith("hydra.")]
-
-
-def merged(base: list[str], fix: list[str]) -> list[str]:
-    """`base` with `fix` on top: a key the fix sets is dropped from the base (the command stays short)."""
-    keys = {i.partition("=")[0] for i in fix}
-    return [i for i in base if i.partition("=")[0] not in keys] + fix
+    return [str(i) for i in items if not str(i).startswith("hydra.")]
 
 
 def start(overrides: list[str], name: str, base: str | None = None) -> bool:
@@ -99,7 +92,7 @@ def apply_fix(run: str, fix: str) -> None:
     except launcher.Refused as refused:
         st.session_state[MESSAGE] = ("error", widgets.t("not_started", why=str(refused)))
         return
-    overrides = merged(run_overrides(run), fix_items)
+    overrides = with_replaced(run_overrides(run), fix_items)  # a key the fix sets leaves the base: a short command
     info = read_run_info(run) or {}
     name = f"{info.get('task', 'run')}-{info.get('scenario', '')}-fix"
     if start(overrides, name, base=run):
@@ -129,7 +122,7 @@ def ordered_findings(report: dict | None) -> list[dict]:
     root_ids = [r.get("id") for r in roots if isinstance(r, dict)]
     rank = {fid: i for i, fid in enumerate(root_ids)}
     return sorted(findings, key=lambda f: (rank.get(f.get("id"), len(rank)),
-                                           -frames.SEVERITY_ORDER.get(f.get("severity", "info"), 0)))
+                                           -severity_rank(f.get("severity"))))
 
 
 def usable_fix(finding: dict) -> str:
@@ -148,7 +141,7 @@ def _finding(run: str, f: dict, key: str) -> None:
         if fix:
             st.code(fix, language="bash", wrap_lines=True)
             st.button(widgets.t("apply_rerun"), key=f"{key}-apply", on_click=apply_fix, args=(run, fix),
-                      icon=":material/build:", type="primary" if f.get("severity") in BAD else "secondary")
+                      icon=":material/build:", type="primary" if is_problem(f) else "secondary")
 
 
 def draw_findings(run: str, report: dict | None, key: str, active: bool) -> None:
@@ -165,12 +158,12 @@ def draw_findings(run: str, report: dict | None, key: str, active: bool) -> None
         seen.add(keys[-1])
     if active:  # above the cards, so its place on the page does not move as findings come in
         st.caption(widgets.t("diagnosis_live"))
-    bad = [(f, k) for f, k in zip(findings, keys) if f.get("severity") in BAD]
+    bad = [(f, k) for f, k in zip(findings, keys) if is_problem(f)]
     if not bad:
         st.success(widgets.t("lab_no_warning"))
     for f, k in bad:
         _finding(run, f, k)
-    info = [(f, k) for f, k in zip(findings, keys) if f.get("severity") not in BAD]
+    info = [(f, k) for f, k in zip(findings, keys) if not is_problem(f)]
     if info:
         with st.expander(widgets.t("lab_info_findings", ids=", ".join(str(f.get("id")) for f, _ in info))):
             for f, k in info:
@@ -178,7 +171,7 @@ def draw_findings(run: str, report: dict | None, key: str, active: bool) -> None
 
 
 def _bad_ids(report: dict | None) -> list[str]:
-    return [f["id"] for f in (report or {}).get("findings", []) if f.get("severity") in BAD and "id" in f]
+    return [f["id"] for f in (report or {}).get("findings", []) if is_problem(f) and "id" in f]
 
 
 def draw_comparison(base: str, run: str, active: bool) -> None:

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from playground.overrides import parse as parse_override
 from playground.workshop import workshop_root
 
 import data
@@ -42,8 +43,6 @@ EXERCISE = ("-m", "playground.exercise")
 GROUPS = ("task", "scenario", "scenario_task", "preset", "debug", "sweep")
 # Keys that send data elsewhere than the run dir (a logging service) or pick another base model (its cache).
 NOT_FROM_PAGES = ("trainer.logger", "trainer.wandb_mode", "trainer.project_name", "trainer.experiment_name", "sft")
-# The explorer's own additions to every run: no terminal to draw a progress bar on.
-QUIET = ("trainer.progress_bar=false",)
 # A sweep's agents share one torch thread: on a laptop the page (and the user) keep the other cores.
 SWEEP = ("hydra/launcher=batched", "hydra.launcher.num_threads=1")
 STOP_WAIT_S = 10.0
@@ -103,13 +102,13 @@ def check_override(item: str, allowed_keys: Collection[str] | None = None) -> st
         allowed_keys: the keys a page offers (its knobs, `task`, `scenario`); None for a fix's overrides, which may
             set any ordinary config key (composing them then finds a key that does not exist).
     """
-    text = str(item).strip()
-    key, sep, value = text.partition("=")
+    override = parse_override(item)
+    text, key, value = override.text, override.key, override.value or ""
     if "PLAYGROUND_" in text.upper():
         raise Refused(f"{text} is refused: PLAYGROUND_* settings are the explorer's, set where it starts")
-    if _under(key.lstrip("+~"), ("hydra",)):
+    if _under(key, ("hydra",)):
         raise Refused(f"{text} is refused: where a run writes is the explorer's choice (under {runs_folder()})")
-    if not sep or not key or key[0] in "+~" or not re.fullmatch(r"[A-Za-z0-9_.]+", key):
+    if not override.plain or override.package or not re.fullmatch(r"[A-Za-z0-9_.]+", key):
         raise Refused(f"{text} is refused: write key=value with an existing config key")
     if "$" in value or "/" in value or "\\" in value or ".." in value:
         raise Refused(f"{text} is refused: a value may not be a path or an interpolation")
@@ -149,13 +148,13 @@ def _dir_override(key: str, path: Path) -> str:
 
 def train_argv(overrides: Sequence[str], run_dir: Path) -> list[str]:
     """`python -m playground.train <overrides> hydra.run.dir=<run dir>`."""
-    return [sys.executable, *TRAIN, *overrides, *QUIET, _dir_override("hydra.run.dir", checked_folder(run_dir))]
+    return [sys.executable, *TRAIN, *overrides, _dir_override("hydra.run.dir", checked_folder(run_dir))]
 
 
 def sweep_argv(overrides: Sequence[str], params: dict[str, Sequence[str]], sweep_dir: Path) -> list[str]:
     """`python -m playground.train -m hydra/launcher=batched <overrides> key=a,b ... hydra.sweep.dir=<dir>`."""
     swept = [f"{key}={','.join(values)}" for key, values in params.items()]
-    return [sys.executable, *TRAIN, "-m", *SWEEP, *overrides, *swept, *QUIET,
+    return [sys.executable, *TRAIN, "-m", *SWEEP, *overrides, *swept,
             _dir_override("hydra.sweep.dir", checked_folder(sweep_dir))]
 
 
@@ -189,10 +188,11 @@ def shown_command(argv: Sequence[str]) -> str:
     """The command as a terminal would take it: `python`, and paths relative to the working directory."""
 
     def short(arg: str) -> str:
-        key, sep, value = arg.partition("=")
-        if not sep:
+        override = parse_override(arg)
+        if override.value is None:
             return shown_path(arg) if Path(arg).is_absolute() else arg
-        return f"{key}={shown_path(value.strip(chr(39)))}" if Path(value.strip(chr(39))).is_absolute() else arg
+        value = override.value.strip(chr(39))
+        return f"{arg[:len(arg) - len(override.value) - 1]}={shown_path(value)}" if Path(value).is_absolute() else arg
 
     words = ["python", *(short(a) for a in argv[1:])] if argv and argv[0] == sys.executable else list(argv)
     return shlex.join(words)

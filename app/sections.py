@@ -16,11 +16,14 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from playground.metrics import METRIC_GROUPS, STEP, group_of, is_known
+from playground import root_causes
+from playground.metrics import METRIC_GROUPS, STEP, fmt, group_of, is_known
+from playground.overrides import fix_command
 
 import charts
 import data
-import frames
+import run_params
+import series
 import widgets
 
 # The guide's recommended panels (§11.3); a tuple is drawn as one chart (`vpred_mean` vs `returns/mean`).
@@ -31,7 +34,7 @@ RECOMMENDED: list[tuple[str, list[str | tuple[str, str]]]] = [
     ("panel_perf", ["perf/throughput", "perf/mfu/actor", "timing_s/step"]),
 ]
 NOT_DRAWN = {STEP}  # the x axis itself
-MAX_POINTS = 1000  # per line; min and max of each bucket are kept (`frames.downsample_index`)
+MAX_POINTS = 1000  # per line; min and max of each bucket are kept (`series.downsample_index`)
 
 
 @dataclass(frozen=True)
@@ -94,23 +97,23 @@ def _metric_spec(keys: tuple, metric: str | tuple, settings: tuple, x_title: str
     families = {family for *_, family in keys}
     family = families.pop() if len(families) == 1 else None
     if isinstance(metric, tuple):
-        parts = [frames.metric_long(_frames, m, x_mode=x_mode, weight=weight, max_points=MAX_POINTS).assign(metric=m)
+        parts = [series.metric_long(_frames, m, x_mode=x_mode, weight=weight, max_points=MAX_POINTS).assign(metric=m)
                  for m in metric]
         long = pd.concat(parts, ignore_index=True).rename(columns={"run": "series"})
         return None if long.empty else charts.to_spec(charts.pair_chart(long, title, x_title=x_title))
-    long = frames.metric_long(_frames, metric, x_mode=x_mode, weight=weight, max_points=MAX_POINTS)
+    long = series.metric_long(_frames, metric, x_mode=x_mode, weight=weight, max_points=MAX_POINTS)
     if long.empty:
         return None
     groups = None
     if grouped:
-        groups = frames.group_stats(long, labels)
+        groups = series.group_stats(long, labels)
         grouped_runs = {r for r, g in labels.items() if g in set(groups["group"])}
         groups = groups.rename(columns={"group": "series"})
         long = long[~long["run"].isin(grouped_runs)]
     statuses = {label: (s or {}).get(metric) for label, s in _statuses.items()}
-    long = frames.attach_status(long, statuses).rename(columns={"run": "series"})
+    long = series.attach_status(long, statuses).rename(columns={"run": "series"})
     drawn = long if groups is None else pd.concat([long, groups.rename(columns={"mean": "smoothed"})])
-    bands = frames.ok_bands(metric, *_data_range(drawn), family=family)
+    bands = series.ok_bands(metric, *_data_range(drawn), family=family)
     chart = charts.metric_chart(long, metric, bands=bands, groups=groups, x_title=x_title, smoothed=weight > 0,
                                 title=title)
     return charts.to_spec(chart)
@@ -126,7 +129,7 @@ def draw_panels(sources: Sequence[Source], frame_by_label: Mapping[str, pd.DataF
                 status_by_label: Mapping[str, dict | None], choice: str, key: str = "chart") -> int:
     """Draw the chosen panels for the sources; returns how many charts were drawn. `key` prefixes chart keys."""
     x_mode, weight, grouped = widgets.settings()
-    if x_mode == "wall" and any(frames.wall_time(df) is None for df in frame_by_label.values()):
+    if x_mode == "wall" and any(series.wall_time(df) is None for df in frame_by_label.values()):
         st.caption(widgets.t("wall_fallback"))
     x_title = widgets.t(f"x_{x_mode}")
     keys = tuple((s.label, s.key, s.group, s.family) for s in sources)
@@ -155,7 +158,7 @@ def _group_names(rows: pd.DataFrame) -> dict[str, str]:
     A group holds distinct runs with distinct seeds: a run listed twice, or a config trained twice with one seed,
     is no group of seeds (its members stand alone).
     """
-    keys = [frames.seed_group_key(ov, (task,)) if has_info else run  # a run without run.json stands alone
+    keys = [run_params.seed_group_key(ov, (task,)) if has_info else run  # a run without run.json stands alone
             for ov, task, has_info, run in zip(rows["overrides"], rows["task"], rows["has_info"], rows["run"],
                                                strict=True)]
     members: dict[str, list[int]] = {}
@@ -237,7 +240,7 @@ def draw_findings(report: dict | None, overrides: Sequence[str] | None, *, key: 
     """
     if report is None:
         return
-    items = frames.chain(report)
+    items = root_causes.chain(report)
     for note in report.get("notes", []) or []:
         st.caption(widgets.pick(note))
     if not items:
@@ -268,12 +271,20 @@ def draw_findings(report: dict | None, overrides: Sequence[str] | None, *, key: 
             with st.expander(widgets.t("finding_details"), expanded=item["role"] != "consequence"):
                 st.markdown(widgets.pick(f.get("explanation")))
                 if f.get("evidence"):
-                    st.dataframe(pd.DataFrame(f["evidence"]), hide_index=True, key=f"{key}_evidence_{n}")
+                    st.dataframe(evidence_table(f["evidence"]), hide_index=True, key=f"{key}_evidence_{n}")
                 if f.get("fix"):
                     st.caption(widgets.t("fix_caption"))
-                    command = frames.fix_command(overrides, f["fix"]) if overrides is not None else f["fix"]
+                    command = fix_command(overrides, f["fix"]) if overrides is not None else f["fix"]
                     st.code(command, language="bash", wrap_lines=True)
                 for alt in f.get("alternatives", []) or []:  # the modern fixes a practitioner would also try
                     st.caption(widgets.t("alternative_caption", reference=alt.get("reference", "")))
-                    command = frames.fix_command(overrides, alt["fix"]) if overrides is not None else alt["fix"]
+                    command = fix_command(overrides, alt["fix"]) if overrides is not None else alt["fix"]
                     st.code(command, language="bash", wrap_lines=True)
+
+
+def evidence_table(rows: Sequence[Mapping]) -> pd.DataFrame:
+    """A finding's evidence as the page shows it: values to 4 significant digits, and an empty cell, never a raw
+    `None`, where a row has no value, range or status (a note's own condition is unmarked)."""
+    return pd.DataFrame([{"metric": r.get("metric", ""), "step": r.get("step"), "value": fmt(r.get("value"), none="—"),
+                          "range": r.get("range") or "", "status": r.get("status") or ""} for r in rows],
+                        columns=["metric", "step", "value", "range", "status"])

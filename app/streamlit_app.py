@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+import sidebar
 import widgets
 
 # (script, title key, url path, icon); the first is the default page.
@@ -25,7 +26,7 @@ PAGES = [
 
 def main() -> None:
     st.set_page_config(page_title="PPO Playground", page_icon=":material/monitoring:", layout="wide")
-    widgets.sidebar()
+    sidebar.show()
     pages = [st.Page(script, title=widgets.t(title), url_path=url, icon=icon, default=i == 0)
              for i, (script, title, url, icon) in enumerate(PAGES)]
     st.navigation(pages).run()

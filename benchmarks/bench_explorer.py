@@ -73,8 +73,8 @@ def main() -> None:
     from playground.metrics import STEP
 
     import data
-    import frames
     import sections
+    import series
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -89,7 +89,7 @@ def main() -> None:
         emit("run list (run.json + findings.json)", "cold", "direct", seconds, runs=len(table))
         seconds, _ = timed(lambda: data.list_runs(roots))
         emit("run list (run.json + findings.json)", "cached", "direct", seconds)
-        window = frames.ema_window(0.6)
+        window = series.ema_window(0.6)
         for mode in ("cold", "cached"):
             seconds, _ = timed(lambda: [data.smoothed_last(r, "critic/score/mean", 0.6, window) for r in table["run"]])
             emit("sort by smoothed critic/score/mean (file tails)", mode, "direct", seconds, runs=len(table))
@@ -104,7 +104,7 @@ def main() -> None:
                                                                 "actor/pg_clipfrac", frame_by_label, status_by_label))
             emit("one chart spec (actor/pg_clipfrac)", mode, "direct", seconds, runs=len(rows),
                  points=sum(len(v) for v in spec["datasets"].values()))
-        long = frames.metric_long(frame_by_label, "actor/pg_clipfrac", max_points=1000)
+        long = series.metric_long(frame_by_label, "actor/pg_clipfrac", max_points=1000)
         emit("points drawn per line (downsampled)", "-", "direct", 0.0, steps=args.steps,
              points=int(long.groupby("run").size().max()), first_step=float(frame_by_label["r0"][STEP].iloc[0]))
 

@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import torch
-import yaml
 
 from benchmarks.common import QUIET, emit, seconds_until
 
@@ -22,10 +21,9 @@ BUDGET_S = {"gym": 20.0, "token": 30.0}
 
 
 def scenarios(task: str) -> list[str]:
-    from playground.config import CONF_DIR
+    from playground.config import scenarios_of
 
-    conf = yaml.safe_load((Path(CONF_DIR) / "task" / f"{task}.yaml").read_text(encoding="utf-8"))
-    return [sid for sid in conf["task"]["scenarios"] if sid != "healthy"]
+    return [sid for sid in scenarios_of(task) if sid != "healthy"]
 
 
 def time_to_signature(task: str, sid: str, seed: int) -> dict:

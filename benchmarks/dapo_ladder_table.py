@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from benchmarks.sweep_maps import frames, job_rows
+from benchmarks.sweep_maps import job_rows, sweep_map
 from playground.metrics import STEP, canonical_name
 from playground.runs import read_metrics_jsonl
 
@@ -67,14 +67,14 @@ def _cell(values: Sequence[float]) -> str:
         return "—"
     mean = float(np.mean(finite))
     spread = float(np.std(finite, ddof=1)) if len(finite) > 1 else math.nan
-    return frames.mean_spread(mean, spread)
+    return sweep_map.mean_spread(mean, spread)
 
 
 def markdown(sweep: Path, last: int = LAST) -> str:
     rows, infos = job_rows(sweep)
     if not rows:
         raise SystemExit(f"{sweep}: no job run dirs under it")
-    table, _ = frames.sweep_jobs(rows)
+    table, _ = sweep_map.sweep_jobs(rows)
     if LADDER not in table:
         raise SystemExit(f"{sweep}: no job has a +{LADDER}=<rung> override (is it a +sweep=dapo_ladder dir?)")
     rungs: dict[str, list[tuple[dict, str, str]]] = {}
@@ -88,11 +88,11 @@ def markdown(sweep: Path, last: int = LAST) -> str:
              "| rung | final val/accuracy | steps to target | actor/entropy (last) | response_length/mean (last) "
              "| response_length/clip_ratio | zero_adv_group_ratio | num_gen_batches | wall s | roots |",
              "|---|---|---|---|---|---|---|---|---|---|"]
-    for rung in frames.sort_values(rungs):
+    for rung in sweep_map.sort_values(rungs):
         runs = rungs[rung]
         col = {k: _cell([f[k] for f, _, _ in runs]) for k in runs[0][0]}
         failed = [s for _, _, s in runs if s not in ("finished", "running")]
-        roots = frames.root_counts([r for _, r, _ in runs]) + (f" ({len(failed)} {'/'.join(sorted(set(failed)))})"
+        roots = sweep_map.root_counts([r for _, r, _ in runs]) + (f" ({len(failed)} {'/'.join(sorted(set(failed)))})"
                                                                 if failed else "")
         lines.append(f"| {rung} | {col['acc']} | {col['to_target']} | {col['entropy']} | {col['length']} | "
                      f"{col['truncated']} | {col['zero_adv']} | {col['gen_batches']} | {col['wall']} | {roots} |")

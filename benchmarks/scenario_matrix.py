@@ -1,6 +1,6 @@
 """The scenario matrix: every task × scenario on a fixed panel of seeds, and what the diagnosis makes of each run.
 
-`python -m benchmarks.scenario_matrix` trains every scenario of every task (`task.scenarios`) on the panel's seeds,
+`python -m benchmarks.scenario_matrix` trains every scenario of every task (`config.scenarios_of`) on the panel's seeds,
 one Hydra multirun per task × scenario through the batched launcher (`hydra/launcher=batched`: a task's seeds train
 as one batch of agents where they can), two multiruns at a time, and prints one JSON line per task × scenario:
 
@@ -26,7 +26,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from playground.config import compose, known_options
+from playground.config import known_options, scenarios_of
 from playground.metrics import STEP
 from playground.runs import find_runs, read_findings, read_metrics_jsonl, read_run_info
 
@@ -46,7 +46,7 @@ def seeds_arg(text: str) -> tuple[int, ...]:
 def cells(tasks: list[str] | None, scenarios: list[str] | None) -> list[tuple[str, str]]:
     out = []
     for task in tasks or known_options("task"):
-        for scenario in compose([f"task={task}"]).task.get("scenarios", []):
+        for scenario in scenarios_of(task):
             if scenarios is None or scenario in scenarios:
                 out.append((task, scenario))
     return out

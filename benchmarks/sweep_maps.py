@@ -9,19 +9,23 @@ the second knob, columns: the first), a one-knob sweep as one row per value. The
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
 
+from playground.root_causes import chain
 from playground.runs import find_runs, read_findings, read_metrics_jsonl, read_run_info
+from playground.score import records_score
 
 APP = Path(__file__).resolve().parents[1] / "app"
 if str(APP) not in sys.path:
     sys.path.insert(0, str(APP))
 
-import frames  # noqa: E402  (app/frames.py: pure pandas, no Streamlit)
+import run_params  # noqa: E402  (app/: pure pandas, no Streamlit)
+import sweep_map  # noqa: E402
 
 
 def _overrides(run_dir: Path, info: dict) -> list[str]:
@@ -34,8 +38,14 @@ def _overrides(run_dir: Path, info: dict) -> list[str]:
     return [str(i) for i in items] if isinstance(items, list) else []
 
 
+def _score(records: list[dict], info: dict) -> float:
+    """The run's score as the sweeper and the explorer read it (NaN before it has one)."""
+    score = records_score(records, info)
+    return math.nan if score is None else score
+
+
 def job_rows(sweep: Path) -> tuple[list[dict], list[dict]]:
-    """The sweep's jobs (numbered run dirs right under it) as `frames.sweep_jobs` rows, in job order; and their
+    """The sweep's jobs (numbered run dirs right under it) as `sweep_map.sweep_jobs` rows, in job order; and their
     run.json contents."""
     runs = sorted((r for r in find_runs([sweep], max_depth=1) if r.parent == sweep and r.name.isdigit()),
                   key=lambda r: int(r.name))
@@ -44,8 +54,8 @@ def job_rows(sweep: Path) -> tuple[list[dict], list[dict]]:
         info = read_run_info(run_dir) or {}
         records = read_metrics_jsonl(run_dir / "metrics.jsonl").records
         rows.append({"run": str(run_dir), "label": run_dir.name, "job": run_dir.name,
-                     "overrides": _overrides(run_dir, info), "score": frames.final_score(frames.records_frame(records)),
-                     "chain": frames.chain(read_findings(run_dir)), "status": info.get("status", "unknown"),
+                     "overrides": _overrides(run_dir, info), "score": _score(records, info),
+                     "chain": chain(read_findings(run_dir)), "status": info.get("status", "unknown"),
                      "mystery": bool(info.get("mystery")) and not info.get("solved")})
         infos.append(info)
     return rows, infos
@@ -60,12 +70,12 @@ def markdown(sweep: Path, x: str | None = None, y: str | None = None) -> str:
     rows, infos = job_rows(sweep)
     if not rows:
         raise SystemExit(f"{sweep}: no job run dirs under it")
-    table, swept = frames.sweep_jobs(rows)
-    seeds = [k for k in swept if frames.is_seed(k)]
-    axes = [k for k in swept if not frames.is_seed(k)]
+    table, swept = sweep_map.sweep_jobs(rows)
+    seeds = [k for k in swept if run_params.is_seed(k)]
+    axes = [k for k in swept if not run_params.is_seed(k)]
     x = x or (axes[0] if axes else None)
     y = y or next((k for k in axes if k != x), None)
-    cells = frames.sweep_cells(table, x, y)
+    cells = sweep_map.sweep_cells(table, x, y)
     starts = [i["start_time"] for i in infos if i.get("start_time")]
     ends = [i["end_time"] for i in infos if i.get("end_time")]
     seconds = (f"; trained in {max(ends) - min(starts):.0f} s (run.json: first start to last end)"
@@ -75,18 +85,18 @@ def markdown(sweep: Path, x: str | None = None, y: str | None = None) -> str:
     lines = [f"{len(rows)} jobs, {n} seeds a cell ({', '.join(seeds) or 'no seed key'}); swept: "
              f"{', '.join(axes) or '—'}{seconds}. Cell: mean ± std (n − 1) of the final score · healthy seeds · "
              f"most common root cause.", ""]
-    x_order = frames.sort_values(cells["x"])
+    x_order = sweep_map.sort_values(cells["x"])
     if y is None:
         lines += [f"| {short(x) if x else ''} | final score | healthy | most common root | roots |",
                   "|---|---|---|---|---|"]
         for xv in x_order:
             c = cells[cells["x"] == xv].iloc[0]
             share = f"{c['healthy']}/{c['judged']}" if c["judged"] else "—"
-            lines.append(f"| {xv} | {frames.mean_spread(c['score'], c['spread'])} | {share} | {c['root']} | "
+            lines.append(f"| {xv} | {sweep_map.mean_spread(c['score'], c['spread'])} | {share} | {c['root']} | "
                          f"{c['roots']} |")
     else:
         lines += [f"| {short(y)} \\ {short(x)} | " + " | ".join(x_order) + " |", "|---" * (len(x_order) + 1) + "|"]
-        for yv in frames.sort_values(cells["y"]):
+        for yv in sweep_map.sort_values(cells["y"]):
             row = cells[cells["y"] == yv].set_index("x")
             lines.append(f"| {yv} | " + " | ".join(row.loc[xv, "label"] if xv in row.index else "" for xv in x_order)
                          + " |")

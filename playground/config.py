@@ -1,6 +1,7 @@
 """The config `python -m playground.train` runs: composed from `conf/` and checked before any compute.
 
-A bad value stops the run with one line naming the key, the value and the allowed range. Keys follow
+A bad value stops the run with one line naming the key, the value and the allowed range: its type and choices by
+the schema in `playground.config_schema`, its range and the rules between keys by `validate` here. Keys follow
 verl's config tree; the playground-only ones are listed in `PLAYGROUND_KEYS` (and in the README).
 This module loads neither torch nor anything that trains or diagnoses, so the explorer checks knobs with it.
 """
@@ -15,24 +16,16 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from playground.algos.names import (
-    ADV_ESTIMATORS,
-    GROUP_ESTIMATORS,
-    KL_ESTIMATORS,
-    LOSS_AGG_MODES,
-    POLICY_LOSSES,
-)
-from playground.failures import FAILURE_IDS
+from playground.algos.names import GROUP_ESTIMATORS
+from playground.config_schema import type_error
+from playground.failures import SCENARIO_IDS
+from playground.overrides import parse_all
 
 CONF_DIR = os.environ.get("PLAYGROUND_CONF_DIR", str(Path(__file__).resolve().parents[1] / "conf"))
 LOGGERS = ("console", "jsonl", "file", "tensorboard", "wandb", "mlflow", "swanlab")
 # Keys that act only on token tasks (a gym run with one of them set is refused, not ignored).
 TOKEN_ONLY = ("actor_rollout_ref.model.enable_gradient_checkpointing", "critic.model.enable_gradient_checkpointing",
               "algorithm.filter_groups.enable", "reward_model.overlong_buffer.enable")
-# What DAPO's dynamic sampling compares within a group (verl: `acc`, `score`, `seq_final_reward`, `seq_reward`).
-FILTER_METRICS = ("acc", "score", "seq_final_reward", "seq_reward")
-# What a run returns to a Hydra sweeper (`trainer.objective`; `train.objective` computes it).
-OBJECTIVES = ("score", "largest_healthy")
 # Applies to every task: a workshop exercise (`playground.exercise`) brings its own overrides.
 ANY_TASK_SCENARIOS = ("mystery",)
 
@@ -79,10 +72,16 @@ def _open_unit(x: Any) -> bool:
 
 
 def validate(cfg: DictConfig) -> None:
-    """Raise `ConfigError` for the first bad value, before anything is built or trained."""
+    """Raise `ConfigError` for the first bad value, before anything is built or trained.
+
+    Types and choices are `playground.config_schema.PlaygroundConfig`'s; here are the ranges and the rules between keys.
+    """
     family = _get(cfg, "task.family")
     if family not in ("gym", "token"):
         raise ConfigError(f"task.family={family!r} is out of range: allowed 'gym' or 'token'")
+    error = type_error(cfg)
+    if error:
+        raise ConfigError(error)
     actor = "actor_rollout_ref.actor"
     for key in (f"{actor}.optim.lr", "critic.optim.lr"):
         _check(cfg, key, lambda x: _number(x) and x > 0, "> 0")
@@ -96,12 +95,8 @@ def validate(cfg: DictConfig) -> None:
     for key in (f"{actor}.grad_clip", "critic.grad_clip"):
         _check(cfg, key, lambda x: x is None or (_number(x) and x > 0), "null (off) or > 0")
     for key in (f"{actor}.ppo_epochs", "critic.ppo_epochs", "trainer.total_training_steps"):
-        _check(cfg, key, lambda x: isinstance(x, int) and x >= 1, "an integer >= 1")
+        _check(cfg, key, lambda x: x >= 1, "an integer >= 1")
     _check(cfg, "critic.cliprange_value", lambda x: _number(x) and x > 0, "> 0")
-    for key in (f"{actor}.loss_agg_mode", "critic.loss_agg_mode"):
-        _check(cfg, key, lambda x: x in LOSS_AGG_MODES, f"one of {list(LOSS_AGG_MODES)}")
-    _check(cfg, "algorithm.adv_estimator", lambda x: x in ADV_ESTIMATORS, f"one of {list(ADV_ESTIMATORS)}")
-    _check(cfg, f"{actor}.policy_loss.loss_mode", lambda x: x in POLICY_LOSSES, f"one of {list(POLICY_LOSSES)}")
     for key in ("clip_cov_ratio", "kl_cov_ratio"):
         _check(cfg, f"{actor}.policy_loss.{key}", lambda x: _number(x) and 0 < x <= 1, "in (0, 1]")
     _check(cfg, f"{actor}.policy_loss.clip_cov_lb", _number, "a finite number")
@@ -109,24 +104,15 @@ def validate(cfg: DictConfig) -> None:
     _check(cfg, f"{actor}.policy_loss.clip_cov_ub", lambda x: _number(x) and x > lb, f"> clip_cov_lb ({lb})")
     _check(cfg, f"{actor}.policy_loss.ppo_kl_coef", lambda x: _number(x) and x >= 0, ">= 0")
     for role in (actor, "critic"):
-        _check(cfg, f"{role}.use_dynamic_bsz", lambda x: isinstance(x, bool), "true or false")
-        _check(cfg, f"{role}.ppo_max_token_len_per_gpu", lambda x: isinstance(x, int) and x >= 1, "an integer >= 1")
-    kl_types = f"one of {list(KL_ESTIMATORS)} (optionally with '+')"
-    for key in (f"{actor}.kl_loss_type", "algorithm.kl_penalty"):
-        _check(cfg, key, lambda x: isinstance(x, str) and x.rstrip("+") in KL_ESTIMATORS, kl_types)
-    _check(cfg, "algorithm.kl_ctrl.type", lambda x: x in ("fixed", "adaptive"), "'fixed' or 'adaptive'")
+        _check(cfg, f"{role}.ppo_max_token_len_per_gpu", lambda x: x >= 1, "an integer >= 1")
     _check(cfg, "algorithm.kl_ctrl.horizon", lambda x: _number(x) and x > 0, "> 0")
     for opt in (f"{actor}.optim", "critic.optim"):
-        _check(cfg, f"{opt}.lr_scheduler_type", lambda x: x in ("constant", "cosine"), "'constant' or 'cosine'")
-        _check(cfg, f"{opt}.warmup_style", lambda x: x in (None, "constant", "cosine"), "null, 'constant' or 'cosine'")
         _check(cfg, f"{opt}.min_lr_ratio", lambda x: _number(x) and 0 <= x <= 1, "in [0, 1]")
-    _check(cfg, "trainer.critic_warmup", lambda x: isinstance(x, int) and x >= 0, "an integer >= 0")
+    _check(cfg, "trainer.critic_warmup", lambda x: x >= 0, "an integer >= 0")
     _check(cfg, "trainer.memory_limit_gb", lambda x: x is None or (_number(x) and x > 0), "null or > 0")
-    _check(cfg, "trainer.stop_on_score", lambda x: x is None or _number(x), "null or a number")
-    _check(cfg, "trainer.stop_on_score_validated", lambda x: isinstance(x, bool), "true or false")
+    _check(cfg, "trainer.stop_on_score", lambda x: x is None or _number(x), "null or a finite number")
     _check(cfg, "trainer.device", _device_ok, "'auto', 'cpu', or 'cuda[:N]' with CUDA present")
     _check(cfg, "reward.nan_rate", lambda x: _number(x) and 0 <= x < 1, "in [0, 1)")
-    _check(cfg, "trainer.objective", lambda x: x in OBJECTIVES, f"one of {list(OBJECTIVES)}")
     if _get(cfg, "trainer.objective") == "largest_healthy":
         _check(cfg, "trainer.objective_key",
                lambda x: isinstance(x, str) and _number(_get(cfg, x)) and _get(cfg, x) > 0,
@@ -137,9 +123,6 @@ def validate(cfg: DictConfig) -> None:
     for name in logger_names(cfg):
         if name not in LOGGERS:
             raise ConfigError(f"trainer.logger contains {name!r}: allowed {list(LOGGERS)}")
-    finding = _get(cfg, "trainer.stop_on_finding")
-    if finding is not None and finding not in FAILURE_IDS:
-        raise ConfigError(f"trainer.stop_on_finding={finding!r} is out of range: allowed one of {FAILURE_IDS}")
     (_validate_gym if family == "gym" else _validate_token)(cfg)
 
 
@@ -182,8 +165,7 @@ def _check_minibatches(cfg: DictConfig, batch: int, unit: str, per_unit: int = 1
 
 def _validate_gym(cfg: DictConfig) -> None:
     for key in ("env.num_envs", "env.rollout_length", "env.eval_episodes", "env.episode_window"):
-        _check(cfg, key, lambda x: isinstance(x, int) and x >= 1, "an integer >= 1")
-    _check(cfg, "env.backend", lambda x: x in ("auto", "torch", "gymnasium"), "'auto', 'torch' or 'gymnasium'")
+        _check(cfg, key, lambda x: x >= 1, "an integer >= 1")
     if _get(cfg, "algorithm.adv_estimator") != "gae":
         raise ConfigError(f"algorithm.adv_estimator={_get(cfg, 'algorithm.adv_estimator')!r} is out of range for "
                           "gym tasks: allowed 'gae' (the group estimators need several samples per prompt)")
@@ -195,32 +177,25 @@ def _validate_gym(cfg: DictConfig) -> None:
 
 
 def _validate_token(cfg: DictConfig) -> None:
-    _check(cfg, "data.max_response_length", lambda x: isinstance(x, int) and x >= 1, "an integer >= 1")
-    _check(cfg, "data.max_prompt_length", lambda x: isinstance(x, int) and x >= 2, "an integer >= 2")
-    _check(cfg, "data.train_batch_size", lambda x: isinstance(x, int) and x >= 1, "an integer >= 1")
+    _check(cfg, "data.max_response_length", lambda x: x >= 1, "an integer >= 1")
+    _check(cfg, "data.max_prompt_length", lambda x: x >= 2, "an integer >= 2")
+    _check(cfg, "data.train_batch_size", lambda x: x >= 1, "an integer >= 1")
     context = _get(cfg, "actor_rollout_ref.model.block_size")
     need = _get(cfg, "data.max_prompt_length") + _get(cfg, "data.max_response_length")
     if need > context:
         raise ConfigError(f"data.max_prompt_length + data.max_response_length = {need} is out of range: the "
                           f"model's context (actor_rollout_ref.model.block_size) holds {context} tokens")
     n = _get(cfg, "actor_rollout_ref.rollout.n")
-    _check(cfg, "actor_rollout_ref.rollout.n", lambda x: isinstance(x, int) and x >= 1, "an integer >= 1")
+    _check(cfg, "actor_rollout_ref.rollout.n", lambda x: x >= 1, "an integer >= 1")
     estimator = _get(cfg, "algorithm.adv_estimator")
     if estimator in GROUP_ESTIMATORS and n < 2:
         raise ConfigError(f"actor_rollout_ref.rollout.n={n} is out of range for algorithm.adv_estimator="
                           f"{estimator}: allowed >= 2 (a group of one has no baseline)")
     _check(cfg, "actor_rollout_ref.rollout.temperature", lambda x: _number(x) and x > 0, "> 0")
     _check(cfg, "actor_rollout_ref.rollout.top_p", lambda x: _number(x) and 0 < x <= 1, "in (0, 1]")
-    _check(cfg, "actor_rollout_ref.rollout.val_kwargs.n", lambda x: isinstance(x, int) and x >= 1, "an integer >= 1")
-    _check(cfg, "reward.name", lambda x: x in ("exact_match",), "'exact_match'")
-    for role in ("actor_rollout_ref", "critic"):
-        _check(cfg, f"{role}.model.enable_gradient_checkpointing", lambda x: isinstance(x, bool), "true or false")
-    _check(cfg, "algorithm.filter_groups.enable", lambda x: isinstance(x, bool), "true or false")
-    _check(cfg, "algorithm.filter_groups.metric", lambda x: x in FILTER_METRICS, f"one of {list(FILTER_METRICS)}")
-    _check(cfg, "algorithm.filter_groups.max_num_gen_batches", lambda x: isinstance(x, int) and x >= 1,
-           "an integer >= 1")
-    _check(cfg, "data.gen_batch_size", lambda x: x is None or (isinstance(x, int) and x >= 1),
-           "null or an integer >= 1")
+    _check(cfg, "actor_rollout_ref.rollout.val_kwargs.n", lambda x: x >= 1, "an integer >= 1")
+    _check(cfg, "algorithm.filter_groups.max_num_gen_batches", lambda x: x >= 1, "an integer >= 1")
+    _check(cfg, "data.gen_batch_size", lambda x: x is None or x >= 1, "null or an integer >= 1")
     filtering = _get(cfg, "algorithm.filter_groups.enable")
     if filtering and n < 2:
         raise ConfigError(f"actor_rollout_ref.rollout.n={n} is out of range for algorithm.filter_groups.enable=true: "
@@ -230,14 +205,13 @@ def _validate_token(cfg: DictConfig) -> None:
         raise ConfigError(f"data.gen_batch_size={gen_batch} is out of range without algorithm.filter_groups.enable="
                           "true: allowed null (dynamic sampling's generation batch; without it verl trains on all "
                           "gen_batch_size prompts: set data.train_batch_size instead)")
-    _check(cfg, "reward_model.overlong_buffer.enable", lambda x: isinstance(x, bool), "true or false")
     response = _get(cfg, "data.max_response_length")
-    _check(cfg, "reward_model.overlong_buffer.len", lambda x: isinstance(x, int) and 1 <= x < response,
+    _check(cfg, "reward_model.overlong_buffer.len", lambda x: 1 <= x < response,
            f"an integer in [1, data.max_response_length={response})")
     _check(cfg, "reward_model.overlong_buffer.penalty_factor", lambda x: _number(x) and x >= 0, ">= 0")
     shaping = _get(cfg, "reward_model.overlong_buffer.enable")
-    _check(cfg, "reward_model.overlong_buffer.log", lambda x: isinstance(x, bool) and (shaping or not x),
-           "true or false; true only with reward_model.overlong_buffer.enable=true (it logs that penalty)")
+    _check(cfg, "reward_model.overlong_buffer.log", lambda x: shaping or not x,
+           "true only with reward_model.overlong_buffer.enable=true (it logs that penalty)")
     if _get(cfg, "world_model.enable"):
         raise ConfigError("world_model.enable=True is out of range for token tasks: allowed only on gym tasks")
     _check_minibatches(cfg, _get(cfg, "data.train_batch_size"), "prompts", per_unit=n)
@@ -256,27 +230,40 @@ def known_options(group: str) -> list[str]:
 
 def check_group_overrides(argv: Sequence[str]) -> None:
     """Unknown `task=` / `scenario=` values fail with one line (Hydra's own message spans many)."""
-    for arg in argv:
-        for group in ("task", "scenario"):
-            if arg.startswith(f"{group}="):
-                for value in arg.split("=", 1)[1].split(","):
-                    if value and value not in known_options(group):
-                        raise ConfigError(f"{group}={value!r} is unknown: allowed one of {known_options(group)}")
+    for override in parse_all(argv):
+        if override.plain and override.key in ("task", "scenario"):
+            for value in override.choices:  # a sweep's each value
+                if value and value not in known_options(override.key):
+                    raise ConfigError(f"{override.key}={value!r} is unknown: allowed one of "
+                                      f"{known_options(override.key)}")
 
 
 def with_default_scenario(overrides: Sequence[str]) -> list[str]:
     """`task=X` without `scenario=` runs the task's `default_scenario`, if any (MountainCar has no healthy run)."""
     overrides = list(overrides)
-    tasks = [o.split("=", 1)[1] for o in overrides if o.startswith("task=")]
-    if len(tasks) != 1 or "," in tasks[0] or any(o.startswith(("scenario=", "+scenario=")) for o in overrides):
+    parsed = parse_all(overrides)
+    tasks = [o for o in parsed if o.plain and o.key == "task"]
+    if len(tasks) != 1 or tasks[0].sweep or any(o.key == "scenario" and o.prefix in ("", "+") for o in parsed):
         return overrides
-    path = Path(CONF_DIR) / "task" / f"{tasks[0]}.yaml"
+    path = Path(CONF_DIR) / "task" / f"{tasks[0].value}.yaml"
     default = OmegaConf.select(OmegaConf.load(path), "task.default_scenario") if path.is_file() else None
     return [*overrides, f"scenario={default}"] if default else overrides
 
 
+def scenarios_of(task: str) -> list[str]:
+    """The scenarios `task` reproduces, in the catalogue's order: healthy (unless the task names a
+    `default_scenario`: it has no healthy run) and every scenario with a `conf/scenario_task/<task>_<scenario>.yaml`.
+    `ANY_TASK_SCENARIOS` apply to every task on top of these (conf/config.yaml's header tells the pattern)."""
+    path = Path(CONF_DIR) / "task" / f"{task}.yaml"
+    healthy = path.is_file() and OmegaConf.select(OmegaConf.load(path), "task.default_scenario") is None
+    per_task = {p.stem[len(task) + 1:] for p in (Path(CONF_DIR) / "scenario_task").glob(f"{task}_*.yaml")}
+    found = ({"healthy"} if healthy else set()) | (per_task & set(known_options("scenario")))
+    return [s for s in SCENARIO_IDS if s in found] + sorted(found - set(SCENARIO_IDS))
+
+
 def check_scenario_applies(cfg: DictConfig) -> None:
-    applicable = list(cfg.task.get("scenarios", []))
+    """A scenario runs on a task only where it has the task's values (see `scenarios_of`)."""
+    applicable = scenarios_of(cfg.task.name)
     if cfg.scenario not in applicable and cfg.scenario not in ANY_TASK_SCENARIOS:
         raise ConfigError(f"scenario={cfg.scenario!r} does not apply to task={cfg.task.name!r}: allowed {applicable}")
 

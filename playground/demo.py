@@ -17,6 +17,8 @@ import urllib.request
 import webbrowser
 from pathlib import Path
 
+from playground.overrides import value_of
+
 ROOT = Path(__file__).resolve().parents[1]
 EXPLORER_URL = "http://127.0.0.1:8599"  # .streamlit/config.toml's address and port; its first page is the Lab
 DEMO_RUNS = [
@@ -35,11 +37,12 @@ def demo_commands(root: Path) -> list[list[str]]:
     scenarios = {p.stem for p in (ROOT / "conf" / "scenario").glob("*.yaml")}
     commands = []
     for name, overrides in DEMO_RUNS:
-        scenario = next((o.split("=", 1)[1] for o in overrides if o.startswith("scenario=")), None)
+        scenario = value_of(overrides, "scenario")
         if scenario is not None and scenario not in scenarios:
             continue
-        commands.append([sys.executable, "-m", "playground.train", *overrides, "trainer.logger=[]",
-                         "trainer.progress_bar=false", f"hydra.run.dir={root / name}"])
+        # only the run's own overrides: they are what run.json records and what its fix commands repeat (the
+        # output goes nowhere, and the progress bar draws only on a terminal)
+        commands.append([sys.executable, "-m", "playground.train", *overrides, f"hydra.run.dir={root / name}"])
     return commands
 
 

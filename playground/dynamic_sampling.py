@@ -4,7 +4,7 @@
 A generation batch is `gen_batch_size` prompts × `rollout.n` responses, scored. The groups (one prompt's responses)
 whose `metric` is the same for every response are dropped (`algos.dapo.filter_groups`): their GRPO advantages would
 all be 0. An agent with fewer than `train_batch_size` kept groups generates again, from its own streams
-(`Task.generate(agents)`), until it has enough, and its rows are then cut to exactly `train_batch_size · n`. An agent
+(`Rollout.generate(agents)`), until it has enough, and its rows are then cut to exactly `train_batch_size · n`. An agent
 that has drawn `max_num_gen_batches` batches and is still short fails as verl's trainer does ("Generated too many");
 the others go on. Each agent needs its own number of batches (`train/num_gen_batches`, as verl logs it), and gets the
 rows it would get alone.
@@ -21,9 +21,10 @@ import torch
 from omegaconf import DictConfig
 from torch import Tensor
 
+from playground.advantage import KLInReward
 from playground.algos.dapo import filter_groups, filter_metric_values
-from playground.tasks.base import Task
-from playground.update import Batch
+from playground.tasks.base import Batch, Task
+from playground.workers import Actor, Reference, Rollout
 
 Timed = Callable[[str], AbstractContextManager]  # `timed("gen")`: a context timing a phase of the step
 
@@ -39,18 +40,30 @@ class Sampled:
 
 
 class DynamicSampler:
-    """Generation with DAPO's group filter for a token task's K agents.
+    """Generation with DAPO's group filter for a token task's K agents: the rollout generates, the task scores.
 
-    `kl_rewards(batch, timed)`: fills a generation batch's `token_level_rewards` with the in-reward KL penalty (verl
-    applies it before filtering, so that `metric=seq_final_reward` filters on the reward trained on); None when
-    `algorithm.use_kl_in_reward` is off (then the final reward is the score).
+    `kl_in_reward`: with `algorithm.use_kl_in_reward`, each generation batch's `token_level_rewards` carry the
+    in-reward KL penalty, from its old (`actor`) and reference (`reference`) log-probs (verl applies it before
+    filtering, so that `metric=seq_final_reward` filters on the reward trained on); None when it is off (then the
+    final reward is the score).
     """
 
-    def __init__(self, task: Task, cfg: DictConfig, kl_rewards: Callable[[Batch, Timed], None] | None = None):
+    def __init__(self, task: Task, rollout: Rollout, cfg: DictConfig, actor: Actor | None = None,
+                 reference: Reference | None = None, kl_in_reward: KLInReward | None = None):
         groups = cfg.algorithm.filter_groups
-        self.task, self.metric, self.max_batches = task, str(groups.metric), int(groups.max_num_gen_batches)
+        self.task, self.rollout = task, rollout
+        self.metric, self.max_batches = str(groups.metric), int(groups.max_num_gen_batches)
         self.train_groups, self.n = int(cfg.data.train_batch_size), int(cfg.actor_rollout_ref.rollout.n)
-        self.kl_rewards = kl_rewards
+        self.actor, self.reference, self.kl_in_reward = actor, reference, kl_in_reward
+
+    def _kl_rewards(self, batch: Batch, timed: Timed) -> None:
+        """verl's DAPO trainer with `use_kl_in_reward`: each generation batch's old and reference log-probs and its
+        KL-penalised reward before filtering (the step's batch recomputes them; the controller updates once)."""
+        with timed("old_log_prob"):
+            batch["old_log_probs"] = self.actor.compute_log_prob(batch)[0]
+        with timed("ref"):
+            batch["ref_log_prob"] = self.reference.compute_ref_log_prob(batch)
+        batch["token_level_rewards"], _ = self.kl_in_reward.penalised(batch, batch["agents"])
 
     def sample(self, active: Sequence[bool], timed: Timed, memory) -> Sampled:
         """Generate until every active agent has `train_batch_size` kept groups or has reached the cap. An agent that
@@ -62,12 +75,12 @@ class DynamicSampler:
         agents = None  # the step's first batch: every agent
         while agents is None or agents:
             with timed("gen"):
-                batch = self.task.generate(agents)
+                batch = self.rollout.generate(agents)
             memory.check("gen")
             with timed("reward"):
                 self.task.compute_scores(batch)
-            if self.kl_rewards is not None:
-                self.kl_rewards(batch, timed)
+            if self.kl_in_reward is not None:
+                self._kl_rewards(batch, timed)
             values = filter_metric_values(self.metric, {**batch, **batch["reward_extra_info"]})
             for position, agent in enumerate(batch["agents"]):
                 drawn[agent] += 1

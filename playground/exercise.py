@@ -11,7 +11,6 @@ reference fix passes.
 from __future__ import annotations
 
 import argparse
-import math
 import shlex
 import shutil
 import signal
@@ -22,8 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from playground import failures
+from playground.interrupts import exit_code, raise_terminated
 from playground.metrics import fmt
-from playground.runs import METRICS, read_findings, read_metrics_jsonl, read_run_info
+from playground.overrides import OverrideError, parse_strict
+from playground.root_causes import is_problem
+from playground.runs import read_findings, read_run_info
+from playground.score import run_score
 from playground.workshop import (
     WORKSHOP_ENV,
     Exercise,
@@ -41,7 +44,6 @@ from playground.workshop import (
     workshop_root,
 )
 
-BAD_SEVERITIES = ("warning", "critical")
 # Keys a fix may not touch: they define the exercise (task, seed, budget, memory cap, base model) or the check itself.
 LOCKED = ("task", "scenario", "sft", "actor_rollout_ref.model", "hydra", "preset", "debug", "sweep", "trainer.seed",
           "trainer.mystery", "trainer.total_training_steps", "trainer.stop_on_finding", "trainer.stop_on_score",
@@ -112,35 +114,25 @@ def start(ex: Exercise, root: Path | None = None, steps: int | None = None, stop
 def parse_fix(text: str) -> list[str]:
     """The participant's `--fix` as Hydra overrides; raises ExerciseError on anything that does not parse or
     touches a key the exercise fixes (`LOCKED`)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     try:
         tokens = shlex.split(text)
     except ValueError as error:
         raise ExerciseError(f"the fix does not parse ({error}): write it as key=value pairs") from None
-    parser = OverridesParser.create()
     for token in tokens:
         try:
-            override = parser.parse_overrides([token])[0]
-        except Exception:  # noqa: BLE001 - Hydra's parse errors span lines: one line here
+            override = parse_strict(token)
+        except OverrideError:
             raise ExerciseError(f"the fix does not parse at {token!r}: write key=value, e.g. "
                                 "actor_rollout_ref.actor.optim.lr=1e-3") from None
-        key = override.key_or_group
-        if not key or override.is_delete():
+        key = override.key
+        if not key or override.is_delete:
             raise ExerciseError(f"the fix does not parse at {token!r}: write key=value")
-        if override.is_sweep_override():
+        if override.sweep:
             raise ExerciseError(f"{token!r} is a sweep: give one value per key")
         if any(key == k or key.startswith(k + ".") or key.startswith(k + "/") for k in LOCKED):
             raise ExerciseError(f"{key} is fixed by the exercise: change the training knobs, not the task, seed, "
                                 "budget, memory cap or model")
     return tokens
-
-
-def last_value(run_dir: Path, metric: str) -> float | None:
-    """The last finite value of `metric` in a run's metrics.jsonl."""
-    values = [r[metric] for r in read_metrics_jsonl(run_dir / METRICS).records if metric in r]
-    values = [v for v in values if math.isfinite(v)]
-    return values[-1] if values else None
 
 
 @dataclass
@@ -166,8 +158,8 @@ def judge(ex: Exercise, run_dir: Path) -> Verdict:
     info = read_run_info(run_dir) or {}
     findings = (read_findings(run_dir) or {}).get("findings", [])
     return Verdict(status=info.get("status", "unknown"), error=info.get("error"),
-                   bad=[f for f in findings if f.get("severity") in BAD_SEVERITIES],
-                   score=last_value(run_dir, ex.bar["metric"]), bar=float(ex.bar["value"]))
+                   bad=[f for f in findings if is_problem(f)],
+                   score=run_score(run_dir), bar=float(ex.bar["value"]))
 
 
 def root_above(run_dir: Path, finding_id: str, roots: list[str]) -> dict | None:
@@ -269,15 +261,6 @@ def verify(exercises: list[Exercise], root: Path, quick: bool = False) -> list[d
 
 
 # ---- command line ----------------------------------------------------------------------------------------------
-class Terminated(KeyboardInterrupt):
-    """A SIGTERM (the explorer's Stop, or the explorer exiting) ends the run being trained as Ctrl-C does: run.json
-    says `interrupted`, its metrics are kept."""
-
-
-def _terminated(signum, frame) -> None:
-    raise Terminated(f"terminated by signal {signal.Signals(signum).name}")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m playground.exercise", description=__doc__.splitlines()[0])
     parser.add_argument("--lang", choices=["en", "zh"], default=default_lang())
@@ -341,10 +324,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt as stop:
         print("interrupted: run.json says so; metrics so far are kept", file=sys.stderr)
-        return 128 + signal.SIGTERM if isinstance(stop, Terminated) else 130  # the shell's codes
+        return exit_code(stop)
     return 0
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, _terminated)
+    signal.signal(signal.SIGTERM, raise_terminated)  # the explorer's Stop ends a run as Ctrl-C does
     raise SystemExit(main())

@@ -22,19 +22,20 @@ import numpy as np
 STEP = "training/global_step"
 STAT_SUFFIXES = ("mean", "max", "min")
 
-# The guide's metric groups (§1-10), in the order the explorer shows them.
-GROUPS: dict[str, str] = {
-    "actor": "Actor (policy)",
-    "critic": "Critic (value)",
-    "reward": "Rewards and advantages",
-    "length": "Sequence lengths",
-    "episode": "Episodes",
-    "timing": "Timing",
-    "perf": "System performance",
-    "training": "Training control",
-    "world_model": "World model",
-    "val": "Validation",
+# The guide's metric groups (§1-10) with their titles in English and Chinese, in the order the explorer shows them.
+GROUP_TITLES: dict[str, dict[str, str]] = {
+    "actor": {"en": "Actor (policy)", "zh": "Actor 指标（策略网络）"},
+    "critic": {"en": "Critic (value)", "zh": "Critic 指标（价值网络）"},
+    "reward": {"en": "Rewards and advantages", "zh": "奖励与优势指标"},
+    "length": {"en": "Sequence lengths", "zh": "序列长度指标"},
+    "episode": {"en": "Episodes", "zh": "Episode 指标"},
+    "timing": {"en": "Timing", "zh": "时间性能指标"},
+    "perf": {"en": "System performance", "zh": "系统性能指标"},
+    "training": {"en": "Training control", "zh": "训练控制指标"},
+    "world_model": {"en": "World model", "zh": "World Model 指标"},
+    "val": {"en": "Validation", "zh": "验证指标"},
 }
+GROUPS: dict[str, str] = {group: titles["en"] for group, titles in GROUP_TITLES.items()}  # the English titles
 
 
 def _stats(prefix: str, extra: Iterable[str] = ()) -> list[str]:

@@ -24,7 +24,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from playground.config import logger_names
-from playground.metrics import STEP
+from playground.metrics import STEP, fmt
 from playground.runs import RunRecorder
 
 TRACKERS_EXTRA = "pip install 'ppo-playground[trackers]'"
@@ -246,17 +246,36 @@ class SwanLabSink:
 
 
 class ProgressBar:
-    """A tqdm bar: steps, the score's window mean, ETA."""
+    """The terminal's view of a run (`trainer.progress_bar`, on a terminal only): a tqdm bar of steps, the task's
+    score and the few numbers a reader of the guide looks at first, each to 4 significant digits. verl's full
+    `step:N - key:value` line is the `console` logger's (`trainer.logger=[console]`)."""
 
-    def __init__(self, total: int, desc: str):
+    # (label, the metrics that give it, first found first): the guide's first checks (§11.2) beside the score
+    SHOWN = (("entropy", ("actor/entropy", "actor/entropy_loss")), ("clipfrac", ("actor/pg_clipfrac",)),
+             ("kl", ("actor/ppo_kl",)), ("grad_norm", ("actor/grad_norm",)))
+
+    def __init__(self, total: int, desc: str, score_metric: str, stream=None):
         from tqdm import tqdm
 
-        self.bar = tqdm(total=total, desc=desc, unit="step", dynamic_ncols=True, leave=True, file=sys.stderr)
+        # disable=None: no bar where stderr is not a terminal (a log file, a pipe), as pip does
+        self.bar = tqdm(total=total, desc=desc, unit="step", dynamic_ncols=True, leave=True,
+                        file=stream or sys.stderr, disable=None)
+        self.score_metric = score_metric
+        self.score: float | None = None  # the last known: token tasks validate every test_freq steps
+
+    def postfix(self, record: Mapping[str, float]) -> str:
+        score = record.get(self.score_metric)
+        if score is not None and math.isfinite(score):
+            self.score = score
+        parts = [f"{self.score_metric} {fmt(self.score, none='-')}"]
+        for label, keys in self.SHOWN:
+            value = next((record[k] for k in keys if k in record), None)
+            if value is not None:
+                parts.append(f"{label} {fmt(float(value))}")
+        return " | ".join(parts)
 
     def write(self, record: Mapping[str, float], step: int) -> None:
-        score = record.get("critic/score/mean", record.get("val/score"))
-        if score is not None and math.isfinite(score):
-            self.bar.set_postfix_str(f"score {score:.3g}", refresh=False)
+        self.bar.set_postfix_str(self.postfix(record), refresh=False)
         self.bar.update(step - self.bar.n)
 
     def close(self) -> None:
@@ -299,7 +318,9 @@ class RunLogger:
         if "swanlab" in loggers:
             self.sinks.append(SwanLabSink(cfg, self.run_dir, agent))
         if cfg.trainer.progress_bar and agent is None:
-            self.sinks.append(ProgressBar(int(cfg.trainer.total_training_steps), f"{cfg.task.name}/{cfg.scenario}"))
+            print(f"run dir: {self.run_dir}", file=sys.stderr)
+            self.sinks.append(ProgressBar(int(cfg.trainer.total_training_steps), f"{cfg.task.name}/{cfg.scenario}",
+                                          info.get("score_metric") or "critic/score/mean"))
 
     def log(self, record: Mapping[str, float]) -> None:
         step = int(record[STEP])

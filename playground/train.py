@@ -14,7 +14,9 @@ import signal
 import subprocess
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import hydra
 import torch
@@ -30,18 +32,14 @@ from playground.config import (
     validate,
     with_default_scenario,
 )
+from playground.interrupts import exit_code, raise_terminated
 from playground.perf import resolve_device
+from playground.stopping import AgentOutcome
+
+if TYPE_CHECKING:
+    from playground.trainer import Trainer
 
 EXIT_BAD_CONFIG = 2
-
-
-class Terminated(KeyboardInterrupt):
-    """A SIGTERM (`kill`, a job scheduler, the demo stopping), raised where the run is: it ends as Ctrl-C does,
-    with status `interrupted` and every metric so far kept."""
-
-
-def _raise_terminated(signum, frame) -> None:
-    raise Terminated(f"terminated by signal {signal.Signals(signum).name}")
 
 
 def prepare(cfg: DictConfig) -> torch.device:
@@ -66,11 +64,22 @@ def run_facts(overrides: Sequence[str], device: torch.device) -> dict:
             "num_threads": torch.get_num_threads() if device.type == "cpu" else None}
 
 
+@dataclass
+class Fitted:
+    """What `fit` trained: the trainer (its task and models, inspectable) and what happened to each agent."""
+
+    trainer: Trainer
+    outcomes: list[AgentOutcome]
+
+    @property
+    def statuses(self) -> list[str]:
+        return [outcome.status for outcome in self.outcomes]
+
+
 def fit(cfgs: Sequence[DictConfig], run_dirs: Sequence[str | Path], overrides: Sequence[Sequence[str]],
-        num_threads: int | None = None, task=None):
+        num_threads: int | None = None, task=None) -> Fitted:
     """The one in-process training entry: check K configs, train them as K agents of one `Trainer` (K = 1 for an
-    ordinary run), and write each run dir's `findings.json`; returns the trainer, each agent's status in
-    `trainer.statuses`.
+    ordinary run), and write each run dir's `findings.json`; returns the trainer and each agent's outcome.
 
     Args:
         overrides: each job's command-line overrides (recorded in run.json with the command that reruns it).
@@ -84,15 +93,15 @@ def fit(cfgs: Sequence[DictConfig], run_dirs: Sequence[str | Path], overrides: S
         torch.set_num_threads(num_threads)
     extras = [run_facts(o, devices[0]) for o in overrides]
     trainer = Trainer(list(cfgs), list(run_dirs), devices[0], extra_infos=extras, task=task)
-    trainer.statuses = trainer.fit()
+    outcomes = trainer.fit()
     for cfg, run_dir in zip(cfgs, run_dirs):
         write_findings(run_dir, cfg)
-    return trainer
+    return Fitted(trainer, outcomes)
 
 
 def run(cfg: DictConfig, run_dir: str | Path, overrides: Sequence[str] = ()) -> str:
     """Train one config into `run_dir`; returns the run's status."""
-    return fit([cfg], [run_dir], [overrides]).statuses[0]
+    return fit([cfg], [run_dir], [overrides]).outcomes[0].status
 
 
 def needs_own_process(cfg: DictConfig) -> bool:
@@ -115,20 +124,21 @@ def run_in_own_process(overrides: Sequence[str], run_dir: str | Path, show_stder
 def objective(run_dir: str | Path, cfg: DictConfig) -> float:
     """What the run returns to a Hydra sweeper (`trainer.objective`), from its `findings.json` and metrics.
 
-    `score`: the task's progress towards its target, `1 - (target - score) / max(|target|, 1)` (1 at the target),
-    minus 1 when the diagnosis found a warning or worse. `largest_healthy`: `log10` of `trainer.objective_key`'s value
-    when the run is healthy (no warning) and reaches its target, else that minus 10, so that maximising it finds the
+    `score`: the task's progress towards its target, `1 - (target - score) / max(|target|, 1)` (1 at the target;
+    the score is `playground.score.run_score`, the one the diagnosis and the explorer's sweep map read), minus 1
+    when the diagnosis found a warning or worse. `largest_healthy`: `log10` of `trainer.objective_key`'s value when
+    the run is healthy (no warning) and reaches its target, else that minus 10, so that maximising it finds the
     largest value that still trains healthily. A run with no score yet scores as far from its target as it gets.
     """
-    from playground.runs import METRICS, read_findings, read_metrics_jsonl, read_run_info
+    from playground.root_causes import is_problem
+    from playground.runs import read_findings
+    from playground.score import run_score
 
     run_dir = Path(run_dir)
-    info = read_run_info(run_dir) or {}
-    scores = [r[info["score_metric"]] for r in read_metrics_jsonl(run_dir / METRICS).records
-              if info.get("score_metric") in r and r[info["score_metric"]] == r[info["score_metric"]]]
+    score = run_score(run_dir)  # the score the diagnosis and the explorer's sweep map read
     target = float(cfg.task.score_target)
-    progress = 1.0 - (target - scores[-1]) / max(abs(target), 1.0) if scores else -1.0
-    bad = any(f.get("severity") in ("warning", "critical") for f in (read_findings(run_dir) or {}).get("findings", []))
+    progress = 1.0 - (target - score) / max(abs(target), 1.0) if score is not None else -1.0
+    bad = any(is_problem(f) for f in (read_findings(run_dir) or {}).get("findings", []))
     if cfg.trainer.objective == "largest_healthy":
         value = math.log10(float(OmegaConf.select(cfg, cfg.trainer.objective_key)))
         return value if not bad and progress >= 1.0 else value - 10.0
@@ -153,7 +163,10 @@ def hydra_main(cfg: DictConfig) -> float | None:
         sys.exit(EXIT_BAD_CONFIG)
     except KeyboardInterrupt as stop:
         print("interrupted: run.json says so; metrics so far are kept", file=sys.stderr)
-        sys.exit(128 + signal.SIGTERM if isinstance(stop, Terminated) else 130)  # the shell's codes
+        sys.exit(exit_code(stop))
+    from playground.run_summary import summary_lines
+
+    print("\n".join(summary_lines(hc.runtime.output_dir)), file=sys.stderr)
     return objective(hc.runtime.output_dir, cfg)  # a diverged or out-of-memory run scores with its finding's penalty
 
 
@@ -164,7 +177,7 @@ def main() -> None:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(EXIT_BAD_CONFIG)
     sys.argv = [sys.argv[0], *with_default_scenario(sys.argv[1:])]
-    signal.signal(signal.SIGTERM, _raise_terminated)
+    signal.signal(signal.SIGTERM, raise_terminated)
     hydra_main()
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import Tensor
@@ -21,10 +20,7 @@ from playground.algos.kl import kl_penalty
 from playground.algos.losses import agg_loss, compute_value_loss, get_policy_loss_fn
 from playground.algos.masked import masked_mean
 from playground.optim import AgentAdamW
-
-# A step's rows: tensors `(K, rows, ...)`, and per-agent lists `[K][rows]` for fields that are not tensors (texts),
-# as verl's `DataProto` has `batch` and `non_tensor_batch`; the update reads only tensor fields.
-Batch = dict[str, Any]
+from playground.tasks.base import Batch
 
 
 @dataclass
@@ -104,14 +100,14 @@ def _packed_minibatches(batch: Batch, keys: Sequence[str], shape: UpdateShape,
     position counts the longest of the agents' rows there, so every agent's micro-batch keeps to the budget."""
     fields = {k: batch[k] for k in keys if k in batch}
     mask = batch["response_mask"]
-    k_agents, rows, device = mask.shape[0], mask.shape[1], mask.device
-    tokens = (batch["attention_mask"] if "attention_mask" in batch else mask).reshape(k_agents, rows, -1).sum(-1)
-    agents = torch.arange(k_agents, device=device).view(-1, 1)
+    num_agents, rows, device = mask.shape[0], mask.shape[1], mask.device
+    tokens = (batch["attention_mask"] if "attention_mask" in batch else mask).reshape(num_agents, rows, -1).sum(-1)
+    agents = torch.arange(num_agents, device=device).view(-1, 1)
     for _ in range(shape.ppo_epochs):
         if shape.shuffle:
             order = torch.stack([torch.randperm(rows, generator=g) for g in generators]).to(device)
         else:
-            order = torch.arange(rows, device=device).expand(k_agents, rows)
+            order = torch.arange(rows, device=device).expand(num_agents, rows)
         lengths = tokens[agents, order].amax(0).long().tolist()  # (rows,) the longest agent's row at each position
         for first in range(0, rows, shape.mini_batch_rows):
             positions = range(first, first + shape.mini_batch_rows)
@@ -135,21 +131,20 @@ class Metrics(defaultdict):
 
 
 def update_actor(actor, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape, *, loss_mode: str,
-                 clip_ratio: Tensor, clip_ratio_low: Tensor, clip_ratio_high: Tensor, clip_ratio_c: Tensor,
                  entropy_coeff: Tensor, use_kl_loss: bool, kl_loss_coef: Tensor, kl_loss_type: str,
                  grad_clip: Tensor, generators: Sequence[torch.Generator], active: Tensor,
-                 policy_loss_kwargs: dict | None = None, memory_guard=None) -> Metrics:
+                 policy_loss_kwargs: dict, memory_guard=None) -> Metrics:
     """verl's `update_policy`: clipped surrogate − entropy bonus + KL loss, per mini-batch one step.
 
     `actor` is the task (`tasks.base.Task`): its `log_prob_and_entropy(mini_batch)` and `model_input_keys` (the batch
     fields its forward reads).
 
-    `entropy_coeff`, `kl_loss_coef` and the clip ratios are `(K, 1, 1)`; `grad_clip` is `(K,)` (inf = off).
+    `entropy_coeff` and `kl_loss_coef` are `(K, 1, 1)`; `grad_clip` is `(K,)` (inf = off).
     With one mini-batch and one epoch the old log-probs are replaced by the current ones (verl's
     on-policy shortcut), so `ppo_kl` and `pg_clipfrac` are exactly 0.
 
-    `policy_loss_kwargs`: the loss mode's own keys (`policy_loss.clip_cov_ratio` ..., a generator per agent for
-    Clip-Cov's draw), passed through to the registered loss, which ignores the ones it does not read.
+    `policy_loss_kwargs`: the loss mode's own keyword arguments (`POLICY_LOSSES.select`: the clip ratios `(K, 1, 1)`,
+    `policy_loss.clip_cov_ratio` ..., a generator per agent for Clip-Cov's draw), passed to the registered loss.
 
     Returns:
         lists of `(K,)` tensors: pg metrics, `actor/entropy_loss` when the update computes entropy,
@@ -157,7 +152,6 @@ def update_actor(actor, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape,
         the step minimised: pg − entropy bonus + KL loss, verl's engine-path key) and `actor/grad_norm`.
     """
     policy_loss_fn = get_policy_loss_fn(loss_mode)
-    policy_loss_kwargs = policy_loss_kwargs or {}
     # verl's GSPO aggregates seq-mean-token-mean whatever actor.loss_agg_mode says (core_algos.py, gspo)
     agg_mode = "seq-mean-token-mean" if loss_mode == "gspo" else shape.loss_agg_mode
     rows = batch["response_mask"].shape[1]
@@ -173,10 +167,8 @@ def update_actor(actor, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape,
             mask = mb["response_mask"]
             log_prob, entropy = actor.log_prob_and_entropy(mb)
             old_log_prob = log_prob.detach() if on_policy else mb["old_log_probs"]
-            pg_loss, pg_metrics = policy_loss_fn(
-                old_log_prob, log_prob, mb["advantages"], mask, agg_mode, clip_ratio=clip_ratio,
-                clip_ratio_low=clip_ratio_low, clip_ratio_high=clip_ratio_high, clip_ratio_c=clip_ratio_c,
-                **policy_loss_kwargs)
+            pg_loss, pg_metrics = policy_loss_fn(old_log_prob, log_prob, mb["advantages"], mask, agg_mode,
+                                                 **policy_loss_kwargs)
             loss = pg_loss
             if compute_entropy:
                 entropy_agg = agg_loss(entropy, mask, shape.loss_agg_mode)

@@ -7,7 +7,6 @@ it); `playground.exercise` is the command line and the checker that trains the r
 
 from __future__ import annotations
 
-import functools
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from playground import i18n
 from playground.runs import RUN_INFO, read_json, read_run_info, write_json_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -117,14 +117,9 @@ def save_progress(ex: Exercise, data: dict[str, Any], root: Path | None = None) 
     write_json_atomic(path, data)
 
 
-@functools.lru_cache(maxsize=1)
-def messages() -> dict[str, dict[str, str]]:
-    with open(EXERCISES_DIR / "messages.yaml", encoding="utf-8") as f:
-        return yaml.safe_load(f)
-
-
 def say(key: str, lang: str, **fields: Any) -> str:
-    return messages()[key][lang].format(**fields)
+    """A workshop message (`exercises/messages.yaml`) in `lang`."""
+    return i18n.text_in(EXERCISES_DIR / "messages.yaml", key, lang, **fields)
 
 
 def next_hint(ex: Exercise, progress: dict, kind: str, lang: str) -> str:

@@ -21,8 +21,8 @@ DEBUG_TINY = ["task=cartpole", "+debug=tiny"]  # conf/debug/tiny.yaml: seconds, 
 
 
 def train(overrides: list[str], run_dir: Path):
-    """Train `python -m playground.train <overrides>` in this process (`train.fit`); returns the Trainer (models
-    inspectable, statuses in `trainer.statuses`).
+    """Train `python -m playground.train <overrides>` in this process (`train.fit`); returns `train.Fitted` (the
+    trainer, its models inspectable, and each agent's outcome; statuses in `fitted.statuses`).
 
     A memory-capped run trains in a process of its own instead (`train.needs_own_process`), and None is returned:
     in a long test process the reverse out_of_memory fix grew past its 0.05 GiB cap, against 0.02 GiB alone.
@@ -39,7 +39,7 @@ def train(overrides: list[str], run_dir: Path):
 
 @pytest.fixture
 def train_run(tmp_path):
-    """`train_run(overrides)` → (trainer, run_dir) in a fresh tmp dir."""
+    """`train_run(overrides)` → (fitted, run_dir) in a fresh tmp dir (`train.Fitted`)."""
     counter = iter(range(1000))
 
     def _train(overrides: list[str]):

@@ -9,7 +9,6 @@ A = "actor_rollout_ref.actor"
 
 
 @pytest.mark.parametrize("override, key, allowed", [
-    (f"{A}.optim.lr=-1", f"{A}.optim.lr", "> 0"),
     ("critic.optim.lr=0", "critic.optim.lr", "> 0"),
     (f"{A}.clip_ratio=1.5", f"{A}.clip_ratio", "in (0, 1)"),
     (f"{A}.clip_ratio_high=0", f"{A}.clip_ratio_high", "null (clip_ratio) or > 0"),
@@ -17,7 +16,6 @@ A = "actor_rollout_ref.actor"
     ("algorithm.gamma=1.2", "algorithm.gamma", "in [0, 1]"),
     ("algorithm.lam=-0.1", "algorithm.lam", "in [0, 1]"),
     (f"{A}.ppo_mini_batch_size=300", f"{A}.ppo_mini_batch_size", "must divide the batch of 512 transitions"),
-    (f"{A}.loss_agg_mode=mean", f"{A}.loss_agg_mode", "one of"),
     ("algorithm.adv_estimator=grpo", "algorithm.adv_estimator", "allowed 'gae'"),
     (f"{A}.grad_clip=-1", f"{A}.grad_clip", "null (off) or > 0"),
     ("trainer.device=tpu", "trainer.device", "'auto', 'cpu'"),
@@ -29,6 +27,52 @@ def test_bad_gym_values_fail_with_one_line(override, key, allowed):
         validate(compose(["task=cartpole", override]))
     message = str(error.value)
     assert key in message and allowed in message and "\n" not in message
+
+
+@pytest.mark.parametrize("override, line", [
+    # a type or a choice: the schema's (playground.config_schema)
+    (f"{A}.loss_agg_mode=bogus", f"{A}.loss_agg_mode='bogus' is out of range: allowed one of ['token-mean', "
+     "'seq-mean-token-sum', 'seq-mean-token-mean', 'seq-mean-token-sum-norm']"),
+    (f"{A}.kl_loss_type=k9", f"{A}.kl_loss_type='k9' is out of range: allowed one of ['kl', 'k1', 'abs', 'mse', "
+     "'k2', 'low_var_kl', 'k3'] (optionally with '+')"),
+    (f"{A}.use_dynamic_bsz=1", f"{A}.use_dynamic_bsz=1 is out of range: allowed true or false"),
+    (f"{A}.ppo_epochs=1.5", f"{A}.ppo_epochs=1.5 is out of range: allowed an integer"),
+    ("trainer.seed='3'", "trainer.seed='3' is out of range: allowed an integer"),  # not converted, refused
+    ("critic.enable=maybe", "critic.enable='maybe' is out of range: allowed null or true or false"),
+    ("critic.model.hidden_sizes=[16,2.5]", "critic.model.hidden_sizes=[16, 2.5] is out of range: allowed a list of "
+     "integers"),
+    ("reward.noise_type=uniform", "reward.noise_type='uniform' is out of range: allowed one of ['normal', 'cauchy']"),
+    ("env.backend=jax", "env.backend='jax' is out of range: allowed one of ['auto', 'torch', 'gymnasium']"),
+    # a range: validate's
+    (f"{A}.optim.lr=-0.1", f"{A}.optim.lr=-0.1 is out of range: allowed > 0"),
+])
+def test_bad_types_and_choices_fail_with_the_key_the_value_and_whats_allowed(override, line):
+    with pytest.raises(ConfigError) as error:
+        validate(compose(["task=cartpole", override]))
+    assert str(error.value) == line
+
+
+def test_the_schema_types_every_key_of_config_yaml_and_no_other():
+    from omegaconf import OmegaConf
+
+    from playground.config import CONF_DIR
+    from playground.config_schema import PlaygroundConfig, typed_leaves
+
+    yaml_keys = set(_leaf_keys(OmegaConf.to_container(OmegaConf.load(f"{CONF_DIR}/config.yaml"))))
+    # the critic shares the actor's optimiser section, whose deprecated warmup_style a `+` override can set
+    assert set(typed_leaves()) == yaml_keys - {"defaults", "hydra.job.chdir"} | {"critic.optim.warmup_style"}
+    # the straight-through KL and a name that is a number (its text) are allowed
+    assert validate(compose(["task=reverse", f"{A}.kl_loss_type=k3+", "trainer.experiment_name=2026"])) is None
+    schema = OmegaConf.structured(PlaygroundConfig)
+    assert OmegaConf.is_missing(schema.actor_rollout_ref.actor.optim, "lr")  # the defaults are the yaml's
+
+
+def _leaf_keys(node, prefix=""):
+    for key, value in node.items():
+        if isinstance(value, dict):
+            yield from _leaf_keys(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}"
 
 
 @pytest.mark.parametrize("override, key", [
@@ -48,6 +92,56 @@ def test_unknown_task_and_inapplicable_scenario():
         check_group_overrides(["task=pong"])
     with pytest.raises(ConfigError, match="does not apply to task='mountaincar'"):
         check_scenario_applies(compose(["task=mountaincar", "scenario=healthy"]))
+
+
+# What each task allowed when the lists were written out in task/*.yaml (`task.scenarios`); now derived from
+# conf/scenario_task/ (conf/config.yaml's header), in the catalogue's order.
+ALLOWED = {
+    "acrobot": ["healthy", "critic_undertrained", "entropy_collapse", "advantage_not_normalized"],
+    "addition": ["healthy", "lr_too_high"],
+    "cartpole": ["healthy", "lr_too_high", "lr_too_low", "critic_undertrained", "entropy_collapse",
+                 "vanishing_gradient", "grad_clip_saturation", "advantage_not_normalized",
+                 "reward_variance_too_large", "training_crash"],
+    "mountaincar": ["no_learning_signal"],  # names a default_scenario: no healthy run
+    "pendulum": ["healthy", "lr_too_high", "critic_undertrained", "vanishing_gradient", "advantage_not_normalized",
+                 "gradient_explosion"],
+    **{f"probe{i}": ["healthy"] for i in range(1, 6)},
+    "reverse": ["healthy", "lr_too_high", "lr_too_low", "no_learning_signal", "overly_deterministic",
+                "unstable_policy_loss", "advantage_not_normalized", "reward_variance_too_large", "kl_drift",
+                "response_truncation", "prompt_truncation", "out_of_memory"],
+}
+
+
+def test_a_tasks_scenarios_are_the_per_task_files_that_exist():
+    from playground.config import known_options, scenarios_of
+
+    assert {task: scenarios_of(task) for task in known_options("task")} == ALLOWED
+    mystery = compose(["task=probe1", "scenario=mystery"])  # a workshop's, on any task
+    check_scenario_applies(mystery)
+    assert mystery.trainer.mystery
+    with pytest.raises(ConfigError) as error:
+        check_scenario_applies(compose(["task=acrobot", "scenario=lr_too_high"]))
+    assert str(error.value) == ("scenario='lr_too_high' does not apply to task='acrobot': allowed "
+                                f"{ALLOWED['acrobot']}")
+
+
+@pytest.mark.parametrize("overrides, values", [
+    # a scenario's per-task values on top of the task's (the composition the refactor must not change)
+    (["task=cartpole", "scenario=lr_too_high"], {f"{A}.optim.lr": 0.05, f"{A}.entropy_coeff": 0.05,
+                                                 f"{A}.ppo_epochs": 8, "algorithm.gamma": 0.98}),
+    (["task=pendulum", "scenario=gradient_explosion"], {f"{A}.grad_clip": None, f"{A}.optim.lr": 0.1,
+                                                        "critic.ppo_epochs": 10, "critic.ppo_mini_batch_size": 400}),
+    (["task=reverse", "scenario=kl_drift"], {f"{A}.kl_loss_coef": 0.0, "trainer.total_training_steps": 150,
+                                             "algorithm.adv_estimator": "grpo"}),
+    (["task=mountaincar"], {"scenario": "no_learning_signal", f"{A}.optim.lr": 2.5e-3, "trainer.experiment_name":
+                            "mountaincar-no_learning_signal"}),
+])
+def test_composed_values_are_pinned(overrides, values):
+    from omegaconf import OmegaConf
+
+    cfg = compose(overrides)
+    assert {key: OmegaConf.select(cfg, key) for key in values} == values
+    assert "scenarios" not in cfg.task
 
 
 def test_defaults_are_valid_for_every_task():

@@ -189,3 +189,76 @@ def test_a_missing_tracker_fails_in_one_line_naming_the_extra(module, sink, tiny
     with pytest.raises(RuntimeError, match=r"not installed: pip install 'ppo-playground\[trackers\]'") as error:
         sink(tiny_cfg, tmp_path)
     assert "\n" not in str(error.value)
+
+
+class _Terminal:
+    """A stream that says it is a terminal, so the progress bar draws on it."""
+
+    def __init__(self):
+        self.text = ""
+
+    def write(self, s: str) -> int:
+        self.text += s
+        return len(s)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_progress_bar_shows_the_tasks_score_and_a_few_numbers_at_4_digits():
+    from playground.sinks import ProgressBar
+
+    terminal = _Terminal()
+    bar = ProgressBar(3, "reverse/healthy", "val/accuracy", stream=terminal)
+    bar.write({STEP: 0, "val/accuracy": 0.50390625}, 0)  # the step-0 validation
+    bar.write({STEP: 1, "critic/score/mean": 0.16, "actor/entropy": 1.6612345, "actor/pg_clipfrac": 0.0,
+               "actor/ppo_kl": 2.5823e-07, "actor/grad_norm": 0.0854812, "critic/vf_loss": 0.123456789}, 1)
+    assert bar.postfix({}) == "val/accuracy 0.5039"  # a record without step metrics: the score it last knew
+    bar.close()
+    assert "val/accuracy 0.5039 | entropy 1.661 | clipfrac 0 | kl 2.582e-07 | grad_norm 0.08548" in terminal.text
+    assert "0.16" not in terminal.text and "0.123456789" not in terminal.text  # not the batch mean, not every key
+
+
+def test_the_progress_bar_stays_off_where_stderr_is_no_terminal():
+    import io
+
+    from playground.sinks import ProgressBar
+
+    stream = io.StringIO()
+    bar = ProgressBar(3, "cartpole/healthy", "critic/score/mean", stream=stream)
+    bar.write({STEP: 1, "critic/score/mean": 20.0}, 1)
+    bar.close()
+    assert stream.getvalue() == ""
+
+
+def test_a_run_ends_with_a_summary_of_status_score_root_and_fix(train_run):
+    from playground import root_causes
+    from playground.run_summary import summary_lines
+    from playground.runs import read_findings
+
+    _, run_dir = train_run(["task=cartpole", "trainer.total_training_steps=2", "env.num_envs=2",
+                            "env.rollout_length=8", "actor_rollout_ref.actor.ppo_mini_batch_size=16",
+                            "env.eval_episodes=2"])
+    lines = summary_lines(run_dir)
+    root = root_causes.run_root(root_causes.chain(read_findings(run_dir)))
+    fix = next(f["fix"] for f in read_findings(run_dir)["findings"] if f["id"] == root)
+    assert lines[0] == "run finished after 2 steps (total_training_steps reached)"
+    assert lines[1].startswith("score: critic/score/mean ") and "(target " in lines[1]
+    assert lines[2].startswith(f"diagnosis: {root} (")
+    fix_lines = [line for line in lines if line.startswith("fix: ")]
+    assert fix_lines == ([f"fix: python -m playground.train task=cartpole trainer.total_training_steps=2 "
+                          f"env.num_envs=2 env.rollout_length=8 actor_rollout_ref.actor.ppo_mini_batch_size=16 "
+                          f"env.eval_episodes=2 {fix}"] if fix else [])
+    assert all(len(number) <= 6 for line in lines[:2] for number in line.split() if number[:1].isdigit())
+
+
+def test_a_too_short_run_ends_inconclusive_with_train_longer_as_its_fix(train_run):
+    from playground.run_summary import summary_lines
+
+    _, run_dir = train_run(["task=reverse", "+debug=tiny", "trainer.total_training_steps=2"])
+    lines = summary_lines(run_dir)
+    assert lines[2] == "diagnosis: inconclusive (too little evidence for a verdict)"
+    assert lines[3] == "fix: python -m playground.train task=reverse +debug=tiny trainer.total_training_steps=20"

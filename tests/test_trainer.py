@@ -16,18 +16,20 @@ def test_non_finite_losses_end_the_run_as_diverged(train_run, monkeypatch):
 
     real = GymTask.generate
 
-    def poisoned(self):
-        batch = real(self)
+    def poisoned(self, agents=None):
+        batch = real(self, agents)
         batch["token_level_scores"] = batch["token_level_scores"] * float("nan")  # a broken reward
         return batch
 
     monkeypatch.setattr(GymTask, "generate", poisoned)
-    trainer, run_dir = train_run([*SMALL, "trainer.total_training_steps=20"])
+    fitted, run_dir = train_run([*SMALL, "trainer.total_training_steps=20"])
     info = read_run_info(run_dir)
     records = read_metrics_jsonl(run_dir / "metrics.jsonl").records
     assert info["status"] == "diverged" and "non-finite" in info["error"]
     assert len(records) == 3 and math.isnan(records[-1]["actor/pg_loss"])  # every metric so far is kept
-    assert trainer.statuses == ["diverged"]
+    assert fitted.statuses == ["diverged"]
+    [outcome] = fitted.outcomes
+    assert outcome.steps == 3 and outcome.error == info["error"] and outcome.stop_reason is None
 
 
 def test_critic_warmup_updates_only_the_critic_before_that_step(train_run):
@@ -68,3 +70,19 @@ def test_the_step_times_every_phase_it_ran(train_run):
     assert {"gen", "reward", "old_log_prob", "ref", "values", "adv", "update_critic", "update_actor", "step"} <= phases
     parts = sum(record[f"timing_s/{p}"] for p in phases - {"step", "testing"})
     assert parts <= record["timing_s/step"] * 1.01  # the phases lie inside the step
+
+
+def test_nothing_on_the_step_path_calls_back_into_the_trainer():
+    """The step calls down: the workers, the task, the advantage, dynamic sampling, the stop rules and the record
+    never import the trainer (docs/step.md)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "playground"
+    path = ["workers.py", "advantage.py", "dynamic_sampling.py", "stopping.py", "records.py", "update.py",
+            "hparams.py", "tasks/base.py", "tasks/gym_task.py", "tasks/token_task.py", "tasks/token_reward.py"]
+    for name in path:
+        tree = ast.parse((root / name).read_text())
+        imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+        imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+        assert not imported & {"playground.trainer", "playground.train"}, name

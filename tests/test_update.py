@@ -26,8 +26,9 @@ def _update(actor, batch, shape, lr=1e-2):
         batch["old_log_probs"] = actor.log_prob_and_entropy(batch)[0] - 0.05  # a stale policy
     one = torch.ones(1, 1, 1)
     opt = AgentAdamW(actor.net.params, torch.tensor([lr]))
-    metrics = update_actor(actor, opt, batch, shape, loss_mode="vanilla", clip_ratio=one * 0.2,
-                           clip_ratio_low=one * 0.2, clip_ratio_high=one * 0.2, clip_ratio_c=one * 3.0,
+    clip = {"clip_ratio": one * 0.2, "clip_ratio_low": one * 0.2, "clip_ratio_high": one * 0.2,
+            "clip_ratio_c": one * 3.0}
+    metrics = update_actor(actor, opt, batch, shape, loss_mode="vanilla", policy_loss_kwargs=clip,
                            entropy_coeff=one * 0.0, use_kl_loss=False, kl_loss_coef=one * 0.0, kl_loss_type="k1",
                            grad_clip=torch.tensor([1.0]), generators=[torch.Generator().manual_seed(0)],
                            active=torch.tensor([True]))

@@ -259,9 +259,10 @@ class _Untimed:
 def test_dynamic_sampling_fills_the_batch_with_mixed_groups_from_several_generations():
     from playground.algos.dapo import filter_groups
     from playground.dynamic_sampling import DynamicSampler
+    from playground.workers import TaskRollout
 
     task = _task([DYNAMIC])
-    sampled = DynamicSampler(task, compose(DYNAMIC)).sample([True], _Untimed(), _Untimed())
+    sampled = DynamicSampler(task, TaskRollout(task), compose(DYNAMIC)).sample([True], _Untimed(), _Untimed())
     batch, n = sampled.batch, 4
     assert sampled.errors == [None] and sampled.num_gen_batches.tolist()[0] > 1
     assert task.prompts_drawn == [8 * int(sampled.num_gen_batches[0])]

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from playground.overrides import fix_command
+
 import data
-import frames
 import sections
 import widgets
 
@@ -39,7 +40,7 @@ def render() -> None:
     sections.draw_findings(report, row["overrides"], key="diag", max_step=None if pd.isna(last_step) else last_step)
     if row["overrides"]:
         st.caption(widgets.t("rerun_caption"))
-        st.code(info.get("command") or frames.fix_command(row["overrides"], ""), language="bash", wrap_lines=True)
+        st.code(info.get("command") or fix_command(row["overrides"], ""), language="bash", wrap_lines=True)
 
 
 if __name__ == "__main__":

@@ -5,8 +5,8 @@ from __future__ import annotations
 import streamlit as st
 
 import data
-import frames
 import sections
+import series
 import widgets
 
 
@@ -42,7 +42,7 @@ def render() -> None:
     st.success(widgets.t("log_read", n=len(log.records), first=log.steps[0], last=log.steps[-1], kind=log.kind))
     report, status, why = data.diagnose_records(log)
     source = sections.Source(label, (log.source, len(log.records), data.log_digest(log)), label)
-    frame = frames.records_frame(log.records)
+    frame = series.records_frame(log.records)
     tab_panels, tab_diagnosis = st.tabs([widgets.t("nav_panels"), widgets.t("nav_diagnosis")])
     with tab_panels:
         choice = sections.panel_choice("external_choice")

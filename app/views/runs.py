@@ -6,13 +6,14 @@ import pandas as pd
 import streamlit as st
 
 from playground.metrics import ALL_METRICS
+from playground.root_causes import severity_rank
 
 import data
-import frames
+import run_params
+import series
 import widgets
 
 SORT_KEYS = ["start_time", "name", "status", "task", "last_step", "seed", "worst", "metric"]
-SEVERITY_RANK = {"": -1, **frames.SEVERITY_ORDER}
 MAX_SHOW = 12  # "show these" picks at most this many (each is a line on every chart)
 
 
@@ -53,11 +54,11 @@ def _sorted(table: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
         metric = c2.selectbox(widgets.t("sort_metric"), list(ALL_METRICS), key="sort_metric",
                               index=list(ALL_METRICS).index("critic/score/mean"))
         _, weight, _ = widgets.settings()
-        window = frames.ema_window(weight)
+        window = series.ema_window(weight)
         table = table.assign(metric=[data.smoothed_last(r, metric, weight, window) for r in table["run"]])
         c2.caption(widgets.t("sort_metric_note", weight=weight))
     elif by == "worst":
-        table = table.assign(worst_rank=table["worst"].map(SEVERITY_RANK).fillna(-1))
+        table = table.assign(worst_rank=[severity_rank(w) if w else -1 for w in table["worst"]])  # none: below info
         by = "worst_rank"
     return table.sort_values(by, ascending=not descending, na_position="last", kind="stable"), metric
 
@@ -68,7 +69,7 @@ def _selected_section(table: pd.DataFrame) -> None:
     if shown.empty:
         st.info(widgets.t("none_selected"))
         return
-    params = frames.differing_params(dict(zip(shown["label"], shown["overrides"], strict=True)))
+    params = run_params.differing_params(dict(zip(shown["label"], shown["overrides"], strict=True)))
     for _, row in shown.iterrows():
         scenario = widgets.t("mystery") if row["mystery"] else row["scenario"]
         steps = widgets.integer(row["last_step"])

@@ -9,7 +9,7 @@ from playground.metrics import STEP
 
 import charts
 import data
-import frames
+import series
 import widgets
 
 TOKEN_METRICS = ["critic/score/mean", "val/accuracy", "response_length/mean", "actor/entropy_loss",
@@ -46,7 +46,7 @@ def _token(run: str, label: str, frame: pd.DataFrame) -> None:
         c1.caption(widgets.t("samples_jumps", steps=", ".join(map(str, jumps))))
     step = c2.select_slider(widgets.t("samples_step"), steps, value=steps[-1], key="samples_step")
     _, weight, _ = widgets.settings()
-    long = frames.metric_long({label: frame}, metric, weight=weight).rename(columns={"run": "series"})
+    long = series.metric_long({label: frame}, metric, weight=weight).rename(columns={"run": "series"})
     if not long.empty:
         chart = charts.step_rule_chart(long, metric, step, sample_steps=steps, x_title=widgets.t("x_step"))
         st.vega_lite_chart(spec=charts.to_spec(chart), width="stretch")
@@ -60,7 +60,7 @@ def _token(run: str, label: str, frame: pd.DataFrame) -> None:
 
 def _gym(label: str, frame: pd.DataFrame) -> None:
     x_mode, _, _ = widgets.settings()
-    x = frames.wall_time(frame) if x_mode == "wall" else None
+    x = series.wall_time(frame) if x_mode == "wall" else None
     x = frame[STEP] if x is None else x
     drawn = 0
     for prefix, title in (("episode/reward", "episode_returns"), ("episode/length", "episode_lengths")):

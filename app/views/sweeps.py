@@ -4,33 +4,44 @@ coordinates, filled in live while its runs train."""
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import streamlit as st
 
+from playground.score import final_score
+
 import charts
 import data
-import frames
 import launcher
+import run_params
 import running
 import sweep_form
+import sweep_map
 import widgets
 
 NONE = "(none)"
 CELL_MODES = ("mean", "seeds")
 
 
+def _score(run: str) -> float:
+    """The run's score as the sweeper's objective and the diagnosis read it (NaN before it has one)."""
+    value = final_score(data.metrics_frame(run), data.run_info(run))
+    return math.nan if value is None else value
+
+
 def sweep_table(jobs: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """One row per job: its parameters, score so far, root cause and health; and the parameters that vary."""
     rows = [{"run": job["run"], "label": job["label"], "job": job["job"], "overrides": job["overrides"],
-             "score": frames.final_score(data.metrics_frame(job["run"])), "chain": job["chain"],
+             "score": _score(job["run"]), "chain": job["chain"],
              "status": job["status"], "mystery": job["mystery"]} for _, job in jobs.iterrows()]
-    return frames.sweep_jobs(rows)
+    return sweep_map.sweep_jobs(rows)
 
 
 def seed_view(sweep_frame: pd.DataFrame, x: str | None, y: str | None, seed: str | None, by: str,
               orders: tuple[list[str], list[str]]) -> None:
     """Each seed apart: the map with every cell split into its seeds, and one cell's runs, to show on the panels."""
-    cells = frames.seed_cells(sweep_frame, x, y, seed)
+    cells = sweep_map.seed_cells(sweep_frame, x, y, seed)
     heat = charts.heatmap(cells, by=by, x_title=x or "", y_title=y, x_order=orders[0], y_order=orders[1],
                           score_title=widgets.t("by_score"), seeds=True)
     with st.container(key="sweep-seed-heatmap"):
@@ -62,8 +73,8 @@ def sweep_body(sweep: str) -> bool:
     if not swept:
         st.info(widgets.t("no_swept"))
         return active
-    seeds = [p for p in swept if frames.is_seed(p)]
-    axes = [p for p in swept if not frames.is_seed(p)]
+    seeds = [p for p in swept if run_params.is_seed(p)]
+    axes = [p for p in swept if not run_params.is_seed(p)]
     seed = seeds[0] if seeds else None
     c1, c2, c3 = st.columns(3)
     x_options = axes or [NONE]  # only seeds vary: one cell
@@ -73,8 +84,8 @@ def sweep_body(sweep: str) -> bool:
     x_key, y_key = (None if v == NONE else v for v in (x, y))
     by_names = {v: widgets.t(f"by_{v}") for v in ("score", "root")}
     by = c3.radio(widgets.t("color_by"), list(by_names), format_func=by_names.get, key="color_by", horizontal=True)
-    orders = (frames.sort_values(sweep_frame[x_key]) if x_key else ["—"],
-              frames.sort_values(sweep_frame[y_key])[::-1] if y_key else ["—"])
+    orders = (sweep_map.sort_values(sweep_frame[x_key]) if x_key else ["—"],
+              sweep_map.sort_values(sweep_frame[y_key])[::-1] if y_key else ["—"])
     st.subheader(widgets.t("stability_map"))
     mode_names = {m: widgets.t(f"cells_{m}") for m in CELL_MODES}
     mode = st.radio(widgets.t("cells"), list(mode_names), format_func=mode_names.get, key="sweep_cells",
@@ -83,7 +94,7 @@ def sweep_body(sweep: str) -> bool:
         st.caption(widgets.t("seeds_caption", seed=seed or NONE))
         seed_view(sweep_frame, x_key, y_key, seed, by, orders)
     else:
-        cells = frames.sweep_cells(sweep_frame, x_key, y_key, healthy_text=widgets.t("healthy_share"))
+        cells = sweep_map.sweep_cells(sweep_frame, x_key, y_key, healthy_text=widgets.t("healthy_share"))
         n = sorted(set(cells["runs"]))
         counts = str(n[0]) if len(n) == 1 else f"{n[0]}–{n[-1]}"
         st.caption(widgets.t("cells_caption", n=counts))
@@ -95,7 +106,7 @@ def sweep_body(sweep: str) -> bool:
     score_axis = widgets.t("by_score")
     dims = [*axes, *seeds, score_axis]
     drawn = sweep_frame.assign(**{score_axis: sweep_frame["score"].round(4), "run": sweep_frame["label"]})
-    chart = charts.parallel_chart(frames.parallel_long(drawn, dims), dims, by=by, score_title=score_axis)
+    chart = charts.parallel_chart(sweep_map.parallel_long(drawn, dims), dims, by=by, score_title=score_axis)
     with st.container(key="sweep-parallel"):
         st.vega_lite_chart(spec=charts.to_spec(chart), width="stretch")
     st.dataframe(sweep_frame.drop(columns="run"), hide_index=True, width="stretch", key="sweep_table")

@@ -1,6 +1,7 @@
 """Advantage estimators behind a registry, as verl's `core_algos.py` (v0.7): `algorithm.adv_estimator`.
 
-Every estimator takes keyword arguments (it ignores the ones it does not need) and returns
+Every estimator takes keyword arguments, only those it reads (`ADV_ESTIMATORS.select` picks them from what the
+caller has: `ESTIMATOR_KEYWORDS`; a misspelt keyword is a `TypeError`), and returns
 `(advantages, returns)`, both shaped like `token_level_rewards`: `(bs, response_length)`, or `(K, bs, T)`
 for K batched agents. Per-agent hyperparameters (gamma, lam) may be floats or tensors shaped `(K, 1, 1)`.
 """
@@ -17,7 +18,10 @@ from playground.algos.masked import masked_whiten
 from playground.algos.registry import Registry
 
 AdvantageFn = Callable[..., tuple[Tensor, Tensor]]
-ADV_ESTIMATORS: Registry[AdvantageFn] = Registry("algorithm.adv_estimator", names.ADV_ESTIMATORS)
+# What an estimator may read: the batch's fields in the task's layout, `algorithm.*` values, and its own constants.
+ESTIMATOR_KEYWORDS = ("token_level_rewards", "values", "response_mask", "next_values", "dones", "index",
+                      "reward_baselines", "gamma", "lam", "norm_adv", "norm_adv_by_std_in_grpo", "epsilon", "f_norm")
+ADV_ESTIMATORS: Registry[AdvantageFn] = Registry("algorithm.adv_estimator", names.ADV_ESTIMATORS, ESTIMATOR_KEYWORDS)
 register_adv_est = ADV_ESTIMATORS.register
 get_adv_estimator_fn = ADV_ESTIMATORS.get
 
@@ -39,7 +43,6 @@ def compute_gae_advantage_return(
     next_values: Tensor | None = None,
     dones: Tensor | None = None,
     norm_adv: bool = True,
-    **_: object,
 ) -> tuple[Tensor, Tensor]:
     """Generalised Advantage Estimation (Schulman et al. 2015, arXiv 1506.02438), verl's masked form.
 
@@ -121,7 +124,6 @@ def compute_grpo_outcome_advantage(
     index: Tensor,
     epsilon: float = 1e-6,
     norm_adv_by_std_in_grpo: bool = True,
-    **_: object,
 ) -> tuple[Tensor, Tensor]:
     """GRPO (Shao et al. 2024): each response's score against its prompt group.
 
@@ -146,7 +148,7 @@ def compute_grpo_outcome_advantage(
 @register_adv_est("rloo")
 @torch.no_grad()
 def compute_rloo_outcome_advantage(
-    token_level_rewards: Tensor, response_mask: Tensor, index: Tensor, **_: object
+    token_level_rewards: Tensor, response_mask: Tensor, index: Tensor
 ) -> tuple[Tensor, Tensor]:
     """RLOO (Ahmadian et al. 2024, arXiv 2402.14740): score minus the mean of the *other* samples.
 
@@ -165,7 +167,7 @@ def compute_rloo_outcome_advantage(
 @register_adv_est("reinforce_plus_plus")
 @torch.no_grad()
 def compute_reinforce_plus_plus_outcome_advantage(
-    token_level_rewards: Tensor, response_mask: Tensor, gamma: float | Tensor = 1.0, **_: object
+    token_level_rewards: Tensor, response_mask: Tensor, gamma: float | Tensor = 1.0
 ) -> tuple[Tensor, Tensor]:
     """REINFORCE++ (Hu 2025, arXiv 2501.03262): discounted return per token, whitened over the batch.
 
@@ -196,7 +198,7 @@ def _group_sum(values: Tensor, index: Tensor) -> Tensor:
 @register_adv_est("reinforce_plus_plus_baseline")
 @torch.no_grad()
 def compute_reinforce_plus_plus_baseline_outcome_advantage(
-    token_level_rewards: Tensor, response_mask: Tensor, index: Tensor, **_: object
+    token_level_rewards: Tensor, response_mask: Tensor, index: Tensor
 ) -> tuple[Tensor, Tensor]:
     """REINFORCE++-baseline (Hu 2025, arXiv 2501.03262): verl's
     `compute_reinforce_plus_plus_baseline_outcome_advantage`.
@@ -217,7 +219,7 @@ def compute_reinforce_plus_plus_baseline_outcome_advantage(
 @register_adv_est("remax")
 @torch.no_grad()
 def compute_remax_outcome_advantage(
-    token_level_rewards: Tensor, response_mask: Tensor, reward_baselines: Tensor | None = None, **_: object
+    token_level_rewards: Tensor, response_mask: Tensor, reward_baselines: Tensor | None = None
 ) -> tuple[Tensor, Tensor]:
     """ReMax (Li et al. 2023, arXiv 2310.10505): verl's `compute_remax_outcome_advantage`.
 
@@ -240,7 +242,7 @@ def compute_remax_outcome_advantage(
 @register_adv_est("opo")
 @torch.no_grad()
 def compute_opo_outcome_advantage(
-    token_level_rewards: Tensor, response_mask: Tensor, index: Tensor, **_: object
+    token_level_rewards: Tensor, response_mask: Tensor, index: Tensor
 ) -> tuple[Tensor, Tensor]:
     """OPO (Hao et al. 2025, "On-Policy RL with Optimal Reward Baseline", arXiv 2505.23585): verl's
     `compute_opo_outcome_advantage`.
@@ -263,7 +265,7 @@ def compute_opo_outcome_advantage(
 @register_adv_est("gpg")
 @torch.no_grad()
 def compute_gpg_outcome_advantage(
-    token_level_rewards: Tensor, response_mask: Tensor, index: Tensor, f_norm: float | Tensor = 1.0, **_: object
+    token_level_rewards: Tensor, response_mask: Tensor, index: Tensor, f_norm: float | Tensor = 1.0
 ) -> tuple[Tensor, Tensor]:
     """GPG (Chu et al. 2025, arXiv 2504.02546): verl's `compute_gpg_outcome_advantage`.
 
@@ -294,7 +296,6 @@ def compute_grpo_passk_outcome_advantage(
     index: Tensor,
     epsilon: float = 1e-6,
     norm_adv_by_std_in_grpo: bool = True,
-    **_: object,
 ) -> tuple[Tensor, Tensor]:
     """GRPO for pass@k (arXiv 2503.19595, as verl cites it): verl's `compute_grpo_passk_outcome_advantage`.
 

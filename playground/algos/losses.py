@@ -5,60 +5,21 @@ agents); clip ranges may be floats or `(K, 1, 1)` tensors. Metrics come back as 
 names (no `.item()`: the caller reduces them once per step, so a GPU step needs no host sync).
 
 A policy loss takes `(old_log_prob, log_prob, advantages, response_mask, loss_agg_mode)` positionally and its
-config as keyword arguments under verl's key names, with verl's defaults; every loss ignores the keys it does not
-read (`**_`), so one call site can pass the whole `actor.clip_ratio*` / `actor.policy_loss.*` set to any
-`loss_mode`. The other losses live in `policy_losses_extra`, imported at the end of this module.
+config as keyword arguments under verl's key names, with verl's defaults: only the keys it reads, so a misspelt key
+is a `TypeError` (the caller picks each mode's keys with `POLICY_LOSSES.select`). The registry lives in
+`policy_registry`; the other losses in `policy_losses_extra`, which this module imports (neither imports the other
+back), so importing `losses` fills the registry.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 from torch import Tensor
 
-from playground.algos import names
-from playground.algos.masked import TOKEN_DIMS, masked_mean, masked_sum, masked_var
-from playground.algos.registry import Registry
-
-
-def agg_loss(
-    loss_mat: Tensor, loss_mask: Tensor, loss_agg_mode: str, loss_scale_factor: float | None = None
-) -> Tensor:
-    """Aggregate a per-token loss into one number per agent, as verl's `agg_loss` on one micro-batch.
-
-    - `token-mean`: Σ over valid tokens / number of valid tokens.
-    - `seq-mean-token-sum`: per-sequence token sums, averaged over sequences with ≥ 1 valid token.
-    - `seq-mean-token-mean`: per-sequence token means, averaged over sequences with ≥ 1 valid token.
-    - `seq-mean-token-sum-norm`: Σ of per-sequence token sums / `loss_scale_factor` (default: the padded
-      response width); no division by the number of sequences (Dr.GRPO's normaliser).
-
-    Args:
-        loss_mat: `(bs, T)` per-token loss. loss_mask: `(bs, T)`.
-        loss_agg_mode: one of `names.LOSS_AGG_MODES`.
-
-    Returns:
-        `()` (or `(K,)` for batched agents).
-    """
-    if loss_agg_mode == "token-mean":
-        return masked_sum(loss_mat, loss_mask) / loss_mask.sum(dim=TOKEN_DIMS)
-    seq_tokens = loss_mask.sum(dim=-1)  # (bs,)
-    seq_losses = masked_sum(loss_mat, loss_mask, dim=-1)  # token-sum per sequence
-    if loss_agg_mode == "seq-mean-token-sum-norm":
-        scale = loss_mask.shape[-1] if loss_scale_factor is None else loss_scale_factor
-        return seq_losses.sum(dim=-1) / scale
-    if loss_agg_mode == "seq-mean-token-mean":
-        seq_losses = seq_losses / (seq_tokens + 1e-8)
-    elif loss_agg_mode != "seq-mean-token-sum":
-        raise ValueError(f"loss_agg_mode={loss_agg_mode!r} is unknown; known: {list(names.LOSS_AGG_MODES)}")
-    seq_mask = (seq_tokens > 0).to(loss_mat.dtype)  # fully masked sequences do not count
-    return masked_sum(seq_losses, seq_mask, dim=-1) / seq_mask.sum(dim=-1)
-
-
-PolicyLossFn = Callable[..., tuple[Tensor, dict[str, Tensor]]]
-POLICY_LOSSES: Registry[PolicyLossFn] = Registry("actor_rollout_ref.actor.policy_loss.loss_mode", names.POLICY_LOSSES)
-register_policy_loss = POLICY_LOSSES.register
-get_policy_loss_fn = POLICY_LOSSES.get
+from playground.algos import policy_losses_extra  # noqa: F401 - registers the other losses
+from playground.algos.aggregate import agg_loss
+from playground.algos.masked import masked_mean, masked_var
+from playground.algos.policy_registry import POLICY_LOSSES, get_policy_loss_fn, register_policy_loss
 
 
 @register_policy_loss("vanilla")
@@ -73,7 +34,6 @@ def compute_policy_loss_vanilla(
     clip_ratio_low: float | Tensor | None = None,
     clip_ratio_high: float | Tensor | None = None,
     clip_ratio_c: float | Tensor = 3.0,
-    **_: object,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """PPO's clipped surrogate (Schulman et al. 2017) with dual-clip (Ye et al. 2020, arXiv 1912.09729).
 
@@ -159,5 +119,5 @@ def explained_variance(returns: Tensor, values: Tensor, response_mask: Tensor) -
     return 1.0 - masked_var(returns - values, response_mask) / (masked_var(returns, response_mask) + 1e-5)
 
 
-# The other policy losses register themselves on import; here, so that importing this module fills the registry.
-from playground.algos import policy_losses_extra  # noqa: E402, F401
+__all__ = ["POLICY_LOSSES", "agg_loss", "compute_policy_loss_vanilla", "compute_value_loss",
+           "explained_variance", "get_policy_loss_fn", "register_policy_loss"]

@@ -3,14 +3,15 @@
 `gspo`, `gpg`, `clip_cov`, `kl_cov`, `geo_mean`. Same calling convention as `compute_policy_loss_vanilla`:
 `(old_log_prob, log_prob, advantages, response_mask, loss_agg_mode)` positionally, then the config as keyword
 arguments under verl's key names (`clip_ratio*` from `actor.*`, `clip_cov_*`, `kl_cov_ratio`, `ppo_kl_coef`
-from `actor.policy_loss.*`) with verl's defaults; keys a loss does not read are ignored, so a caller can
-pass the whole set to any loss. Coefficients may be floats or `(K, 1, 1)` tensors; the per-token inputs are
-`(bs, T)` or `(K, bs, T)`, and every reduction (means, covariances, top-k shares) is per agent.
+from `actor.policy_loss.*`) with verl's defaults, only the keys it reads (`POLICY_LOSSES.select` picks them).
+Coefficients may be floats or `(K, 1, 1)` tensors; the per-token inputs are `(bs, T)` or `(K, bs, T)`, and every
+reduction (means, covariances, top-k shares) is per agent.
 
 Each loss returns the metric keys verl's version returns, no more: `gpg` none, `kl_cov` only `actor/ppo_kl`,
 `clip_cov` no `actor/pg_clipfrac_lower`.
 
-This module is imported at the end of `playground.algos.losses`, so importing either fills the registry.
+`playground.algos.losses` imports this module (this one imports only `aggregate` and `policy_registry`, never
+`losses`), so importing `losses` fills the registry.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from playground.algos.losses import agg_loss, register_policy_loss
+from playground.algos.aggregate import agg_loss
 from playground.algos.masked import TOKEN_DIMS, masked_mean, masked_sum
+from playground.algos.policy_registry import register_policy_loss
 
 Generators = torch.Generator | Sequence[torch.Generator] | None
 
@@ -97,7 +99,6 @@ def compute_policy_loss_gspo(
     clip_ratio: float | Tensor = 0.2,
     clip_ratio_low: float | Tensor | None = None,
     clip_ratio_high: float | Tensor | None = None,
-    **_: object,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """GSPO (Zheng et al. 2025, "Group Sequence Policy Optimization", arXiv 2507.18071): verl's
     `compute_policy_loss_gspo`.
@@ -137,7 +138,6 @@ def compute_policy_loss_gpg(
     advantages: Tensor,
     response_mask: Tensor,
     loss_agg_mode: str = "token-mean",
-    **_: object,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """GPG (Chu et al. 2025, "GPG: A Simple and Strong RL Baseline for Model Reasoning", arXiv 2504.02546):
     verl's `compute_policy_loss_gpg`.
@@ -173,7 +173,6 @@ def compute_policy_loss_clip_cov(
     clip_cov_lb: float | Tensor = 1.0,
     clip_cov_ub: float | Tensor = 5.0,
     generator: Generators = None,
-    **_: object,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """Clip-Cov (Cui et al. 2025, "The Entropy Mechanism of RL for Reasoning LMs", arXiv 2505.22617): verl's
     `compute_policy_loss_clip_cov`.
@@ -220,7 +219,6 @@ def compute_policy_loss_kl_cov(
     *,
     kl_cov_ratio: float | Tensor = 0.0002,
     ppo_kl_coef: float | Tensor = 0.1,
-    **_: object,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """KL-Cov (Cui et al. 2025, "The Entropy Mechanism of RL for Reasoning LMs", arXiv 2505.22617): verl's
     `compute_policy_loss_kl_cov`.
@@ -259,7 +257,6 @@ def compute_policy_loss_geo_mean(
     clip_ratio: float | Tensor = 0.2,
     clip_ratio_low: float | Tensor | None = None,
     clip_ratio_high: float | Tensor | None = None,
-    **_: object,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """GMPO (Zhao et al. 2025, "Geometric-Mean Policy Optimization", arXiv 2507.20673): verl's
     `compute_policy_loss_geo_mean`.

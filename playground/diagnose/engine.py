@@ -256,7 +256,7 @@ def diagnose_log(log: Log, family: str, config: Mapping | None = None, notes: Se
         if fired:
             by_id.setdefault(rule.id, []).append((rule, fired))
     findings = [_finding(fid, fired, log, family, config) for fid, fired in by_id.items()]
-    findings += verdicts(log, findings, family, notes)
+    findings += verdicts(log, findings, family, notes, config)
     notes += artifact_notes(log, family)
     findings.sort(key=lambda f: (-failures.SEVERITY_ORDER.index(f.severity), f.first_step, f.id))
     if log.facts.get("loss_updates", 1) != 1:

@@ -42,7 +42,7 @@ class FixStep(_Strict):
 Fix = dict[str, list[FixStep]]  # family (or "*") -> overrides
 
 
-class Rule(_Strict):
+class RuleSpec(_Strict):
     name: str
     id: str
     section: str
@@ -67,14 +67,14 @@ class Rule(_Strict):
         return value
 
     @model_validator(mode="after")
-    def _calibrates_own_thresholds(self) -> Rule:
+    def _calibrates_own_thresholds(self) -> RuleSpec:
         unknown = set(self.calibrated) - set(self.thresholds)
         if unknown:
             raise ValueError(f"calibrated names thresholds the rule does not have: {sorted(unknown)}")
         return self
 
 
-class Verdict(_Strict):
+class VerdictSpec(_Strict):
     name: str
     id: str
     section: str
@@ -87,7 +87,7 @@ class Verdict(_Strict):
     otherwise: str
 
 
-class Artifact(_Strict):
+class ArtifactSpec(_Strict):
     """What a log shows that is no failure, or hides one: a note with its verl reference, never a finding."""
 
     name: str
@@ -142,7 +142,7 @@ class Bands(_Strict):
 
 
 class Document(_Strict):
-    verdicts: list[Verdict]
+    verdicts: list[VerdictSpec]
     links: list[Link]
     checklist: list[Check]
     severities: dict[str, dict[str, bool]]
@@ -150,8 +150,8 @@ class Document(_Strict):
     guards: dict[str, dict[str, Any]] = {}
     measured_on: dict[Family, str]
     family_bands: dict[Family, dict[str, Bands]] = {}
-    rules: list[dict[str, Any]]  # each checked as a `Rule` by `check`, so that an error names its rule
-    artifacts: list[Artifact] = []
+    rules: list[dict[str, Any]]  # each checked as a `RuleSpec` by `check`, so that an error names its rule
+    artifacts: list[ArtifactSpec] = []
     catalogue: dict[str, Entry]
 
 
@@ -176,7 +176,7 @@ def check(data: Any, source: str = "rules.yaml") -> None:
     for index, rule in enumerate(document.rules):
         name = rule.get("name", f"#{index + 1}") if isinstance(rule, dict) else f"#{index + 1}"
         try:
-            Rule.model_validate(rule)
+            RuleSpec.model_validate(rule)
         except ValidationError as e:
             raise ValueError(f"{source}: rule {name!r}: {_errors(e)}") from None
         if name in names:

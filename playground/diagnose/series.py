@@ -44,12 +44,9 @@ class Series:
 
 
 def _score_key(log: Log) -> str:
-    declared = log.facts.get("score_metric")  # run.json: what the task's score_target is measured on
-    if declared and declared in log.cols:
-        return declared
-    if log.facts.get("family") == "token" or "critic/score/mean" not in log.cols:
-        return "val/score"  # token tasks: greedy validation; sampled train reward stays far below it
-    return "critic/score/mean"
+    from playground.score import score_metric  # the one definition of a run's score (sweeper, explorer, workshop)
+
+    return score_metric(log.facts, log.cols)
 
 
 def _score(log: Log, i: int) -> float | None:

@@ -8,6 +8,9 @@ guide's own reading of that range (a fresh critic's high loss and gradient are "
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from playground import failures
 from playground.diagnose import catalogue
 from playground.diagnose.calibration import family_band, has_band
@@ -50,17 +53,19 @@ def out_of_range(log: Log, family: str) -> list[dict]:
     return rows
 
 
-def _inconclusive(log: Log, steps: int, needed: int) -> Finding:
+def _inconclusive(log: Log, steps: int, needed: int, config: Mapping[str, Any] | None) -> Finding:
     rows = out_of_range(log, log.facts["family"])
     counted = f"{steps} training step{'s' * (steps != 1)}, the rules' windows need {needed}"
     explanation = {lang: text.format(counted=counted) for lang, text in catalogue.explanation(INCONCLUSIVE).items()}
     return Finding(id=INCONCLUSIVE, severity=failures.severity(INCONCLUSIVE), first_step=log.steps[0],
-                   last_step=log.steps[-1], evidence=rows, explanation=explanation, rule=INCONCLUSIVE)
+                   last_step=log.steps[-1], evidence=rows, explanation=explanation, rule=INCONCLUSIVE,
+                   fix=catalogue.render_fix(INCONCLUSIVE, log.facts["family"], config))
 
 
-def verdicts(log: Log, findings: list[Finding], family: str, notes: list[str]) -> list[Finding]:
+def verdicts(log: Log, findings: list[Finding], family: str, notes: list[str],
+             config: Mapping[str, Any] | None = None) -> list[Finding]:
     """The findings the verdicts give on the run as a whole, judged on the steps with a score; `notes` gains what
-    could not be judged."""
+    could not be judged. `config`, the run's, sizes the fix (train longer) of an inconclusive run."""
     score = compile_series("score", {})
     known = [i for i in range(log.n) if score.value(log, i) is not None]
     out = []
@@ -72,7 +77,7 @@ def verdicts(log: Log, findings: list[Finding], family: str, notes: list[str]) -
             continue
         steps = training_steps(log)
         if steps < spec["min_steps"] and not log.shape_only:
-            out.append(_inconclusive(log, steps, spec["min_steps"]))
+            out.append(_inconclusive(log, steps, spec["min_steps"], config))
             continue
         if len(known) < spec["short_run"]:
             notes.append(f"{spec['name']}: too little data to tell whether the score rose ({len(known)} score value"

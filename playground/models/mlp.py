@@ -176,7 +176,7 @@ class GymCritic:
         return self.net.forward(batch["obs"])
 
 
-class WorldModel:
+class MLPWorldModel:
     """Predicts the next observation and the reward from (observation, action): `world_model/loss` (MSE)."""
 
     def __init__(self, obs_dim: int, action_size: int, hidden: Sequence[int], generators, discrete: bool,

@@ -1,33 +1,64 @@
-"""The task interface: everything the trainer uses of a task family, written down once.
+"""The task interface and the batch it fills: everything the trainer uses of a task family, written down once.
 
-The trainer (`playground.trainer`) runs verl's PPO step on a `Task` and nothing else: the task owns the
-environment or the prompts, the models, the reward and the validation; the trainer owns the update, the
-optimizers, the schedules, the stop conditions and the records. A task serves K agents at once (K = 1 for an
-ordinary run): every tensor in a batch is `(K, rows, ...)` — `rows` sequences (token tasks) or transitions (gym
-tasks, one "token" each) — and every per-agent metric is `(K,)`.
-
-Per-step state travels in the batch, as verl carries `uid` in its `DataProto`: what `generate` knows about the
-rows (their group ids, lengths, texts) goes into the batch it returns, and later calls read it back from there.
-Fields that are not tensors (texts, ground truths) are per-agent lists `[K][rows]`, like verl's
-`non_tensor_batch`. Fields every task fills:
-
-    response_mask        (K, rows, T)  1 on real response tokens (gym: a valid transition)
-    scores               (K, rows, T)  the task's raw reward (token tasks: on the last response token)
-    token_level_scores   (K, rows, T)  the reward the agent trains on (after reward.scale and noise)
-
-`compute_values` adds `values`; the trainer adds `old_log_probs`, `ref_log_prob`, `token_level_rewards`,
-`advantages` and `returns`. To add a task family, subclass `Task` (docs/adding-a-task.md walks through one).
+The trainer (`playground.trainer`) runs verl's PPO step through its workers (`playground.workers`: rollout, actor,
+reference, critic); the task supplies what they run on: the environment or the prompts, the models, the reward
+and the validation. A task serves K agents at once (K = 1 for an ordinary run): every tensor in a batch is
+`(K, rows, ...)` — `rows` sequences (token tasks) or transitions (gym tasks, one "token" each) — and every
+per-agent metric is `(K,)`. To add a task family, subclass `Task` (docs/adding-a-task.md walks through one).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
-from typing import Any, ClassVar, Protocol
+from collections.abc import Sequence
+from typing import Any, ClassVar, Protocol, TypedDict
 
 from torch import Tensor
 
-from playground.update import Batch
+
+class Batch(TypedDict, total=False):
+    """One step's rows, as verl's `DataProto`: tensors `(K, rows, ...)` (its `batch`), and per-agent lists `[K][rows]`
+    for fields that are not tensors (its `non_tensor_batch`). Per-step state travels here, as verl carries `uid`:
+    what `generate` knows about the rows goes into the batch, and later phases read it back from there.
+
+    Each field says its shape and which phase writes it (T: response tokens; a gym transition is one token). The
+    update reads only tensor fields, and only those it names (`Task.model_input_keys` and its own).
+    """
+
+    # gen (`Task.generate`, run by the rollout worker): every task
+    agents: list[int]  # the agent of each leading position (all K, or some for dynamic sampling's extra draws)
+    response_mask: Tensor  # (K, rows, T) float, 1 on real response tokens (gym: a valid transition)
+    # gen, gym tasks: the transitions, env-major (`(K, N·T, ...)`: a reshape gives each env's time series)
+    obs: Tensor  # (K, rows, obs_dim)
+    actions: Tensor  # (K, rows) discrete, (K, rows, action_dim) continuous
+    final_obs: Tensor  # (K, rows, obs_dim) the observation after the step (before an auto-reset)
+    terminated: Tensor  # (K, rows) bool
+    truncated: Tensor  # (K, rows) bool
+    # gen, token tasks: the sequences (prompt left-padded, response right-padded)
+    input_ids: Tensor  # (K, rows, P + T)
+    attention_mask: Tensor  # (K, rows, P + T)
+    position_ids: Tensor  # (K, rows, P + T)
+    responses: Tensor  # (K, rows, T)
+    uid: Tensor  # (K, rows) the prompt's group id (rows of one prompt share it)
+    prompt_length: Tensor  # (K, rows)
+    response_length: Tensor  # (K, rows)
+    ground_truth: list[list[str]]  # [K][rows]
+    prompt_text: list[list[str]]  # [K][rows]
+    reward_baselines: Tensor  # (K, rows) ReMax's greedy reward (verl's `gen_max`), only for adv_estimator=remax
+    # reward (`Task.compute_scores`; a gym rollout scores its rows as it goes)
+    scores: Tensor  # (K, rows, T) the task's raw reward (token tasks: on the last response token)
+    token_level_scores: Tensor  # (K, rows, T) the reward the agent trains on (after reward.scale and noise)
+    response_text: list[list[str]]  # [K][rows] token tasks: the decoded responses
+    reward_extra_info: dict[str, Tensor]  # name -> (K, rows) token tasks: the rule's per-row facts (`score`, `acc`)
+    # old_log_prob (actor worker), ref (reference worker), values (critic worker)
+    old_log_probs: Tensor  # (K, rows, T) under the weights that generated the rows
+    ref_log_prob: Tensor  # (K, rows, T) under the frozen reference (KL loss, KL in the reward)
+    values: Tensor  # (K, rows, T) V(s_t) before the update
+    next_values: Tensor  # (K, rows, T) gym: V(s_{t+1}) for bootstrapping, 0 after a termination
+    # adv (`playground.advantage`)
+    token_level_rewards: Tensor  # (K, rows, T) the scores, minus the KL penalty with use_kl_in_reward
+    advantages: Tensor  # (K, rows, T)
+    returns: Tensor  # (K, rows, T)
 
 
 class Trainable(Protocol):
@@ -50,7 +81,7 @@ class WorldModel(Trainable, Protocol):
 
 class Task(ABC):
     """One task family as the trainer sees it. Subclasses set the attributes and implement the abstract methods;
-    the others have defaults that a task without that part keeps."""
+    the others have defaults that a task without that part keeps. No method calls back into the trainer."""
 
     family: ClassVar[str]  # "gym" | "token": picks the diagnosis's thresholds and the family's own config checks
     score_metric: ClassVar[str]  # the metric `task.score_target` and `trainer.stop_on_score` are measured on
@@ -70,10 +101,12 @@ class Task(ABC):
     def describe(self) -> dict[str, Any]:
         """Facts for `run.json`: at least `action_space` and `max_entropy` (the diagnosis reads them)."""
 
-    # ---- one PPO step, in the order the trainer calls them ---------------------------------------------------
+    # ---- one PPO step, in the order the workers call them ----------------------------------------------------
     @abstractmethod
-    def generate(self) -> Batch:
-        """Roll out this step's batch with the current policy (the `gen` phase)."""
+    def generate(self, agents: Sequence[int] | None = None) -> Batch:
+        """Roll out this step's batch with the current policy (the `gen` phase): the `gen` fields of `Batch`.
+        `agents=None`: every agent, the start of a step. A list: more rows of the same step for those agents only,
+        each from its own streams (dynamic sampling; a task without it may refuse)."""
 
     def compute_scores(self, batch: Batch) -> None:
         """Fill `scores` and `token_level_scores` (the `reward` phase); a task whose rollout already scored its
@@ -94,10 +127,14 @@ class Task(ABC):
         batch["values"] = self.critic.values(batch)
 
     @abstractmethod
-    def compute_advantage(self, batch: Batch, estimator: Callable[..., tuple[Tensor, Tensor]],
-                          **kwargs: Any) -> tuple[Tensor, Tensor]:
-        """`(advantages, returns)` from the registered `estimator` (`algorithm.adv_estimator`), given the task's
-        layout of the rows (gym: each env's time series; token: `index` = the batch's `uid`)."""
+    def advantage_inputs(self, batch: Batch) -> dict[str, Tensor | None]:
+        """The advantage estimator's tensor inputs in the task's layout of the rows (`algos.advantages`:
+        `token_level_rewards`, `response_mask`, and what the task has of `values`, `next_values`, `dones`,
+        `index`, `reward_baselines`); the estimator's outputs come back through `advantage_rows`."""
+
+    def advantage_rows(self, x: Tensor) -> Tensor:
+        """An estimator's output `(advantages or returns)` in the task's layout, back as the batch's `(K, rows, T)`."""
+        return x
 
     def watch_memory(self, guard) -> None:
         """Let the memory guard (`memory.MemoryGuard`) measure inside the task's own passes, where memory peaks

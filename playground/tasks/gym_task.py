@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -19,10 +20,9 @@ from torch import Tensor
 from playground.envs.gym_vector import GymnasiumEnv
 from playground.envs.torch_classic import TORCH_ENVS, make_torch_env, uses_torch_port
 from playground.hparams import AgentHParams
-from playground.models.mlp import GymActor, GymCritic, WorldModel
+from playground.models.mlp import GymActor, GymCritic, MLPWorldModel
 from playground.perf import device_name, peak_flops
-from playground.tasks.base import Task
-from playground.update import Batch
+from playground.tasks.base import Batch, Task
 
 EVAL_SEED_OFFSET = 1_000_003  # evaluation episodes start from states training never saw
 
@@ -82,7 +82,7 @@ class GymTask(Task):
 
     def __init__(self, cfgs: list[DictConfig], hp: AgentHParams, device: torch.device):
         cfg = cfgs[0]
-        self.cfg, self.hp, self.device = cfg, hp, device
+        self.cfg, self.device = cfg, device
         self.num_agents = len(cfgs)
         self.seeds = [int(c.trainer.seed) for c in cfgs]
         self.num_envs, self.rollout_length = cfg.env.num_envs, cfg.env.rollout_length
@@ -101,7 +101,7 @@ class GymTask(Task):
         self.rows_per_step = self.num_envs * self.rollout_length  # transitions per agent per step
         if cfg.world_model.enable:
             size = self.env.num_actions if self.env.discrete else self.env.action_dim
-            self.world_model = WorldModel(self.env.obs_dim, size, list(cfg.world_model.hidden_sizes), init_gens,
+            self.world_model = MLPWorldModel(self.env.obs_dim, size, list(cfg.world_model.hidden_sizes), init_gens,
                                           self.env.discrete, device=device)
         self.windows = [EpisodeWindow(cfg.env.episode_window) for _ in range(self.num_agents)]
         self.obs = self.env.reset()
@@ -111,6 +111,8 @@ class GymTask(Task):
         self.ep_length = np.zeros(shape, dtype=np.int64)
         self.env_steps = 0
         self.noisy_agents = [float(c.reward.noise_std) > 0 for c in cfgs]
+        self.reward_scale, self.noise_std = hp.vector("reward.scale"), hp.vector("reward.noise_std")  # (K,) each
+        self.noise_type = str(cfg.reward.noise_type)
         self.nan_rates = [float(c.reward.nan_rate) for c in cfgs]
         self.peak_flops = peak_flops(device_name(device), cfg.trainer.get("peak_flops"))
         if not self.env.discrete:
@@ -134,8 +136,11 @@ class GymTask(Task):
 
     # ---- gen ----------------------------------------------------------------------------------------
     @torch.no_grad()
-    def generate(self) -> Batch:
-        """Roll out T steps of N envs per agent; returns the batch in env-major rows `(K, N·T, ...)`."""
+    def generate(self, agents: Sequence[int] | None = None) -> Batch:
+        """Roll out T steps of N envs per agent; returns the batch in env-major rows `(K, N·T, ...)`. Every agent
+        rolls out at once (the envs step together): `agents` may only name all of them."""
+        if agents is not None and list(agents) != list(range(self.num_agents)):
+            raise ValueError("a gym rollout steps every agent's envs together: it cannot roll out some agents")
         k, n, t_len = self.num_agents, self.num_envs, self.rollout_length
         discrete = self.env.discrete
         size = self.env.num_actions if discrete else self.env.action_dim
@@ -167,14 +172,13 @@ class GymTask(Task):
         valid = rows(valid_l) if valid_l[0] is not None else torch.ones(k, n * t_len, dtype=torch.bool,
                                                                            device=self.device)
         reward = rows(rew_l).float()
-        trained_reward = reward * self.hp.vector("reward.scale").view(-1, 1)
+        trained_reward = reward * self.reward_scale.view(-1, 1)
         if any(self.noisy_agents):
-            noise_std = self.hp.vector("reward.noise_std")
-            trained_reward = trained_reward + noise_std.view(-1, 1) * self._reward_noise(reward.shape)
+            trained_reward = trained_reward + self.noise_std.view(-1, 1) * self._reward_noise(reward.shape)
         if any(self.nan_rates):
             trained_reward = torch.where(self._broken_rewards(reward.shape), torch.nan, trained_reward)
         return {
-            "obs": rows(obs_l), "actions": rows(act_l), "final_obs": rows(final_l),
+            "agents": list(range(k)), "obs": rows(obs_l), "actions": rows(act_l), "final_obs": rows(final_l),
             "terminated": rows(term_l), "truncated": rows(trunc_l),
             "response_mask": valid.unsqueeze(-1).float(),
             "scores": reward.unsqueeze(-1),  # the task's raw reward
@@ -189,7 +193,7 @@ class GymTask(Task):
 
     def _reward_noise(self, shape: tuple[int, ...]) -> Tensor:
         """Heavy-tailed (Cauchy) or normal noise, per agent from its own generator (zeros for agents without)."""
-        kind = self.cfg.reward.noise_type
+        kind = self.noise_type
         draws = []
         for g, noisy in zip(self.noise_gens, self.noisy_agents):
             if not noisy:  # draw nothing: the agent's generator, and so its rollouts, stay as if it ran alone
@@ -215,18 +219,17 @@ class GymTask(Task):
         batch["next_values"] = next_values * (~batch["terminated"]).unsqueeze(-1)
 
     # ---- adv ----------------------------------------------------------------------------------------
-    def compute_advantage(self, batch: Batch, estimator, **kwargs) -> tuple[Tensor, Tensor]:
-        """GAE over each env's time series: rows reshaped to `(K, N, T)`, episodes cut by `dones`."""
-        k, n, t_len = self.num_agents, self.num_envs, self.rollout_length
-
-        def series(x: Tensor) -> Tensor:
-            return x.reshape(k, n, t_len)
-
+    def advantage_inputs(self, batch: Batch) -> dict[str, Tensor | None]:
+        """GAE runs over each env's time series: rows reshaped to `(K, N, T)`, episodes cut by `dones`."""
+        series = lambda x: x.reshape(self.num_agents, self.num_envs, self.rollout_length)  # noqa: E731
         dones = series(batch["terminated"] | batch["truncated"])
-        adv, ret = estimator(token_level_rewards=series(batch["token_level_rewards"]),
-                             values=series(batch["values"]), response_mask=series(batch["response_mask"]),
-                             next_values=series(batch["next_values"]), dones=dones, **kwargs)
-        return adv.reshape(k, n * t_len, 1), ret.reshape(k, n * t_len, 1)
+        return {"token_level_rewards": series(batch["token_level_rewards"]), "values": series(batch["values"]),
+                "response_mask": series(batch["response_mask"]), "next_values": series(batch["next_values"]),
+                "dones": dones}
+
+    def advantage_rows(self, x: Tensor) -> Tensor:
+        """`(K, N, T)` back to the batch's env-major rows `(K, N·T, 1)`."""
+        return x.reshape(self.num_agents, self.num_envs * self.rollout_length, 1)
 
     # ---- metrics ------------------------------------------------------------------------------------
     def record_step(self, batch: Batch, step: int) -> None:

@@ -19,8 +19,8 @@ from omegaconf import DictConfig
 from torch import Tensor
 
 from playground.algos.dapo import overlong_penalty
+from playground.tasks.base import Batch
 from playground.tasks.token_data import score
-from playground.update import Batch
 
 
 class TokenReward:

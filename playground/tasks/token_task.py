@@ -43,11 +43,10 @@ from playground.models.tiny_gpt import (
     generate,
 )
 from playground.perf import device_name, peak_flops
-from playground.tasks.base import Task
+from playground.tasks.base import Batch, Task
 from playground.tasks.sft import SFTConfig, build_base_model
 from playground.tasks.token_data import make_prompts, pass_at_k
 from playground.tasks.token_reward import TokenReward
-from playground.update import Batch
 
 # On CPU a pass without gradients over many agents (rollout, old log-probs, reference, values, validation) runs in
 # chunks of agents whose largest activation (the MLP's, tokens × 4·n_embd floats) stays under this, so that its memory
@@ -118,8 +117,9 @@ class TokenTask(Task):
             self.critic_model.transformer.gradient_checkpointing = bool(cfg.critic.model.enable_gradient_checkpointing)
         if any(m is not None and m.transformer.gradient_checkpointing for m in (self.model, self.critic_model)):
             checkpointing.warm_up()  # before the memory guard's baseline
+        self.passes = AgentPasses(self.num_agents, device, self.model_cfg.n_embd, self.model_input_keys)
         self.actor = _Params(self.model)
-        self.critic = _CriticView(self.critic_model, self) if use_critic else None
+        self.critic = _CriticView(self.critic_model, self.passes) if use_critic else None
         self.prompt_gens = [torch.Generator().manual_seed(seed) for seed in seeds]
         self.sample_gens = [torch.Generator(device=device).manual_seed(seed + 1) for seed in seeds]
         self.n = int(cfg.actor_rollout_ref.rollout.n)
@@ -148,29 +148,6 @@ class TokenTask(Task):
             if model is not None and model.transformer.gradient_checkpointing:
                 model.transformer.after_recompute = lambda: guard.check("a checkpointed block's recomputation")
 
-    # ---- agents in chunks ---------------------------------------------------------------------------
-    def _chunks(self, agents: list[int], tokens_per_agent: int) -> list[list[int]]:
-        """The agents of one pass, in chunks (`CPU_PASS_BYTES`); a GPU takes them all at once."""
-        if self.device.type != "cpu":
-            return [agents]
-        per_chunk = max(1, CPU_PASS_BYTES // (tokens_per_agent * 4 * self.model_cfg.n_embd * 4))
-        return [agents[i:i + per_chunk] for i in range(0, len(agents), per_chunk)]
-
-    def _view(self, model, agents: list[int]):
-        """The stacked `model` for these agents: itself for all of them (K = 1: the plain model)."""
-        if len(agents) == self.num_agents:
-            return model
-        first = agents[0]
-        contiguous = agents == list(range(first, first + len(agents)))
-        return AgentView.agents(model, slice(first, first + len(agents)) if contiguous else agents)
-
-    def _shared(self, model, num_agents: int):
-        """One model (the reference) for several agents' rows, run through the agents' stacked ops (K = 1: itself):
-        at step 1 an agent's log-probs then equal the reference's bit for bit and its KL loss has exactly no gradient,
-        as in a run of its own. Through two code paths they differ by rounding, and Adam turns that noise into a
-        full-size step (docs/tuning.md)."""
-        return model if self.num_agents == 1 else AgentView.shared(model, num_agents)
-
     # ---- gen / reward -------------------------------------------------------------------------------
     @torch.no_grad()
     def _generate(self, agents: list[int], examples: list[list], *, temperature: float, top_p: float,
@@ -183,12 +160,12 @@ class TokenTask(Task):
         was_training = self.model.training
         self.model.eval()
         parts = []
-        for chunk in self._chunks(list(range(len(agents))), len(examples[0]) * width):  # positions in `agents`
+        for chunk in self.passes.chunks(list(range(len(agents))), len(examples[0]) * width):  # positions in `agents`
             flat = [e for i in chunk for e in examples[i]]
             prompt_ids, prompt_mask = self.data.collate_prompts(flat, width=data.max_prompt_length,
                                                                 truncation=data.truncation)
             prompt_ids, prompt_mask = prompt_ids.to(self.device), prompt_mask.to(self.device)
-            net = self._view(self.model, [agents[i] for i in chunk]) if model is None else model
+            net = self.passes.view(self.model, [agents[i] for i in chunk]) if model is None else model
             out = generate(net, prompt_ids, prompt_mask,
                            max_new_tokens=data.max_response_length, eos_id=self.tokenizer.eos_id,
                            pad_id=self.tokenizer.pad_id, temperature=temperature, top_p=top_p, do_sample=do_sample,
@@ -248,27 +225,8 @@ class TokenTask(Task):
         self.reward.score_batch(batch, self.prompt_gens)
 
     # ---- log-probs, reference, values ---------------------------------------------------------------
-    def _forward(self, model, mb: Batch, compute, stacked: bool = True) -> list[Tensor]:
-        """`compute(model, input_ids, attention_mask, position_ids, responses)` over the agents' rows in chunks of
-        agents, each output `(K, rows, response_length)`. `stacked=False`: one model (the reference) for every agent's
-        rows (`_shared`). A rollout of some agents (`mb["agents"]`) runs on those agents' models."""
-        agents, rows, width = mb["input_ids"].shape
-        everyone = list(range(agents))
-        ids = mb.get("agents", everyone)  # the agent of each position
-        # A pass with gradients (the update) takes every agent at once: its micro-batches bound its memory (a
-        # checkpointed block would recompute correctly in a view too: `models.checkpointing`).
-        chunks = [everyone] if torch.is_grad_enabled() else self._chunks(everyone, rows * width)
-        parts = []
-        for chunk in chunks:
-            picked = slice(chunk[0], chunk[-1] + 1)
-            inputs = [_flat(mb[key][picked]) for key in self.model_input_keys]
-            net = self._view(model, [ids[i] for i in chunk]) if stacked else self._shared(model, len(chunk))
-            outputs = compute(net, *inputs)
-            parts.append([x.view(len(chunk), rows, x.shape[-1]) for x in outputs])
-        return parts[0] if len(parts) == 1 else [torch.cat(xs) for xs in zip(*parts)]
-
     def _log_prob(self, model, mb: Batch, stacked: bool = True) -> tuple[Tensor, Tensor]:
-        log_probs, entropy = self._forward(
+        log_probs, entropy = self.passes.forward(
             model, mb, lambda net, *inputs: compute_log_prob(net, *inputs, self.temperature), stacked)
         return log_probs, entropy
 
@@ -279,11 +237,11 @@ class TokenTask(Task):
     def ref_log_prob(self, batch: Batch) -> Tensor:
         return self._log_prob(self.ref_model, batch, stacked=False)[0]  # one frozen base for every agent's rows
 
-    def compute_advantage(self, batch: Batch, estimator, **kwargs) -> tuple[Tensor, Tensor]:
+    def advantage_inputs(self, batch: Batch) -> dict[str, Tensor | None]:
         # every agent's rows have the same layout, so agent 0's uids group every agent's rows
-        return estimator(token_level_rewards=batch["token_level_rewards"], values=batch.get("values"),
-                         response_mask=batch["response_mask"], index=batch["uid"][0],
-                         reward_baselines=batch.get("reward_baselines"), **kwargs)
+        return {"token_level_rewards": batch["token_level_rewards"], "values": batch.get("values"),
+                "response_mask": batch["response_mask"], "index": batch["uid"][0],
+                "reward_baselines": batch.get("reward_baselines")}
 
     # ---- metrics ------------------------------------------------------------------------------------
     def batch_metrics(self, batch: Batch) -> dict[str, Tensor]:
@@ -393,11 +351,63 @@ class _Params:
 class _CriticView(_Params):
     """The critic as the shared update calls it: `values(batch)` → `(K, bs, response_length)`."""
 
-    def __init__(self, critic: TinyGPTCritic, task: TokenTask):
+    def __init__(self, critic: TinyGPTCritic, passes: AgentPasses):
         super().__init__(critic)
-        self.model, self.task = critic, task
+        self.model, self.passes = critic, passes
 
     def values(self, mb: Batch) -> Tensor:
         def values(net, input_ids, attention_mask, position_ids, responses):
             return (compute_values(net, input_ids, attention_mask, position_ids, responses.shape[-1]),)
-        return self.task._forward(self.model, mb, values)[0]
+        return self.passes.forward(self.model, mb, values)[0]
+
+
+class AgentPasses:
+    """How a pass runs K agents' rows through a stacked model: in chunks of agents on CPU (`CPU_PASS_BYTES`), each
+    chunk on a view of those agents' weights (or one shared model, the reference, for all of them). The task's
+    passes and the critic's share it."""
+
+    def __init__(self, num_agents: int, device: torch.device, n_embd: int, model_input_keys: tuple[str, ...]):
+        self.num_agents, self.device, self.n_embd, self.model_input_keys = num_agents, device, n_embd, model_input_keys
+
+    def chunks(self, agents: list[int], tokens_per_agent: int) -> list[list[int]]:
+        """The agents of one pass, in chunks (`CPU_PASS_BYTES`); a GPU takes them all at once."""
+        if self.device.type != "cpu":
+            return [agents]
+        per_chunk = max(1, CPU_PASS_BYTES // (tokens_per_agent * 4 * self.n_embd * 4))
+        return [agents[i:i + per_chunk] for i in range(0, len(agents), per_chunk)]
+
+    def view(self, model, agents: list[int]):
+        """The stacked `model` for these agents: itself for all of them (K = 1: the plain model)."""
+        if len(agents) == self.num_agents:
+            return model
+        first = agents[0]
+        contiguous = agents == list(range(first, first + len(agents)))
+        return AgentView.agents(model, slice(first, first + len(agents)) if contiguous else agents)
+
+    def shared(self, model, num_agents: int):
+        """One model (the reference) for several agents' rows, run through the agents' stacked ops (K = 1: itself):
+        at step 1 an agent's log-probs then equal the reference's bit for bit and its KL loss has exactly no gradient,
+        as in a run of its own. Through two code paths they differ by rounding, and Adam turns that noise into a
+        full-size step (docs/tuning.md)."""
+        return model if self.num_agents == 1 else AgentView.shared(model, num_agents)
+
+    def forward(self, model, mb: Batch, compute, stacked: bool = True) -> list[Tensor]:
+        """`compute(model, input_ids, attention_mask, position_ids, responses)` over the agents' rows in chunks of
+        agents, each output `(K, rows, response_length)`. `stacked=False`: one model (the reference) for every agent's
+        rows (`shared`). A rollout of some agents (`mb["agents"]`) runs on those agents' models."""
+        agents, rows, width = mb["input_ids"].shape
+        everyone = list(range(agents))
+        ids = mb.get("agents", everyone)  # the agent of each position
+        # A pass with gradients (the update) takes every agent at once: its micro-batches bound its memory (a
+        # checkpointed block would recompute correctly in a view too: `models.checkpointing`).
+        chunks = [everyone] if torch.is_grad_enabled() else self.chunks(everyone, rows * width)
+        parts = []
+        for chunk in chunks:
+            picked = slice(chunk[0], chunk[-1] + 1)
+            inputs = [_flat(mb[key][picked]) for key in self.model_input_keys]
+            net = self.view(model, [ids[i] for i in chunk]) if stacked else self.shared(model, len(chunk))
+            outputs = compute(net, *inputs)
+            parts.append([x.view(len(chunk), rows, x.shape[-1]) for x in outputs])
+        return parts[0] if len(parts) == 1 else [torch.cat(xs) for xs in zip(*parts)]
+
+

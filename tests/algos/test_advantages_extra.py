@@ -37,13 +37,34 @@ def test_registered_under_verl_names_and_ignore_extra_keywords():
     for name, fn in NAMES.items():
         assert get_adv_estimator_fn(name) is fn
     assert set(NAMES) <= set(ADV_ESTIMATORS)
-    # The trainer's call site passes values/gamma/lam/norm_adv to every estimator.
+    # The trainer's call site has values/gamma/lam/norm_adv for every estimator; the registry picks each one's own.
     rewards, mask, index = _outcome(torch.tensor([1.0, 0.0])), torch.ones(2, 2), torch.tensor([0, 0])
+    offered = dict(token_level_rewards=rewards, response_mask=mask, index=index, values=None, gamma=1.0, lam=1.0,
+                   norm_adv=True, norm_adv_by_std_in_grpo=True, reward_baselines=torch.zeros(2))
     for name in NAMES:
-        adv, ret = get_adv_estimator_fn(name)(
-            token_level_rewards=rewards, response_mask=mask, index=index, values=None, gamma=1.0, lam=1.0,
-            norm_adv=True, norm_adv_by_std_in_grpo=True, reward_baselines=torch.zeros(2))
+        adv, ret = get_adv_estimator_fn(name)(**ADV_ESTIMATORS.select(name, offered))
         assert adv.shape == ret.shape == (2, 2)
+
+
+@pytest.mark.parametrize("name", sorted(NAMES) + ["gae"])
+def test_a_misspelt_keyword_raises(name):
+    rewards, mask = _outcome(torch.tensor([1.0, 0.0])), torch.ones(2, 2)
+    with pytest.raises(TypeError):
+        get_adv_estimator_fn(name)(token_level_rewards=rewards, response_mask=mask, index=torch.tensor([0, 0]),
+                                   values=torch.zeros(2, 2), gamma=1.0, lam=1.0, reward_baselines=torch.zeros(2),
+                                   gama=0.9)
+    with pytest.raises(TypeError, match="gama"):
+        ADV_ESTIMATORS.select(name, {"gama": 0.9})
+
+
+def test_the_registry_refuses_a_function_that_swallows_keywords():
+    from playground.algos.registry import Registry
+
+    registry = Registry("algorithm.adv_estimator", ["x"], ["token_level_rewards"])
+    with pytest.raises(TypeError, match="only the keywords it reads"):
+        registry.register("x")(lambda token_level_rewards, **_: None)
+    with pytest.raises(TypeError, match="no caller offers"):
+        registry.register("x")(lambda token_level_reward: None)
 
 
 def test_reinforce_plus_plus_baseline_group_centred_then_batch_whitened():

@@ -34,15 +34,27 @@ def test_registered_under_verl_names_and_share_the_call_site():
     for name, fn in NAMES.items():
         assert get_policy_loss_fn(name) is fn
     assert set(NAMES) | {"vanilla"} <= set(POLICY_LOSSES)
-    # One call site passes every key to whichever loss: each ignores what it does not read.
+    # One call site has every key; the registry picks each loss's own.
     g = torch.Generator().manual_seed(0)
     old, new, adv = (torch.randn(3, 4, generator=g) * 0.1 for _ in range(3))
     keys = dict(clip_ratio=0.2, clip_ratio_low=None, clip_ratio_high=None, clip_ratio_c=3.0, clip_cov_ratio=0.0002,
                 clip_cov_lb=1.0, clip_cov_ub=5.0, kl_cov_ratio=0.0002, ppo_kl_coef=0.1, generator=g)
     for name in POLICY_LOSSES:
-        loss, metrics = get_policy_loss_fn(name)(old, new, adv, torch.ones(3, 4), "token-mean", **keys)
+        own = POLICY_LOSSES.select(name, keys)
+        loss, metrics = get_policy_loss_fn(name)(old, new, adv, torch.ones(3, 4), "token-mean", **own)
         assert loss.shape == () and all(v.shape == () for v in metrics.values())
-    assert compute_policy_loss_vanilla(old, new, adv, torch.ones(3, 4), **keys)[0].shape == ()
+    vanilla_keys = POLICY_LOSSES.select("vanilla", keys)
+    assert compute_policy_loss_vanilla(old, new, adv, torch.ones(3, 4), **vanilla_keys)[0].shape == ()
+
+
+@pytest.mark.parametrize("name", sorted(NAMES) + ["vanilla"])
+def test_a_misspelt_keyword_raises(name):
+    """No loss swallows unknown keywords: a typo is an error, at the loss and at the registry's pick."""
+    old = new = adv = torch.zeros(2, 3)
+    with pytest.raises(TypeError):
+        get_policy_loss_fn(name)(old, new, adv, torch.ones(2, 3), "token-mean", clip_ratoi=0.2)
+    with pytest.raises(TypeError, match="clip_ratoi"):
+        POLICY_LOSSES.select(name, {"clip_ratoi": 0.2})
 
 
 # ---- GSPO --------------------------------------------------------------------------------------------------------

@@ -29,7 +29,10 @@ def test_register_refuses_an_undeclared_name_and_a_second_function():
 
 def test_get_names_the_key_and_the_known_names():
     registry = Registry("algorithm.adv_estimator", names=("a", "b"))
-    registry.register("b")(len)
-    assert registry.get("b") is len and "b" in registry and "a" not in registry
+    def fn():
+        return 0
+
+    registry.register("b")(fn)
+    assert registry.get("b") is fn and "b" in registry and "a" not in registry
     with pytest.raises(ValueError, match=r"algorithm.adv_estimator='zz' is unknown; known: \['b'\]"):
         registry.get("zz")

@@ -7,6 +7,8 @@ import itertools
 import re
 from pathlib import Path
 
+from playground.overrides import parse, value_of
+
 from fake_runs import LR_TOO_HIGH, finding, write_run
 
 # Above Linux's largest pid (2**22): a signal sent to one of these finds no process.
@@ -30,11 +32,12 @@ class FakeProcess:
 
 
 def _value(argv: list[str], key: str) -> str | None:
-    return next((a.split("=", 1)[1].strip("'") for a in argv if a.startswith(f"{key}=")), None)
+    value = value_of(argv, key)
+    return None if value is None else value.strip("'")
 
 
 def _overrides(argv: list[str]) -> list[str]:
-    return [a for a in argv[3:] if "=" in a and not a.startswith(("hydra", "trainer.progress_bar"))]
+    return [a for a in argv[3:] if parse(a).value is not None and not a.startswith("hydra")]
 
 
 def write_train(argv: list[str]) -> None:
@@ -51,10 +54,11 @@ def write_sweep(argv: list[str]) -> None:
     sweep = Path(_value(argv, "hydra.sweep.dir"))
     sweep.mkdir(parents=True, exist_ok=True)
     (sweep / "multirun.yaml").write_text("hydra: {}\n")
-    fixed = [o for o in _overrides(argv) if "," not in o]
-    swept = [o.split("=", 1) for o in _overrides(argv) if "," in o]
-    for job, combo in enumerate(itertools.product(*(v.split(",") for _, v in swept))):
-        overrides = [*fixed, *(f"{k}={v}" for (k, _), v in zip(swept, combo))]
+    parsed = [parse(o) for o in _overrides(argv)]
+    fixed = [o.text for o in parsed if not o.sweep]
+    swept = [o for o in parsed if o.sweep]
+    for job, combo in enumerate(itertools.product(*(o.value.split(",") for o in swept))):
+        overrides = [*fixed, *(f"{o.key}={v}" for o, v in zip(swept, combo))]
         write_train([*argv[:3], *overrides, f"hydra.run.dir={sweep / str(job)}"])
 
 

@@ -1,12 +1,13 @@
 """Fake run dirs for the explorer's tests and benchmark: metrics shaped like CartPole and token runs.
 
-They follow the run-dir contract of `playground/runs.py` (run.json, metrics.jsonl, samples.jsonl,
-findings.json, .hydra/overrides.yaml) without training anything.
+They are written by the real writers, without training anything: run.json, metrics.jsonl and samples.jsonl by the
+trainer's `RunRecorder`, findings.json by the diagnosis's `findings_document` (from findings given here, not
+diagnosed); only `.hydra/overrides.yaml` (Hydra's) and the damage a test asks for (a garbage line, a half-written
+last line, which no writer leaves) are written by hand.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -14,7 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from playground.diagnose.causes import Diagnosis
+from playground.diagnose.engine import Finding, Report, findings_document
 from playground.metrics import STEP
+from playground.runs import METRICS, RunRecorder, write_findings
 
 
 def _gym_record(t: int, steps: int, rng: np.random.Generator, unstable: bool) -> dict[str, float]:
@@ -77,12 +81,37 @@ def _token_record(t: int, steps: int, rng: np.random.Generator) -> dict[str, flo
     return record
 
 
-def _line(record: dict[str, float]) -> str:
-    out = {}
-    for key, value in record.items():
-        value = float(value)
-        out[key] = value if math.isfinite(value) else ("NaN" if math.isnan(value) else "Infinity")
-    return json.dumps(out)
+def _samples(t: int) -> list[dict[str, Any]]:
+    """The 4 samples a token run logs at step t."""
+    out = []
+    for i in range(4):
+        answer = str((t * 7 + i) % 100)
+        correct = (t + i) % 3 != 0
+        out.append({"step": t, "prompt": f"{t} + {i} =", "response": answer if correct else "17",
+                    "reward": 1.0 if correct else 0.0, "truncated": i == 3, "answer": answer})
+    return out
+
+
+def _damage(path: Path, corrupt_line: bool, half_line: bool, steps: int) -> None:
+    """What a test asks of a damaged metrics.jsonl: a garbage line mid-file, a last line cut short."""
+    if corrupt_line:
+        lines = path.read_text().splitlines(keepends=True)
+        lines.insert(len(lines) // 2, '{"training/global_step": 3, "actor/pg_lo\n')
+        path.write_text("".join(lines))
+    if half_line:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write('{"training/global_step": ' + str(steps + 1) + ', "actor/pg')
+
+
+def write_report(run_dir: str | Path, findings: list[dict[str, Any]], diagnoses: list[dict[str, Any]] | None = None,
+                 ruled_out: list[dict[str, Any]] | None = None, family: str = "gym") -> None:
+    """findings.json as the diagnosis writes it (`findings_document`), for these findings and diagnoses (dicts as
+    `finding` and `diagnosis` make them; no diagnoses: a report whose findings no diagnosis groups)."""
+    report = Report(findings=[Finding(**f) for f in findings],
+                    diagnoses=[Diagnosis(Finding(**d["root"]), [Finding(**c) for c in d["consequences"]])
+                               for d in diagnoses or ()],
+                    ruled_out=list(ruled_out or ()), family=family)
+    write_findings(run_dir, findings_document(report))
 
 
 def write_run(run_dir: str | Path, *, family: str = "gym", task: str = "cartpole", scenario: str = "healthy",
@@ -101,7 +130,7 @@ def write_run(run_dir: str | Path, *, family: str = "gym", task: str = "cartpole
         overrides: the job's Hydra overrides (default: task, scenario and seed).
         findings: written to findings.json when given.
         diagnoses: findings.json's `diagnoses` (each `{"root": finding, "consequences": [...]}`, see `diagnosis`);
-            without it the report is an older one that has none.
+            without it no diagnosis groups the findings (each reads alone, as in a report from before diagnoses).
         unstable: gym metrics that look like lr_too_high (clipfrac 0.6, kl 0.09, flat score).
         nan_from: from this step on, actor/grad_norm and actor/pg_loss are NaN.
         corrupt_line: a garbage line in the middle of metrics.jsonl.
@@ -110,11 +139,20 @@ def write_run(run_dir: str | Path, *, family: str = "gym", task: str = "cartpole
         extra_info: more run.json fields.
     """
     run_dir = Path(run_dir)
-    (run_dir / ".hydra").mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed + 1000 * len(str(run_dir)))
     if overrides is None:
         overrides = [f"task={task}", f"scenario={scenario}", f"seed={seed}"]
-    lines = []
+    info = {
+        "task": task, "family": family, "scenario": scenario, "seed": seed, "device": "cpu",
+        "total_steps": steps if status != "running" else steps * 2, "start_time": 1_764_460_800.0 + seed,
+        "stop_reason": None, "score_target": 475.0 if family == "gym" else 0.9,
+        "score_metric": "critic/score/mean" if family == "gym" else "val/accuracy",
+        "mystery": mystery, "agent": None, "overrides": overrides,
+        "command": "python -m playground.train " + " ".join(overrides),
+        "pid": None,  # no process behind a fake run (a recorded pid that is gone reads as a killed run)
+        **(extra_info or {}),
+    }
+    recorder = RunRecorder(run_dir, info)
     for t in range(1, steps + 1):
         record = _gym_record(t, steps, rng, unstable) if family == "gym" else _token_record(t, steps, rng)
         if nan_from is not None and t >= nan_from:
@@ -122,39 +160,20 @@ def write_run(run_dir: str | Path, *, family: str = "gym", task: str = "cartpole
             record["actor/pg_loss"] = math.inf
         if family == "gym" and t == steps and status == "finished":
             record["val/score"] = record["critic/score/mean"]
-        lines.append(_line(record))
-    if corrupt_line:
-        lines.insert(len(lines) // 2, '{"training/global_step": 3, "actor/pg_lo')
-    text = "\n".join(lines) + "\n"
-    if half_line:
-        text += '{"training/global_step": ' + str(steps + 1) + ', "actor/pg'
-    (run_dir / "metrics.jsonl").write_text(text)
-    if family == "token" and samples:
-        with open(run_dir / "samples.jsonl", "w", encoding="utf-8") as f:
-            for t in range(10, steps + 1, 10):
-                for i in range(4):
-                    answer = str((t * 7 + i) % 100)
-                    correct = (t + i) % 3 != 0
-                    f.write(json.dumps({"step": t, "prompt": f"{t} + {i} =", "response": answer if correct else "17",
-                                        "reward": 1.0 if correct else 0.0, "truncated": i == 3, "answer": answer},
-                                       ensure_ascii=False) + "\n")
-    info = {
-        "status": status, "task": task, "family": family, "scenario": scenario, "seed": seed, "device": "cpu",
-        "last_step": steps, "total_steps": steps if status != "running" else steps * 2,
-        "start_time": 1_764_460_800.0 + seed, "end_time": None if status == "running" else 1_764_460_900.0 + seed,
-        "error": None, "stop_reason": None, "score_target": 475.0 if family == "gym" else 0.9,
-        "mystery": mystery, "agent": None, "overrides": overrides,
-        "command": "python -m playground.train " + " ".join(overrides), **(extra_info or {}),
-    }
-    (run_dir / "run.json").write_text(json.dumps(info, indent=1))
+        recorder.log(record)
+        if family == "token" and samples and t % 10 == 0:
+            recorder.log_samples(_samples(t))
+    if status == "running":
+        recorder.close()
+        recorder.update(last_step=steps)
+    else:
+        recorder.finish(status)
+        recorder.update(last_step=steps, end_time=1_764_460_900.0 + seed)  # a fixed time: tests sort by it
+    _damage(run_dir / METRICS, corrupt_line, half_line, steps)
+    (run_dir / ".hydra").mkdir(exist_ok=True)
     (run_dir / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides))
     if findings is not None:
-        order = {"info": 0, "warning": 1, "critical": 2}
-        worst = max((f["severity"] for f in findings), key=order.get, default=None)
-        report: dict[str, Any] = {"findings": findings, "worst_severity": worst}
-        if diagnoses is not None:
-            report["diagnoses"] = diagnoses
-        (run_dir / "findings.json").write_text(json.dumps(report))
+        write_report(run_dir, findings, diagnoses, family=family)
     return run_dir
 
 

@@ -8,7 +8,7 @@ import re
 import pandas as pd
 
 import charts
-import frames
+import sweep_map
 from app_helpers import ROOT, mark_types, units
 
 
@@ -59,13 +59,13 @@ def test_pair_range_rule_timeline_heatmap_parallel_build():
     sweep = pd.DataFrame({"run": list("abcd"), "lr": ["1", "1", "2", "2"], "clip": ["a"] * 4, "seed": list("1212"),
                           "score": [1.0, 2.0, 9.0, 9.0], "root": ["healthy", "healthy", "x", "x"],
                           "healthy": [True, True, False, False]})
-    cells = frames.sweep_cells(sweep, "lr", "clip")
+    cells = sweep_map.sweep_cells(sweep, "lr", "clip")
     built = {"score": charts.heatmap(cells, by="score", x_title="lr", y_title="clip", x_order=["1", "2"],
                                      y_order=["a"]),
              "root": charts.heatmap(cells, by="root", x_title="lr", y_title="clip", x_order=["1", "2"], y_order=["a"]),
-             "one_row": charts.heatmap(frames.sweep_cells(sweep, "lr", None), by="score", x_title="lr", y_title=None,
+             "one_row": charts.heatmap(sweep_map.sweep_cells(sweep, "lr", None), by="score", x_title="lr", y_title=None,
                                        x_order=["1", "2"], y_order=["—"]),
-             "seeds": charts.heatmap(frames.seed_cells(sweep, "lr", "clip", "seed"), by="root", x_title="lr",
+             "seeds": charts.heatmap(sweep_map.seed_cells(sweep, "lr", "clip", "seed"), by="root", x_title="lr",
                                      y_title="clip", x_order=["1", "2"], y_order=["a"], seeds=True)}
     for chart in built.values():
         chart.to_dict()  # valid Vega-Lite: the multi-line text and the seed offsets too

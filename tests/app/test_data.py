@@ -15,7 +15,7 @@ import pytest
 from playground.metrics import STEP
 
 import data
-import frames
+import series
 from app_helpers import ROOT
 from fake_runs import write_run
 
@@ -101,8 +101,8 @@ def test_deleted_run_reads_as_empty(tree):
 
 def test_smoothed_last_from_the_tail_equals_the_full_series(tmp_path):
     run = write_run(tmp_path / "r", steps=500, half_line=True)
-    full = frames.smooth_ema(data.metrics_frame(str(run))["critic/score/mean"].to_numpy(), 0.9)[-1]
-    tail = data.smoothed_last(str(run), "critic/score/mean", 0.9, frames.ema_window(0.9))
+    full = series.smooth_ema(data.metrics_frame(str(run))["critic/score/mean"].to_numpy(), 0.9)[-1]
+    tail = data.smoothed_last(str(run), "critic/score/mean", 0.9, series.ema_window(0.9))
     assert tail == pytest.approx(full, rel=1e-3)
 
 

@@ -12,7 +12,8 @@ import textwrap
 from app_helpers import ENTRY, PAGES, ROOT
 
 TRAINING = ("torch", "playground.trainer", "playground.train", "playground.tasks", "playground.exercise",
-            "playground.hparams", "playground.update")
+            "playground.hparams", "playground.update", "playground.workers", "playground.advantage",
+            "playground.records", "playground.stopping", "playground.dynamic_sampling")
 
 SCRIPT = textwrap.dedent("""
     import importlib, json, pathlib, sys

@@ -53,7 +53,7 @@ def test_the_explorer_writes_only_under_its_folders(runs, tmp_path):
     with pytest.raises(launcher.Refused, match="outside the folders"):
         launcher.checked_folder(runs / ".." / "x")
     argv = launcher.train_argv(["task=cartpole"], run_dir)
-    assert argv == [sys.executable, "-m", "playground.train", "task=cartpole", "trainer.progress_bar=false",
+    assert argv == [sys.executable, "-m", "playground.train", "task=cartpole",
                     f"hydra.run.dir={run_dir}"]
 
 

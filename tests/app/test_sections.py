@@ -45,3 +45,12 @@ def test_seed_groups_hold_distinct_runs_with_distinct_seeds():
     assert listed_twice == {"a#0": "a#0", "a#1": "a#1"}  # a run is never grouped with itself
     same_seed = sections._group_names(_rows(("a", 1), ("b", 1)))
     assert same_seed == {"a#0": "a#0", "b#1": "b#1"}  # one config trained twice with one seed: no seeds to group
+
+
+def test_evidence_rows_never_show_a_raw_none():
+    table = sections.evidence_table([{"metric": "timing_s/gen", "step": 3, "value": 6.0123456, "range": None,
+                                      "status": None},
+                                     {"metric": "critic/vf_loss", "step": 0, "value": None, "range": "ok 0 to 10",
+                                      "status": "warn"}])
+    assert list(table["value"]) == ["6.012", "—"] and list(table["range"]) == ["", "ok 0 to 10"]
+    assert list(table["status"]) == ["", "warn"] and "None" not in table.astype(str).to_string()

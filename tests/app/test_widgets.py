@@ -7,7 +7,9 @@ import re
 import pandas as pd
 import pytest
 
-import frames
+from playground import i18n, root_causes
+from playground.metrics import GROUP_TITLES
+
 import widgets
 
 
@@ -18,9 +20,17 @@ def lang(request, monkeypatch):
 
 
 def test_every_string_has_both_languages_and_the_same_fields():
-    for key, (en, zh) in widgets.STRINGS.items():
-        assert en and zh, key
+    strings = i18n.table()  # playground/ui_strings.yaml
+    assert len(strings) > 200 and "nav_lab" in strings
+    for key, pair in strings.items():
+        assert set(pair) == {"en", "zh"}, key
+        en, zh = pair["en"], pair["zh"]
+        assert en and zh and isinstance(en, str) and isinstance(zh, str), key
         assert set(re.findall(r"{(\w+)", en)) == set(re.findall(r"{(\w+)", zh)), key
+
+
+def test_every_group_title_has_both_languages():
+    assert all(set(pair) == {"en", "zh"} and all(pair.values()) for pair in GROUP_TITLES.values())
 
 
 def test_t_formats_and_falls_back(lang):
@@ -30,6 +40,7 @@ def test_t_formats_and_falls_back(lang):
     assert widgets.pick({"en": "only english"}) == "only english"
     assert widgets.pick(None) == "" and widgets.pick("plain") == "plain"
     assert list(widgets.group_names())[0] == "actor"
+    assert widgets.group_names()["val"] == ("Validation" if lang == "en" else "验证指标")
 
 
 def test_short_labels_are_unique():
@@ -42,12 +53,12 @@ def test_short_labels_are_unique():
 def test_badges_and_integers(lang):
     high, clip = {"id": "lr_too_high", "severity": "warning"}, {"id": "grad_clip_saturation", "severity": "warning"}
     crash = {"id": "training_crash", "severity": "critical"}
-    chain = frames.chain({"findings": [crash, high, clip],
+    chain = root_causes.chain({"findings": [crash, high, clip],
                           "diagnoses": [{"root": crash, "consequences": []}, {"root": high, "consequences": [clip]}]})
     assert widgets.badges(chain) == (":red-badge[training_crash] · "
                                      ":orange-badge[lr_too_high] → :orange-badge[grad_clip_saturation]")
     assert widgets.finding_icons(chain) == ["🔴 training_crash", "🟠 lr_too_high", "↳ 🟠 grad_clip_saturation"]
     assert widgets.finding_icons(chain, hidden=True) == ["❔"]
-    old_report = frames.chain({"findings": [high, crash]})  # a findings.json before diagnoses: each finding alone
+    old_report = root_causes.chain({"findings": [high, crash]})  # a findings.json before diagnoses: each finding alone
     assert [(i["number"], i["role"]) for i in old_report] == [("1", "alone"), ("2", "alone")]
     assert widgets.integer(60.0) == "60" and widgets.integer(None) == "—" and widgets.integer(float("nan")) == "—"

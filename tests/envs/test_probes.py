@@ -10,7 +10,7 @@ VALUE_TOL, PROB_TOL, BUDGET = 5e-4, 1e-3, 30_000
 
 @pytest.mark.parametrize("probe", [1, 2, 3, 4, 5])
 def test_probe_is_learned(probe, train_run):
-    trainer, _ = train_run([f"task=probe{probe}"])
+    trainer = train_run([f"task=probe{probe}"])[0].trainer
     assert trainer.task.env_steps <= BUDGET
     observations, values = PROBE_EXPECTED_VALUES[probe]
     obs = torch.tensor(observations).unsqueeze(0)  # (K=1, B, 1)

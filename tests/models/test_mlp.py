@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from playground.models.mlp import AgentMLP, GymActor, WorldModel
+from playground.models.mlp import AgentMLP, GymActor, MLPWorldModel
 
 
 def _gens(*seeds):
@@ -61,7 +61,7 @@ def test_gaussian_log_prob_and_entropy_match_torch_distributions():
 
 
 def test_world_model_loss_ignores_masked_rows():
-    model = WorldModel(2, 3, [8], _gens(5), discrete=True)
+    model = MLPWorldModel(2, 3, [8], _gens(5), discrete=True)
     batch = {"obs": torch.randn(1, 4, 2), "actions": torch.randint(3, (1, 4)), "final_obs": torch.randn(1, 4, 2),
              "scores": torch.randn(1, 4, 1), "response_mask": torch.tensor([[[1.0], [1.0], [0.0], [0.0]]])}
     first_two = {k: v[:, :2] for k, v in batch.items()}

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from playground import failures
-from playground.config import CONF_DIR, check_scenario_applies, compose
+from playground.config import CONF_DIR, check_scenario_applies, compose, known_options, scenarios_of
 from playground.diagnose import catalogue
 from playground.runs import read_findings, read_run_info
 
@@ -19,12 +19,8 @@ GYM_TASKS = ("cartpole", "acrobot", "pendulum", "mountaincar")
 CONF = Path(CONF_DIR)
 
 
-def applicable(task: str) -> list[str]:
-    return list(yaml.safe_load((CONF / "task" / f"{task}.yaml").read_text(encoding="utf-8"))["task"]["scenarios"])
-
-
-FAILURES = [(task, sid) for task in GYM_TASKS for sid in applicable(task) if sid != "healthy"]
-HEALTHY = [task for task in GYM_TASKS if "healthy" in applicable(task)]
+FAILURES = [(task, sid) for task in GYM_TASKS for sid in scenarios_of(task) if sid != "healthy"]
+HEALTHY = [task for task in GYM_TASKS if "healthy" in scenarios_of(task)]
 # no_learning_signal's remedy (shape the reward, explore more) is no override the catalogue can name for gym tasks
 FIXABLE = [(task, sid) for task, sid in FAILURES if catalogue.render_fix(sid, "gym", {})]
 
@@ -74,13 +70,13 @@ def test_every_non_info_id_has_a_scenario_file_that_says_what_it_changes():
         assert yaml.safe_load(text)["scenario"] == sid
 
 
-def test_gym_scenario_files_belong_to_a_task_that_lists_them():
+def test_every_per_task_file_names_a_task_and_a_scenario_and_gives_its_command():
+    """A scenario applies to a task by its `scenario_task/<task>_<scenario>.yaml`: a misspelt name would drop it."""
+    pairs = {f"{t}_{s}": (t, s) for t in known_options("task") for s in known_options("scenario")}
     for path in (CONF / "scenario_task").glob("*.yaml"):
-        task = next((t for t in GYM_TASKS if path.stem.startswith(f"{t}_")), None)
-        if task is None:
-            continue  # a token task's
-        sid = path.stem[len(task) + 1:]
-        assert sid in applicable(task), path.name
+        assert path.stem in pairs, path.name
+        task, sid = pairs[path.stem]
+        assert sid in scenarios_of(task), path.name
         text = path.read_text(encoding="utf-8")
         assert text.startswith("# @package _global_\n") and f"task={task} scenario={sid}" in text
 
@@ -91,7 +87,7 @@ def test_scenario_composes_with_its_per_task_values(task, sid):
     check_scenario_applies(cfg)
     assert cfg.scenario == sid
     per_task = CONF / "scenario_task" / f"{task}_{sid}.yaml"
-    for key, value in _flat(yaml.safe_load(per_task.read_text(encoding="utf-8")) if per_task.exists() else {}):
+    for key, value in _flat(yaml.safe_load(per_task.read_text(encoding="utf-8")) or {}):
         assert _select(cfg, key) == value, key
 
 

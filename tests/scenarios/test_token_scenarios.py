@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from playground.config import compose
+from playground.config import compose, scenarios_of
 from playground.failures import SCENARIO_IDS, severity
 from playground.runs import read_run_info
 
 TASKS = ["reverse", "addition"]
-CASES = [(t, s) for t in TASKS for s in compose([f"task={t}"]).task.scenarios if s != "healthy"]
+CASES = [(t, s) for t in TASKS for s in scenarios_of(t) if s != "healthy"]
 
 
 CI_SEED, SLOW_SEEDS = 101, (102, 103)
@@ -96,6 +96,6 @@ def test_catalogue_fix_clears_the_finding(task, scenario, train_run):
 def test_every_failure_id_has_a_scenario_on_some_task():
     from playground.config import CONF_DIR, known_options
 
-    declared = {s for t in known_options("task") for s in compose([f"task={t}"]).task.scenarios}
+    declared = {s for t in known_options("task") for s in scenarios_of(t)}
     assert set(SCENARIO_IDS) <= declared
     assert all((Path(CONF_DIR) / "scenario" / f"{s}.yaml").is_file() for s in SCENARIO_IDS)

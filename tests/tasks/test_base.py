@@ -44,14 +44,14 @@ class TwoPromptTask(Task):
     def describe(self) -> dict:
         return {"action_space": "token", "max_entropy": float(torch.log(torch.tensor(4.0)))}
 
-    def generate(self):
+    def generate(self, agents=None):
         prompt = torch.arange(2).repeat_interleave(self.n)  # each prompt n times: one uid per prompt
         with torch.no_grad():
             tokens = torch.multinomial(self.actor.logits[prompt].softmax(-1), 1, generator=self.gen)
         reward = (tokens.squeeze(-1) == self.targets[prompt]).float().view(1, -1, 1)
-        return {"prompt": prompt.view(1, -1), "uid": prompt.view(1, -1), "responses": tokens.view(1, -1, 1),
-                "response_mask": torch.ones(1, self.rows_per_step, 1), "scores": reward,
-                "token_level_scores": reward.clone()}
+        return {"agents": [0], "prompt": prompt.view(1, -1), "uid": prompt.view(1, -1),
+                "responses": tokens.view(1, -1, 1), "response_mask": torch.ones(1, self.rows_per_step, 1),
+                "scores": reward, "token_level_scores": reward.clone()}
 
     def _log_probs(self, logits, batch):
         log_probs = logits[batch["prompt"][0]].log_softmax(-1)  # (rows, 4)
@@ -65,9 +65,9 @@ class TwoPromptTask(Task):
     def ref_log_prob(self, batch):
         return self._log_probs(self.reference, batch)[0]
 
-    def compute_advantage(self, batch, estimator, **kwargs):
-        return estimator(token_level_rewards=batch["token_level_rewards"], response_mask=batch["response_mask"],
-                         index=batch["uid"][0], **kwargs)
+    def advantage_inputs(self, batch):
+        return {"token_level_rewards": batch["token_level_rewards"], "response_mask": batch["response_mask"],
+                "index": batch["uid"][0]}
 
     def batch_metrics(self, batch):
         return masked_stats("critic/score", batch["scores"].sum(-1))
@@ -97,7 +97,8 @@ def test_a_third_task_trains_through_the_interface(toy_cfg, tmp_path):
     task = TwoPromptTask(toy_cfg)
     before = task.actor.logits.detach().clone()
     trainer = Trainer([toy_cfg], [tmp_path], torch.device("cpu"), task=task)
-    assert trainer.fit() == ["finished"]
+    [outcome] = trainer.fit()
+    assert (outcome.status, outcome.steps, outcome.stop_reason) == ("finished", 2, "total_training_steps reached")
     assert not torch.equal(task.actor.logits.detach(), before)  # the trainer's optimizer stepped its parameters
     records = read_metrics_jsonl(tmp_path / "metrics.jsonl").records
     assert [r["training/global_step"] for r in records] == [0.0, 1.0, 2.0]  # val_before_train, then 2 steps

@@ -63,13 +63,11 @@ def test_a_diagnosis_that_fails_keeps_the_page_working(app, tree, monkeypatch):
 
 
 def test_a_root_cause_with_its_consequences_under_it(app, tree):
-    from fake_runs import LR_TOO_HIGH, finding
+    from fake_runs import LR_TOO_HIGH, diagnosis, finding, write_report
 
     clip = {**finding("grad_clip_saturation", "warning", 6, 20), "fix": "actor_rollout_ref.actor.optim.lr=1e-4"}
-    report = {"findings": [LR_TOO_HIGH, clip], "worst_severity": "warning",
-              "diagnoses": [{"root": LR_TOO_HIGH, "consequences": [clip]}],
-              "ruled_out": [{"name": "critic", "title": {"en": "critic (vf_explained_var)", "zh": "Critic"}}]}
-    (tree["unstable"] / "findings.json").write_text(json.dumps(report))
+    write_report(tree["unstable"], [LR_TOO_HIGH, clip], [diagnosis(LR_TOO_HIGH, clip)],
+                 ruled_out=[{"name": "critic", "title": {"en": "critic (vf_explained_var)", "zh": "Critic"}}])
     data.list_runs.clear()
     at = _diagnosis(app, tree["unstable"])
     assert not at.exception

@@ -86,7 +86,7 @@ def test_train_starts_the_entry_with_the_overrides_as_arguments(lab, runs, spawn
     assert not at.exception
     (argv,) = spawn.argvs
     (run_dir,) = _lab_dirs(runs)
-    assert argv == [*TRAIN, *overrides, "trainer.progress_bar=false", f"hydra.run.dir={run_dir}"]
+    assert argv == [*TRAIN, *overrides, f"hydra.run.dir={run_dir}"]  # the run's overrides, nothing of the page's
     assert run_dir.name.endswith("cartpole-lr_too_high")
     assert "hydra.run.dir=" in " ".join(c.value for c in at.code)  # the exact command of the run shown
     assert any(spec_title(json.loads(c.proto.spec)) == "actor/pg_clipfrac" for c in charts_of(at))

@@ -11,7 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import data
-import frames
+import sweep_map
 from app_helpers import ENTRY, chart_data, charts_of, texts
 from fake_runs import diagnosis, finding, write_sweep
 
@@ -73,10 +73,9 @@ def seeded(tmp_path, monkeypatch):
 
 
 def _scores(sweep, jobs):
-    from playground.runs import read_metrics_jsonl
+    from playground.score import run_score
 
-    return [frames.final_score(frames.records_frame(read_metrics_jsonl(sweep / str(j) / "metrics.jsonl").records))
-            for j in jobs]
+    return [run_score(sweep / str(j)) for j in jobs]
 
 
 def test_a_cell_shows_its_seeds_mean_spread_healthy_share_and_most_common_root(seeded):
@@ -93,7 +92,8 @@ def test_a_cell_shows_its_seeds_mean_spread_healthy_share_and_most_common_root(s
     assert cell["score"] == pytest.approx(np.mean(scores)) and cell["spread"] == pytest.approx(np.std(scores, ddof=1))
     assert (cell["lo"], cell["hi"]) == (pytest.approx(min(scores)), pytest.approx(max(scores)))
     assert cell["root"] == "lr_too_high"  # the root, not the worst finding (gradient_explosion)
-    assert cell["label"] == f"{frames.mean_spread(np.mean(scores), np.std(scores, ddof=1))} · 1/3 healthy · lr_too_high"
+    spread = sweep_map.mean_spread(np.mean(scores), np.std(scores, ddof=1))
+    assert cell["label"] == f"{spread} · 1/3 healthy · lr_too_high"
     assert cell["text"] == cell["label"].replace(" · ", "\n")
     assert cell["roots"] == "lr_too_high ×2, healthy ×1"
     tied = cells.loc[("0.01", "0.1")]  # one seed each of lr_too_high, critic_undertrained, healthy: §11.2 order
@@ -148,7 +148,7 @@ def test_a_one_knob_sweep_is_one_row_of_aggregated_cells(tmp_path, monkeypatch):
     assert len(cells) == 3 and set(cells["y"]) == {"—"} and set(cells["runs"]) == {3}  # one row, seeds aggregated
     assert cells.loc["0.01", "label"].endswith(" · 0/3 healthy · lr_too_high")
     scores = _scores(sweep, [0, 1, 2])
-    spread = frames.mean_spread(np.mean(scores), np.std(scores, ddof=1))
+    spread = sweep_map.mean_spread(np.mean(scores), np.std(scores, ddof=1))
     assert cells.loc["0.0001", "label"] == f"{spread} · 3/3 healthy · healthy"
     spec = json.loads(heat.proto.spec)
     assert spec["layer"][0]["encoding"]["y"]["axis"] is None and spec["height"] == 80
@@ -183,8 +183,7 @@ def test_a_new_sweep_is_a_batched_multirun_mapped_as_it_runs(empty, spawn):
     assert argv[:-1] == [sys.executable, "-m", "playground.train", "-m", "hydra/launcher=batched",
                          "hydra.launcher.num_threads=1", "task=cartpole", "scenario=healthy",
                          "trainer.total_training_steps=10", "actor_rollout_ref.actor.optim.lr=0.005,0.05",
-                         "actor_rollout_ref.actor.entropy_coeff=0.0,0.05", "trainer.seed=1,2",
-                         "trainer.progress_bar=false"]
+                         "actor_rollout_ref.actor.entropy_coeff=0.0,0.05", "trainer.seed=1,2"]
     data.list_runs.clear()  # the run list is re-read every 2 s; the fake sweep was written at once
     at.run()
     assert at.selectbox(key="sweep").value == sweep_dir  # the new sweep is the one shown
