@@ -25,7 +25,7 @@ from playground.runs import read_metrics_jsonl
 
 LADDER = "ladder"  # the override key of the rungs (`+ladder=<rung>`, conf/ladder/)
 LAST = 10  # training steps behind the "last steps" columns
-# as the readers name them (metrics.jsonl's actor/entropy reads as its canonical actor/entropy_loss)
+# as the readers name them (actor/entropy: the pre-update entropy, which the trainer logs under both entropy names)
 ACC, ENTROPY, LENGTH = (canonical_name(k) for k in ("val/accuracy", "actor/entropy", "response_length/mean"))
 ZERO_ADV, GEN_BATCHES, TRUNCATED = (canonical_name(k) for k in (
     "train/zero_adv_group_ratio", "train/num_gen_batches", "response_length/clip_ratio"))

@@ -18,6 +18,7 @@ import numpy as np
 import yaml
 
 from playground.diagnose.readers import read_any
+from playground.diagnose.series import ENTROPY_KEYS
 from playground.diagnose.sources import diagnose_read
 
 PANEL = Path(__file__).resolve().parents[1] / "tests" / "diagnose" / "fixtures" / "real"
@@ -44,6 +45,13 @@ def _col(records: list[dict], key: str) -> list[float]:
     return [r[key] for r in records if key in r and math.isfinite(r[key])]
 
 
+def _entropy(records: list[dict]) -> list[float]:
+    """The entropy the rules read (`series.ENTROPY_KEYS`): verl >= 0.4's pre-update `actor/entropy` where the log has
+    it, else `actor/entropy_loss`."""
+    key = next((k for k in ENTROPY_KEYS if any(k in r for r in records)), ENTROPY_KEYS[-1])
+    return _col(records, key)
+
+
 def rule_statistics(records: list[dict]) -> dict[str, float]:
     """Per calibrated threshold, the tightest value this healthy log allows: the rule, with that threshold, would
     just not fire on any of its windows (the windows and fractions are the rules' own, in rules.yaml)."""
@@ -62,7 +70,7 @@ def rule_statistics(records: list[dict]) -> dict[str, float]:
     for key, name in (("actor/kl_loss", "kl_drift_loss"), ("actor/reward_kl_penalty", "kl_drift_reward")):
         if _col(records, key):
             out[f"{name}.kl_ref_high (min allowed)"] = max(_col(records, key))
-    entropy = _windows(_col(records, "actor/entropy_loss"), 10)
+    entropy = _windows(_entropy(records), 10)
     if entropy:  # overly_deterministic: 80% of a window below rel_low (nats: max_entropy unknown in a verl log)
         out["overly_deterministic.rel_low (max allowed)"] = min(float(np.percentile(w, 20)) for w in entropy)
         out["entropy_collapse.fall (min allowed)"] = max(
@@ -82,7 +90,7 @@ def quantities(records: list[dict]) -> dict[str, list[float]]:
         "actor/pg_clipfrac": _col(records, "actor/pg_clipfrac"),
         "|actor/ppo_kl|": [abs(v) for v in _col(records, "actor/ppo_kl")],
         "grad_norm / grad_clip": [v / GRAD_CLIP for v in _col(records, "actor/grad_norm")],
-        "actor/entropy_loss (nats)": _col(records, "actor/entropy_loss"),
+        "entropy (nats)": _entropy(records),
         "actor/kl_loss": _col(records, "actor/kl_loss"),
         "actor/reward_kl_penalty": _col(records, "actor/reward_kl_penalty"),
         "advantages max - min": [a for a, _ in adv],

@@ -16,8 +16,13 @@ WARNING_IDS = (
     "advantage_not_normalized", "reward_variance_too_large", "kl_drift", "response_truncation",
     "prompt_truncation",
 )
-FAILURE_IDS = (*INFO_IDS, *WARNING_IDS, *CRITICAL_IDS)
-# The ids a scenario reproduces: every non-info id, plus the healthy baseline.
+# Failures read from real verl logs that no playground scenario reproduces yet (issue 25 item 3): the diagnosis
+# reports them, `scenario=<id>` does not exist for them.
+LOG_ONLY_WARNING_IDS = ("entropy_explosion",)
+LOG_ONLY_CRITICAL_IDS = ("degenerate_rollout",)
+LOG_ONLY_IDS = (*LOG_ONLY_WARNING_IDS, *LOG_ONLY_CRITICAL_IDS)
+FAILURE_IDS = (*INFO_IDS, *WARNING_IDS, *LOG_ONLY_WARNING_IDS, *CRITICAL_IDS, *LOG_ONLY_CRITICAL_IDS)
+# The ids a scenario reproduces: every non-info id but the log-only ones, plus the healthy baseline.
 SCENARIO_IDS = ("healthy", *WARNING_IDS, *CRITICAL_IDS)
 SEVERITY_ORDER = ("info", "warning", "critical")
 
@@ -25,7 +30,7 @@ SEVERITY_ORDER = ("info", "warning", "critical")
 def severity(finding_id: str) -> str:
     if finding_id in INFO_IDS:
         return "info"
-    if finding_id in CRITICAL_IDS:
+    if finding_id in CRITICAL_IDS or finding_id in LOG_ONLY_CRITICAL_IDS:
         return "critical"
     return "warning"
 
@@ -56,4 +61,6 @@ TITLES: dict[str, dict[str, str]] = {
     "generation_bottleneck": {"en": "generation is the bottleneck", "zh": "生成是瓶颈"},
     "update_bottleneck": {"en": "actor update is the bottleneck", "zh": "Actor 更新是瓶颈"},
     "low_mfu": {"en": "low MFU", "zh": "MFU 偏低"},
+    "entropy_explosion": {"en": "entropy explosion", "zh": "熵爆炸"},
+    "degenerate_rollout": {"en": "degenerate rollouts (garbage output)", "zh": "rollout 退化（输出乱码）"},
 }

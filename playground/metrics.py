@@ -2,8 +2,10 @@
 
 One module owns the names: the trainer writes them, the diagnosis engine and the explorer read them,
 and the glossary (`glossary.yaml`, loaded by `glossary()`) explains each one in English and Chinese.
-Names follow the metrics guide; where verl 0.7 names a metric differently (`actor/entropy`), the
-verl name is an alias that readers map back to the guide's name.
+Names follow the metrics guide; where another verl version names the same quantity differently (`mfu/actor`), that
+name is an alias that readers map back to the guide's name. Where verl v0.9 (the V1 trainer) logs a quantity of its
+own (`actor/entropy`, the pre-update entropy, beside `actor/entropy_loss`, the entropy during the update) both are
+declared: they are different measurements, not two names of one.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ PER_TOKEN_PHASES = ("gen", "ref", "values", "adv", "update_critic", "update_acto
 METRIC_GROUPS: dict[str, list[str]] = {
     "actor": [
         "actor/pg_loss", "actor/loss", "actor/pg_clipfrac", "actor/ppo_kl", "actor/pg_clipfrac_lower",
-        "actor/entropy_loss", "actor/kl_loss", "actor/kl_coef", "actor/grad_norm", "actor/lr",
+        "actor/entropy", "actor/entropy_loss", "actor/kl_loss", "actor/kl_coef", "actor/grad_norm", "actor/lr",
     ],
     "critic": [
         "critic/vf_loss", "critic/vf_clipfrac", "critic/vpred_mean", "critic/vf_explained_var",
@@ -56,27 +58,39 @@ METRIC_GROUPS: dict[str, list[str]] = {
     ],
     "reward": [
         *_stats("critic/score", ["std"]), *_stats("critic/rewards", ["std"]),
-        *_stats("critic/advantages"), *_stats("critic/returns"), *_stats("critic/values"),
+        *_stats("critic/advantages"), "critic/advantages/zero_adv_ratio", *_stats("critic/returns"),
+        *_stats("critic/values"),
         "actor/reward_kl_penalty", "actor/reward_kl_penalty_coeff",
     ],
     "length": [*_stats("response_length", ["clip_ratio"]), "response/aborted_ratio",
-               *_stats("response_length_non_aborted", ["clip_ratio"]), *_stats("prompt_length", ["clip_ratio"])],
+               *_stats("response_length_non_aborted", ["clip_ratio"]), *_stats("prompt_length", ["clip_ratio"]),
+               *_stats("training/num_turns")],
     "episode": [*_stats("episode/reward"), *_stats("episode/length"), "episode/success_rate"],
-    "timing": [*(f"timing_s/{p}" for p in TIMING_PHASES), *(f"timing_per_token_ms/{p}" for p in PER_TOKEN_PHASES)],
+    "timing": [*(f"timing_s/{p}" for p in TIMING_PHASES), *(f"timing_per_token_ms/{p}" for p in PER_TOKEN_PHASES),
+               "timing_s/agent_loop/*"],
     "perf": [
         *(f"global_seqlen/{s}" for s in ("min", "max", "minmax_diff", "balanced_min", "balanced_max", "mean")),
         "perf/total_num_tokens", "perf/time_per_step", "perf/throughput", "perf/mfu/actor", "perf/mfu/critic",
         "perf/max_memory_allocated_gb", "perf/max_memory_reserved_gb", "perf/cpu_memory_used_gb",
     ],
-    "training": [STEP, "training/epoch", "train/num_gen_batches", "train/zero_adv_group_ratio"],
+    "training": [STEP, "training/epoch", "train/num_gen_batches", "train/zero_adv_group_ratio",
+                 "training/off_policy/*", "training/filter_groups/*"],
     "world_model": ["world_model/loss", "world_model/grad_norm"],
-    "val": ["val/score", "val/accuracy", "val/pass@k"],
+    "val": ["val/score", "val/accuracy", "val/pass@k", "val-core/<source>/<var>/<stat>@N", "val-aux/*"],
 }
 
 # Keys with a per-task or per-k suffix are declared by their family name above and matched here.
 FAMILY_PATTERNS: dict[str, re.Pattern[str]] = {
     "episode/success_rate": re.compile(r"^episode/success_rate_[A-Za-z0-9_]+$"),
     "val/pass@k": re.compile(r"^val/pass@\d+$"),
+    # verl V1: counts and lengths of the agent loop under a timing prefix (not all of them are times)
+    "timing_s/agent_loop/*": re.compile(r"^timing_s/agent_loop/.+$"),
+    # verl V1's replay buffer (PRs #6736, #7082): staleness and evictions, in training and in validation
+    "training/off_policy/*": re.compile(r"^(?:training|validation)/off_policy/.+$"),
+    "training/filter_groups/*": re.compile(r"^(?:training|validation)/filter_groups/.+$"),
+    # the validation keys the aliases below do not map onto val/score, val/accuracy or val/pass@k
+    "val-core/<source>/<var>/<stat>@N": re.compile(r"^val-core/.+$"),
+    "val-aux/*": re.compile(r"^val-aux/.+$"),
 }
 
 ALL_METRICS: tuple[str, ...] = tuple(k for keys in METRIC_GROUPS.values() for k in keys)
@@ -84,7 +98,6 @@ GROUP_OF: dict[str, str] = {k: g for g, keys in METRIC_GROUPS.items() for k in k
 
 # Names other verl versions (and the guide's own examples) use for the same quantity.
 ALIASES: dict[str, str] = {
-    "actor/entropy": "actor/entropy_loss",  # verl >= 0.4 (the value was always the entropy, not a loss)
     "critic/kl": "actor/reward_kl_penalty",  # verl <= 0.3
     "critic/kl_coeff": "actor/reward_kl_penalty_coeff",  # verl <= 0.3
     "critic/kl_coef": "actor/reward_kl_penalty_coeff",
@@ -97,11 +110,17 @@ ALIASES: dict[str, str] = {
     "actor/perf/cpu_memory_used_gb": "perf/cpu_memory_used_gb",
     "critic/vf_explained_variance": "critic/vf_explained_var",
     "step": STEP,
+    # the share of GRPO groups whose rewards are all equal: TRL's name (its console and wandb's "train/" prefix),
+    # and oumi's wrapper of verl's compute_data_metrics (oumi PR #2646)
+    "frac_reward_zero_std": "train/zero_adv_group_ratio",
+    "train/frac_reward_zero_std": "train/zero_adv_group_ratio",
+    "grpo/frac_reward_zero_std": "train/zero_adv_group_ratio",
 }
 # Regex aliases: (pattern, replacement template). Applied after the exact table.
 ALIAS_PATTERNS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"^timing/(.+)$"), r"timing_s/\1"),  # the guide's §11.4 examples write timing/gen
     (re.compile(r"^val/test_score/.+$"), "val/score"),  # verl <= 0.3: val/test_score/<data_source>
+    (re.compile(r"^num_turns/(mean|max|min)$"), r"training/num_turns/\1"),  # legacy trainer; V1 adds `training/`
     (re.compile(r"^val-core/.+/(?:reward|score)/mean@\d+$"), "val/score"),
     (re.compile(r"^val-core/.+/acc/mean@\d+$"), "val/accuracy"),
     (re.compile(r"^val-(?:core|aux)/.+/acc/best@(\d+)/mean$"), r"val/pass@\1"),

@@ -36,6 +36,7 @@ class LogRead:
     source: str = ""
     kind: str = "jsonl"  # jsonl | verl_console | tensorboard | csv | wandb_summary | wandb_history (coarse)
     out_of_memory: bool = False  # a console log that reports an out-of-memory error
+    ended_with: str = ""  # the exception a console log ends in ("ValueError: ..."), after its last step line
     skipped: dict[str, int] = field(default_factory=dict)  # lines of a readable file left out: why -> how many
     unscaled: list[str] = field(default_factory=list)  # metrics whose values carry a shape, not a scale (wandb)
 

@@ -28,7 +28,7 @@ def test_tolerant_reader(tmp_path):
                     '{"training/global_step": 3, "actor/pg_lo')  # half-written last line: not there yet
     read = read_metrics_jsonl(path)
     assert read.steps == [1, 2]
-    assert read.records[0]["actor/entropy_loss"] == 0.5  # verl's name mapped to the guide's
+    assert read.records[0]["actor/entropy"] == 0.5  # verl V1's pre-update entropy keeps its own name
     assert len(read.problems) == 3 and "line 2" in read.problems[0]
 
 

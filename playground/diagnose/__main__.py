@@ -36,6 +36,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--loss-updates", type=float, default=None, metavar="N",
                         help="a verl >= 0.7 log: its actor/pg_loss and actor/kl_loss sum over N updates a step "
                              "(ppo_epochs x train_batch_size / ppo_mini_batch_size); default: losses are means")
+    parser.add_argument("--max-response-length", type=int, default=None, metavar="N",
+                        help="the run's data.max_response_length: response_length/max is checked against it (verl "
+                             "V1's response_length/clip_ratio compares with the batch's longest response, #7817)")
     return parser
 
 
@@ -53,10 +56,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--loss-updates={args.loss_updates:g} is out of range: allowed >= 1")
     if args.text is not None:
         read = parse_verl_text(args.text, name="text")
-        results = [("text", diagnose_read(read, family=args.family, loss_updates=args.loss_updates))]
+        results = [("text", diagnose_read(read, family=args.family, loss_updates=args.loss_updates,
+                                          max_response_length=args.max_response_length))]
     else:
         try:
-            results = diagnose_path(args.path, family=args.family, loss_updates=args.loss_updates)
+            results = diagnose_path(args.path, family=args.family, loss_updates=args.loss_updates,
+                                    max_response_length=args.max_response_length)
         except (FileNotFoundError, PermissionError, IsADirectoryError) as e:
             print(f"error: {e}", file=sys.stderr)
             return 2

@@ -1,9 +1,9 @@
 """`python -m playground.diagnose --catalogue`: the rules of `rules.yaml` as one Markdown table an instructor can read.
 
-One row per rule, then one per verdict on the whole run (healthy): the catalogue id it reports, what it looks for in
-words, its thresholds as the guide gives them and as each task family uses them (a family's own values in bold), its
-fix as Hydra overrides, and the guide's section. docs/catalogue.md is this table, kept up to date by
-tests/diagnose/test_catalogue.py.
+One row per rule, then one per verdict on the whole run (healthy), then one per artifact (a note, never a finding):
+the catalogue id it reports, what it looks for in words, its thresholds as the guide gives them and as each task family
+uses them (a family's own values in bold), its fix as Hydra overrides, and the guide's section (an artifact: its verl
+reference). docs/catalogue.md is this table, kept up to date by tests/diagnose/test_catalogue.py.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ HEADERS = {
 NOT_APPLIED = {"en": "n/a", "zh": "不适用"}
 AS_GUIDE = {"en": "= guide", "zh": "同指南"}
 NONE = "—"
+NOTE = {"en": "(note)", "zh": "（说明）"}  # an artifact's row: a note with its verl reference, never a finding
 
 
 def _cell(text: str) -> str:
@@ -66,5 +67,11 @@ def markdown(lang: str = "en") -> str:
         thresholds, fix = [NONE] * (1 + len(FAMILIES)), NONE  # the guide's and each family's: none
         cells = [f"`{verdict['id']}`", f"`{verdict['name']}`", verdict["signature"][lang], *thresholds, fix,
                  verdict["section"]]
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    for artifact in catalogue.document().get("artifacts", []):  # notes, not findings: no id, no fix
+        families = artifact.get("families", FAMILIES)
+        cells = [NOTE[lang], f"`{artifact['name']}`", artifact["signature"][lang], _thresholds(artifact, None, lang),
+                 *(AS_GUIDE[lang] if f in families else NOT_APPLIED[lang] for f in FAMILIES), NONE,
+                 artifact["reference"]]
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     return "\n".join(lines) + "\n"

@@ -14,10 +14,12 @@ from typing import Any
 
 from playground import failures
 from playground.diagnose import catalogue, causes
+from playground.diagnose.artifacts import artifact_notes
 from playground.diagnose.calibration import FAMILIES, family_band_status, has_band, ok_range, resolved_thresholds
-from playground.diagnose.conditions import Node, Series, compile_condition, compile_series
+from playground.diagnose.conditions import Node, compile_condition
 from playground.diagnose.finding import Finding
 from playground.diagnose.log import SHORTCUT_KEYS, Log, on_policy_shortcut
+from playground.diagnose.series import Series, compile_series
 from playground.diagnose.verdicts import verdicts
 from playground.metrics import canonicalize
 from playground.overrides import ABSENT, lookup
@@ -151,7 +153,7 @@ def _extra_evidence(rule: Rule, log: Log, i: int, family: str, seen: set[str]) -
         if metric in seen or value is None:
             continue
         seen.add(metric)
-        plain = metric == series.label
+        plain = metric in (series.label, series.label_for(log))
         out.append({"metric": metric, "step": log.steps[i], "value": value,
                     "range": ok_range(metric, family) if plain else series.describe(log),
                     "status": family_band_status(metric, value, family) if plain else None})
@@ -179,7 +181,8 @@ def _finding(finding_id: str, fired: list[tuple[Rule, list[list[int]]]], log: Lo
     return Finding(id=finding_id, severity=severity, first_step=min(firsts), last_step=max(lasts), evidence=evidence,
                    explanation=catalogue.explanation(finding_id),
                    fix=catalogue.render_fix(finding_id, family, config, spec), rule=", ".join(r.name for r, _ in fired),
-                   alternatives=catalogue.alternatives(finding_id, family, config))
+                   alternatives=catalogue.alternatives(finding_id, family, config),
+                   confidence="low" if log.shape_only else "high")
 
 
 # ---- the run's facts ---------------------------------------------------------------------------------------
@@ -202,6 +205,11 @@ def resolve_family(family: str | None, info: Mapping | None, config: Mapping | N
     return "llm"
 
 
+def _max_response_length(info: Mapping, config: Mapping | None) -> float | None:
+    value = info.get("max_response_length", catalogue.config_value(config, "data.max_response_length"))
+    return None if value in (None, catalogue.MISSING) else float(value)
+
+
 def facts(info: Mapping | None, config: Mapping | None, family: str) -> dict:
     """What the rules may know about a run besides its metrics (run.json, then the config)."""
     info = dict(info or {})
@@ -220,6 +228,8 @@ def facts(info: Mapping | None, config: Mapping | None, family: str) -> dict:
         "grad_clip": None if clip is None else float(clip),
         "grad_clip_assumed": assumed,
         "memory_limit_gb": info.get("memory_limit_gb"),
+        # the cap response_length/max is checked against (verl V1's clip_ratio is no share of truncation: #7817)
+        "max_response_length": _max_response_length(info, config),
         "status": info.get("status"),
         "family": family,
         "score_metric": info.get("score_metric"),
@@ -248,6 +258,7 @@ def diagnose_log(log: Log, family: str, config: Mapping | None = None, notes: Se
             by_id.setdefault(rule.id, []).append((rule, fired))
     findings = [_finding(fid, fired, log, family, config) for fid, fired in by_id.items()]
     findings += verdicts(log, findings, family, notes, config)
+    notes += artifact_notes(log, family)
     findings.sort(key=lambda f: (-failures.SEVERITY_ORDER.index(f.severity), f.first_step, f.id))
     if log.facts.get("loss_updates", 1) != 1:
         notes.append(f"losses read as sums over {log.facts['loss_updates']:g} updates a step (verl >= 0.7): "

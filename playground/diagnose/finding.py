@@ -16,6 +16,9 @@ class Finding:
     fix: str = ""  # Hydra overrides, ready to paste ("" where the guide names no key)
     rule: str = ""
     alternatives: list[dict] = field(default_factory=list)  # other fixes to try: {"fix", "reference"}
+    # "low" where the log gave shapes, not sizes (wandb's run-history sparklines: 8 levels, at most 40 points):
+    # a finding read from a drawing is said with less confidence than one read from the logged numbers
+    confidence: str = "high"
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -22,6 +22,11 @@ from playground.runs import METRICS, LogRead, ProblemLog, find_runs, is_run_dir,
 # bar without its newline) is ignored. The lookbehind keeps `training/global_step:3` from matching.
 _STEP = re.compile(r"(?<![\w/@.\-])step:(\d+)(?=\s+-\s|\s*-?\s*$)")
 _OOM_TEXT = re.compile(r"CUDA out of memory|OutOfMemoryError|out of memory", re.IGNORECASE)
+# Python's traceback: this header, indented frames, then the exception's own line, unindented: `Type: message`, or
+# Ray's `ray.exceptions.RayTaskError(OutOfMemoryError): ...` (the cause in brackets)
+_TRACEBACK = re.compile(r"^Traceback \(most recent call last\):\s*$")
+_EXCEPTION = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure)(?:\([\w.]+\))?)"
+                        r"(?::\s*(?P<message>.*))?$")
 _RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
 _COMMENT = re.compile(r"(?:^|\s)#.*$")  # the guide's examples annotate lines with `# ...`
 _SEPARATOR = re.compile(r"\s+-\s+")  # ` - ` between pairs; a negative value is `key:-0.005`, no space
@@ -121,6 +126,9 @@ class _ConsoleParser:
         self.by_step: dict[int, dict[str, float]] = {}
         self._pending: _StepLine | None = None
         self.out_of_memory = False
+        self.last_step_line = 0  # line number of the last step line
+        self._in_traceback = False
+        self.exception: tuple[int, str] | None = None  # (line number, "Type: message") of the last exception
 
     def _where(self, first: int, last: int | None = None) -> str:
         lines = f"line {first}" if last in (None, first) else f"lines {first}-{last}"
@@ -143,8 +151,10 @@ class _ConsoleParser:
         if match and not (pending and line.startswith("step:") and _key_cut_before_step(pending.body)):
             self._finish()
             self._pending = _StepLine(int(match[1]), number, number, line[match.end():])
+            self.last_step_line = number
             return
         line = RAY_PREFIX.sub("", line, count=1)
+        self._watch_exception(number, line)
         if pending is not None:
             joined = _join(pending.body, line)
             if joined is not None:
@@ -154,6 +164,16 @@ class _ConsoleParser:
         if _looks_like_fragment(line):
             self.log.skip(self._where(number), "metrics without the `step:N` that starts their line",
                           f" (the excerpt starts or breaks mid-line?): {line.strip()[:80]!r}")
+
+    def _watch_exception(self, number: int, line: str) -> None:
+        """Note a traceback's exception line (the first unindented line after its frames)."""
+        if _TRACEBACK.match(line):
+            self._in_traceback = True
+        elif self._in_traceback and line.strip() and not line[:1].isspace():
+            self._in_traceback = False
+            if exception := _EXCEPTION.match(line.strip()):
+                text = exception["type"] + (f": {exception['message'].strip()}" if exception["message"] else "")
+                self.exception = (number, text[:200])
 
     def _finish(self) -> None:
         line, self._pending = self._pending, None
@@ -181,8 +201,10 @@ class _ConsoleParser:
         if not self.by_step and not self.log.lines:
             self.log.add(f"{self.name or 'text'}: no verl step lines (`step:N - key:value - ...`) found")
         records = [self.by_step[s] for s in sorted(self.by_step)]
+        # an exception after the last step line is how the run ended; one followed by more steps was survived
+        ended = self.exception[1] if self.exception and self.exception[0] > self.last_step_line else ""
         return LogRead(records=records, problems=self.log.lines, source=source, kind="verl_console",
-                       out_of_memory=self.out_of_memory, skipped=self.log.skipped)
+                       out_of_memory=self.out_of_memory, skipped=self.log.skipped, ended_with=ended)
 
 
 def _parse_lines(lines: Iterable[str], name: str, source: str) -> LogRead:

@@ -17,12 +17,14 @@ LABELS: dict[str, dict[str, str]] = {
            "problems": "could not read", "root": "root cause", "because": "a consequence of {root}",
            "ruled_out": "checked and ruled out", "or": "or try",
            "none_ruled_out": "nothing: the checks' metrics are not in the log",
+           "low_confidence": "low confidence: read from wandb's sparklines, not from the logged numbers",
            "inconclusive": "inconclusive: too few steps for a verdict (see below)"},
     "zh": {"header": "== {source}（任务类型 {family}，{steps} 步）", "none": "没有发现问题", "worst": "最严重",
            "status": "状态", "steps": "第 {range} 步", "step": "第 {range} 步", "at": "第 {step} 步",
            "rule": "规则", "why": "原因", "fix": "修复", "no_fix": "（没有对应的配置项，见原因）", "notes": "说明",
            "problems": "无法读取", "root": "根因", "because": "由 {root} 引起",
            "ruled_out": "已检查并排除", "or": "也可以试", "none_ruled_out": "无：日志中没有这些检查所需的指标",
+           "low_confidence": "置信度低：依据 wandb 的 sparkline 形状，而不是记录的数值",
            "inconclusive": "无法判断：步数太少，不足以下结论（见下）"},
 }
 SEVERITY_WORDS = {"en": {"info": "info", "warning": "warning", "critical": "critical"},
@@ -49,6 +51,8 @@ def _finding_lines(f: Finding, lang: str, indent: str, cause: str | None) -> lis
     head = f"{label['root']}: " if cause is None and f.severity != "info" else ""
     tail = f"; {label['because'].format(root=cause)}" if cause else ""
     lines = [f"{indent}[{words[f.severity]}] {head}{f.id}: {title}, {steps} ({label['rule']} {f.rule}{tail})"]
+    if f.confidence == "low":
+        lines.append(f"{indent}    ({label['low_confidence']})")
     for item in f.evidence:
         status = f" [{item['status']}]" if item.get("status") else ""
         rng = f": {item['range']}" if item.get("range") else ""

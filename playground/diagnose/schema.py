@@ -87,6 +87,19 @@ class VerdictSpec(_Strict):
     otherwise: str
 
 
+class ArtifactSpec(_Strict):
+    """What a log shows that is no failure, or hides one: a note with its verl reference, never a finding."""
+
+    name: str
+    reference: str = Field(min_length=1)
+    signature: Words
+    note: Words
+    families: list[Family] = list(FAMILIES)
+    metrics: list[Any] = []
+    thresholds: dict[str, float] = {}
+    when: dict[str, Any]
+
+
 class Link(_Strict):
     cause: str
     effects: list[str]
@@ -138,6 +151,7 @@ class Document(_Strict):
     measured_on: dict[Family, str]
     family_bands: dict[Family, dict[str, Bands]] = {}
     rules: list[dict[str, Any]]  # each checked as a `RuleSpec` by `check`, so that an error names its rule
+    artifacts: list[ArtifactSpec] = []
     catalogue: dict[str, Entry]
 
 

@@ -47,21 +47,30 @@ def diagnose_run_dir(run_dir: str | Path, *, family: str | None = None, config: 
     return diagnosis
 
 
-def diagnose_read(read, *, family: str | None = None, loss_updates: float | None = None) -> Report:
-    """Diagnose a `LogRead` from any reader; a console log that reports an out-of-memory error counts as `oom`.
+def diagnose_read(read, *, family: str | None = None, loss_updates: float | None = None,
+                  max_response_length: int | None = None) -> Report:
+    """Diagnose a `LogRead` from any reader; a console log that reports an out-of-memory error counts as `oom`, one
+    that ends in any other exception as `failed`.
 
     Args:
         loss_updates: a verl >= 0.7 log's updates per step, which its logged losses sum over (None: means).
+        max_response_length: the run's data.max_response_length (None: unknown), for the lengths' cross-check.
     """
-    info = {"status": "oom"} if read.out_of_memory else {}
+    # a log that ends in an exception failed there: no verdict of health, and the report says how it ended
+    info = {"status": "oom"} if read.out_of_memory else {"status": "failed"} if read.ended_with else {}
     if loss_updates is not None:
         info["loss_updates"] = loss_updates
+    if max_response_length is not None:
+        info["max_response_length"] = max_response_length
     if read.kind == "wandb_history":  # sparklines: shapes for the trends, sizes only where the summary gives them
         info.update(shape_only=True, unscaled=list(read.unscaled))
     diagnosis = diagnose(read.records, info=info or None, family=family)
     diagnosis.problems, diagnosis.source = list(read.problems), read.source
     if read.out_of_memory:
         diagnosis.notes.append("the log reports an out-of-memory error")
+    if read.ended_with:
+        diagnosis.notes.append(f"the log ends in an exception after its last step: {read.ended_with} (the run stopped "
+                               "there: it did not finish)")
     if read.kind == "wandb_history":
         diagnosis.notes.append("a wandb end-of-run block: trends read from its sparklines, sizes judged only on the "
                                "run summary's last values")
@@ -73,8 +82,8 @@ def diagnose_read(read, *, family: str | None = None, loss_updates: float | None
     return diagnosis
 
 
-def diagnose_path(path: str | Path, *, family: str | None = None,
-                  loss_updates: float | None = None) -> list[tuple[str, Report]]:
+def diagnose_path(path: str | Path, *, family: str | None = None, loss_updates: float | None = None,
+                  max_response_length: int | None = None) -> list[tuple[str, Report]]:
     """Diagnose whatever `path` is (`readers.path_kind`): a run dir (also writes its `findings.json`), a multirun dir
     (every run under it), a `metrics.jsonl`, a TensorBoard dir or event file, or a verl console log.
 
@@ -89,4 +98,5 @@ def diagnose_path(path: str | Path, *, family: str | None = None,
         runs = find_runs([path.parent if path.is_file() else path])
         return [(str(run), diagnose_run_dir(run, family=family)) for run in runs]
     read = read_any(path)
-    return [(read.source or str(path), diagnose_read(read, family=family, loss_updates=loss_updates))]
+    return [(read.source or str(path), diagnose_read(read, family=family, loss_updates=loss_updates,
+                                                     max_response_length=max_response_length))]

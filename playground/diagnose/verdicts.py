@@ -14,9 +14,10 @@ from typing import Any
 from playground import failures
 from playground.diagnose import catalogue
 from playground.diagnose.calibration import family_band, has_band
-from playground.diagnose.conditions import compile_condition, compile_series
+from playground.diagnose.conditions import compile_condition
 from playground.diagnose.finding import Finding
 from playground.diagnose.log import SHORTCUT_KEYS, Log, on_policy_shortcut
+from playground.diagnose.series import compile_series
 
 # A record with one of these is a training step; a validation-only record (verl's step 0 with val_before_train) is not.
 TRAINING_PREFIXES = ("actor/", "critic/")
@@ -44,8 +45,10 @@ def out_of_range(log: Log, family: str) -> list[dict]:
             value = None if shortcut[i] and key in SHORTCUT_KEYS else log.get(key, i)
             band = None if value is None else family_band(key, value, family)
             if band is not None and band["status"] != "ok":
-                rows.append({"metric": key, "step": log.steps[i], "value": value,
-                             "range": band["label"]["en"], "status": band["status"]})
+                # a family's calibrated bands (rules.yaml) carry no reading of their own, the guide's do
+                reading = band.get("label", {}).get("en") or f"outside the {family} family's calibrated range"
+                rows.append({"metric": key, "step": log.steps[i], "value": value, "range": reading,
+                             "status": band["status"]})
                 break
     return rows
 

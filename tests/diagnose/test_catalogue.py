@@ -101,7 +101,8 @@ def test_an_unknown_guard_is_an_error():
 
 def test_the_guard_is_named_once_and_used_by_the_rules_that_ask_for_a_stall():
     users = [r["name"] for r in catalogue.document()["rules"] if "'guard': 'below_target'" in str(r["when"])]
-    assert users == ["lr_too_high", "entropy_collapse", "overly_deterministic", "vanishing_gradient"]
+    assert users == ["lr_too_high", "entropy_collapse", "overly_deterministic", "vanishing_gradient",
+                     "response_truncation_at_cap", "entropy_collapse_steady"]
 
 
 # ---- python -m playground.diagnose --catalogue -------------------------------------------------------------
@@ -121,7 +122,8 @@ def test_catalogue_prints_one_table_with_a_row_per_rule(capsys):
     assert rows[0] == ["id", "rule", "signature", "guide", "gym", "token", "llm", "fix (Hydra overrides)", "guide §"]
     assert all(len(row) == len(rows[0]) for row in rows)
     document = catalogue.document()
-    assert [r[1] for r in rows[2:]] == [f"`{r['name']}`" for r in (*document["rules"], *document["verdicts"])]
+    assert [r[1] for r in rows[2:]] == [f"`{r['name']}`" for r in (*document["rules"], *document["verdicts"],
+                                                                    *document["artifacts"])]
     by_rule = {r[1]: dict(zip(rows[0], r, strict=True)) for r in rows[2:]}
     lr = by_rule["`lr_too_high`"]
     assert lr["id"] == "`lr_too_high`" and lr["guide"] == "clipfrac_high 0.5, kl_high 0.05"
@@ -132,6 +134,8 @@ def test_catalogue_prints_one_table_with_a_row_per_rule(capsys):
     assert by_rule["`lr_too_high_score_falls`"]["gym"] == "n/a"  # families: [token, llm]
     assert by_rule["`training_crash_status`"]["guide"] == "—"
     assert by_rule["`healthy`"]["guide §"] == "§11.4 example 1"
+    note = by_rule["`clip_ratio_v1`"]  # an artifact: a note with its verl reference, no id and no fix
+    assert note["id"] == "(note)" and "#7817" in note["guide §"] and note["fix (Hydra overrides)"] == "—"
 
 
 def test_catalogue_in_chinese(capsys):

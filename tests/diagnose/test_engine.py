@@ -115,6 +115,7 @@ def test_guide_section_1_3_scenarios(name, expected):
 
 
 # ---- every rule: a trigger and a near miss ------------------------------------------------------------
+EXPLODING = {"actor/entropy": lambda s: 0.5 * 1.3 ** s, "response_length/mean": lambda s: 100.0 * s}
 CASES = {  # id: (records, info, near-miss records, near-miss info)
     "training_crash": (run(**{"actor/pg_loss": lambda s: math.nan if s == 7 else 0.0}), {}, run(), {}),
     "out_of_memory": (run(**{"perf/max_memory_allocated_gb": 9.8}), {"memory_limit_gb": 10.0},
@@ -149,6 +150,14 @@ CASES = {  # id: (records, info, near-miss records, near-miss info)
                  run(**{"actor/kl_loss": lambda s: 0.2 + 0.02 * s}), {}),
     "response_truncation": (run(**FLAT, **{"response_length/clip_ratio": 0.85}), {},
                             run(**{"response_length/clip_ratio": 0.85}), {}),  # learning shortens it away
+    # entropy to several nats with the length, the score falling (verl #1066, #2738); near miss: the score rises
+    "entropy_explosion": (run(**EXPLODING, **{"critic/score/mean": lambda s: 0.8 - 0.05 * s}), {},
+                          run(**EXPLODING), {}),
+    # the "!!!!" collapse: entropy near ln(vocabulary), nothing scores, every response at the cap; near miss: the
+    # same lengths with a sharp policy (a task that needs long answers)
+    "degenerate_rollout": (run(**{"actor/entropy": 10.2, "critic/score/mean": 0.0, "response_length/clip_ratio": 1.0}),
+                           {}, run(**{"actor/entropy": 0.4, "critic/score/mean": 0.0,
+                                      "response_length/clip_ratio": 1.0}), {}),
     "prompt_truncation": (run(**{"prompt_length/clip_ratio": 0.2}), {},
                           run(**{"prompt_length/clip_ratio": 0.05}), {}),
     "converged": (run(**{"actor/ppo_kl": 5e-5, "actor/pg_clipfrac": 0.01, "critic/score/mean": 1.0}), TARGET,

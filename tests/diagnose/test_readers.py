@@ -38,7 +38,7 @@ def test_plain_lines_with_noise_between():
     assert read.kind == "verl_console" and read.problems == []
     assert read.steps == [1, 2, 3]
     assert read.records[1] == {
-        "actor/entropy_loss": 0.498, "actor/pg_loss": 0.003, "actor/pg_clipfrac": 0.004, "actor/ppo_kl": 0.001,
+        "actor/entropy": 0.498, "actor/pg_loss": 0.003, "actor/pg_clipfrac": 0.004, "actor/ppo_kl": 0.001,
         "actor/grad_norm": 0.296, "critic/score/mean": 0.25, "response_length/mean": 228.25,
         STEP: 2.0, "training/epoch": 0.0,
     }
@@ -48,9 +48,9 @@ def test_ray_main_task_prefix_with_colour_codes_and_traceback():
     read = _read("ray_main_task.log")
     assert read.problems == []
     assert read.records == [
-        {"actor/entropy_loss": 0.512, "actor/pg_loss": -0.004, "actor/pg_clipfrac": 0.002, "critic/score/mean": 0.125,
+        {"actor/entropy": 0.512, "actor/pg_loss": -0.004, "actor/pg_clipfrac": 0.002, "critic/score/mean": 0.125,
          STEP: 1.0},
-        {"actor/entropy_loss": 0.498, "actor/pg_loss": 0.003, "actor/pg_clipfrac": 0.004, "critic/score/mean": 0.25,
+        {"actor/entropy": 0.498, "actor/pg_loss": 0.003, "actor/pg_clipfrac": 0.004, "critic/score/mean": 0.25,
          STEP: 2.0},
     ]
 
@@ -60,7 +60,7 @@ def test_ray_taskrunner_prefix_with_repeated_suffix_full_precision():
     assert read.problems == []
     assert read.steps == [1, 2, 3]
     assert read.records[0] == {
-        "actor/entropy_loss": 0.6931471805599453, "actor/pg_loss": -0.0012345678901234, "actor/ppo_kl": 1.2e-05,
+        "actor/entropy": 0.6931471805599453, "actor/pg_loss": -0.0012345678901234, "actor/ppo_kl": 1.2e-05,
         "actor/lr": 1e-06, "perf/mfu/actor": 0.31415926, STEP: 1.0, "training/epoch": 0.0,
     }
     assert read.records[1]["actor/ppo_kl"] == 2.5e-05 and read.records[1]["training/epoch"] == 0.0
@@ -83,8 +83,8 @@ def test_validation_only_line_at_step_0():
     assert read.problems == []
     assert read.records == [
         {"val/score": 0.12, STEP: 0.0},
-        {"actor/entropy_loss": 0.61, "critic/score/mean": 0.1, STEP: 1.0, "training/epoch": 0.0},
-        {"actor/entropy_loss": 0.6, "critic/score/mean": 0.15, "val/score": 0.2, STEP: 2.0, "training/epoch": 0.0},
+        {"actor/entropy": 0.61, "critic/score/mean": 0.1, STEP: 1.0, "training/epoch": 0.0},
+        {"actor/entropy": 0.6, "critic/score/mean": 0.15, "val/score": 0.2, STEP: 2.0, "training/epoch": 0.0},
     ]
 
 
@@ -97,7 +97,7 @@ def test_wrapped_lines_are_rejoined_mid_key_mid_value_and_at_separators():
          STEP: 1.0, "training/epoch": 0.0},  # `training/global_` + `step:1 - ...` is one key, not a new line
         {"actor/pg_loss": 0.002, "actor/pg_clipfrac": 0.05, "actor/ppo_kl": 0.002, "critic/vf_loss": 0.125,
          "critic/score/mean": 0.5, "critic/score/max": 1.0, "actor/lr": 1e-06, STEP: 2.0},
-        {"actor/pg_loss": 0.001, "actor/entropy_loss": 0.45, "critic/score/mean": 0.75, STEP: 3.0},
+        {"actor/pg_loss": 0.001, "actor/entropy": 0.45, "critic/score/mean": 0.75, STEP: 3.0},
     ]
 
 
@@ -132,14 +132,16 @@ def test_excerpt_cut_in_a_value_keeps_a_value_that_parses():
 
 
 def test_names_of_verl_03_and_07_map_to_the_same_record():
-    expected = [{
-        "actor/entropy_loss": 0.652, "actor/reward_kl_penalty": 0.001, "actor/reward_kl_penalty_coeff": 0.002,
+    """Every name of one quantity maps to the guide's; the entropy keeps its version's key: verl 0.3 logged the
+    update's entropy (actor/entropy_loss), verl >= 0.4 the pre-update one (actor/entropy), two measurements."""
+    common = {
+        "actor/reward_kl_penalty": 0.001, "actor/reward_kl_penalty_coeff": 0.002,
         "perf/mfu/actor": 0.214, "actor/pg_loss": -0.003, "val/score": 0.35, "critic/vf_explained_var": -0.12,
         STEP: 1.0,
-    }]
-    for name in ("names_v03.log", "names_v07.log"):
+    }
+    for name, entropy in (("names_v03.log", "actor/entropy_loss"), ("names_v07.log", "actor/entropy")):
         read = _read(name)
-        assert read.problems == [] and read.records == expected, name
+        assert read.problems == [] and read.records == [{entropy: 0.652, **common}], name
 
 
 def test_non_numeric_values_are_skipped_and_reported_once_per_key():
@@ -264,7 +266,7 @@ def verl_tb(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("tb") / "tensorboard_log"
     _write_events(root / "gsm8k" / "ppo_run1", {
         "actor/pg_loss": [(1, 0.5), (2, math.nan), (3, -0.25)],
-        "actor/entropy": [(1, 0.75), (2, 0.5), (3, 0.25)],  # verl >= 0.4 alias of actor/entropy_loss
+        "actor/entropy": [(1, 0.75), (2, 0.5), (3, 0.25)],  # verl >= 0.4: the pre-update entropy, its own key
         "timing/gen": [(1, 2.0)],
         "val-core/openai/gsm8k/reward/mean@1": [(0, 0.125), (3, 0.5)],
     })
@@ -276,9 +278,9 @@ def test_tensorboard_verl_layout_with_nan_and_alias(verl_tb):
     assert read.kind == "tensorboard" and read.problems == []
     assert _comparable(read.records) == [
         {"val/score": 0.125, STEP: 0.0},
-        {"actor/pg_loss": 0.5, "actor/entropy_loss": 0.75, "timing_s/gen": 2.0, STEP: 1.0},
-        {"actor/pg_loss": NAN, "actor/entropy_loss": 0.5, STEP: 2.0},
-        {"actor/pg_loss": -0.25, "actor/entropy_loss": 0.25, "val/score": 0.5, STEP: 3.0},
+        {"actor/pg_loss": 0.5, "actor/entropy": 0.75, "timing_s/gen": 2.0, STEP: 1.0},
+        {"actor/pg_loss": NAN, "actor/entropy": 0.5, STEP: 2.0},
+        {"actor/pg_loss": -0.25, "actor/entropy": 0.25, "val/score": 0.5, STEP: 3.0},
     ]
     assert _comparable(read_tensorboard(verl_tb / "gsm8k" / "ppo_run1").records) == _comparable(read.records)
     event_file = next((verl_tb / "gsm8k" / "ppo_run1").glob("events.out.tfevents.*"))
@@ -341,7 +343,7 @@ def test_read_any_run_dir_reads_metrics_jsonl(tmp_path):
     read = read_any(tmp_path)
     assert read.kind == "jsonl" and read.problems == []
     assert _comparable(read.records) == [
-        {STEP: 1.0, "actor/pg_loss": 0.5}, {STEP: 2.0, "actor/pg_loss": NAN, "actor/entropy_loss": 0.25}]
+        {STEP: 1.0, "actor/pg_loss": 0.5}, {STEP: 2.0, "actor/pg_loss": NAN, "actor/entropy": 0.25}]
 
 
 def test_read_any_jsonl_file_with_half_written_last_line(tmp_path):

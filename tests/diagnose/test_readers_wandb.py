@@ -49,7 +49,7 @@ def block(*rows: str, prefix: str = "wandb: ") -> str:
 # Sparklines copied from the fixtures: each read line must draw the same again, and end at the summary's value.
 LLAMA_LINES = {
     "critic/score/mean": ("▁▃▄▅▆▆▆▇▆▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇███████████████", 0.89863),
-    "actor/entropy_loss": ("█▇▆▄▄▃▃▂▂▂▂▂▂▂▂▂▂▂▂▂▂▂▂▁▁▁▁▁▁▁▁▁▁▁▁▁▁▁▁▁", 0.05091),
+    "actor/entropy": ("█▇▆▄▄▃▃▂▂▂▂▂▂▂▂▂▂▂▂▂▂▂▂▁▁▁▁▁▁▁▁▁▁▁▁▁▁▁▁▁", 0.05091),
     "actor/kl_loss": ("▁▁▂▃▃▄▄▅▅▅▆▆▆▆▇▆▇▇▇▇▇▇▇▇▇▇▇█▇▇▇█████████", 0.00329),
     "actor/pg_loss": ("▄▆▇█▂▃▆▄▂▅▅▆▆▇▄▂▃▃▆▇▆▄▅▄▆▆▄▄▄▅▄▄▆▃▅▄▁▄▅▄", -0.00012),
     "val/score": ("▁▅▇▇█▇████████████████", 0.64291),
@@ -71,7 +71,7 @@ def test_real_block_trends_read_as_drawn():
     read = read_wandb_block(LLAMA)
     assert read.kind == "wandb_history" and read.skipped == {}
     score = [v for _, v in series(read, "critic/score/mean")]
-    entropy = [v for _, v in series(read, "actor/entropy_loss")]
+    entropy = [v for _, v in series(read, "actor/entropy")]
     assert score[0] < score[10] < score[-1] and entropy[0] > entropy[10] > entropy[-1]
     assert entropy[0] == pytest.approx(8 * 0.05091)  # █ ending on ▁: a bar 8 times the last one
     assert all(v < 0 for _, v in series(read, "actor/pg_loss"))  # a negative last value keeps its sign
@@ -122,7 +122,7 @@ def test_ray_prefixes_colour_codes_and_broken_rows_inside_a_block():
     read = parse_wandb_text(text, name="pasted")
     assert read.skipped == {} and read.unscaled == []
     assert [p.split(": ", 1)[1][:len(CAVEAT)] for p in read.problems] == [CAVEAT]
-    score, entropy = series(read, "critic/score/mean"), series(read, "actor/entropy_loss")
+    score, entropy = series(read, "critic/score/mean"), series(read, "actor/entropy")
     assert [s for s, _ in score] == [1, 3, 5, 7, 9] and sparkify([v for _, v in score]) == "▁▂▄▆█"
     assert score[-1][1] == 0.8 and score[0][1] == pytest.approx(0.1)
     assert sparkify([v for _, v in entropy]) == "█▆▄▂▁" and entropy[-1][1] == pytest.approx(0.05)
@@ -185,13 +185,13 @@ def test_panel_export_reads_the_first_run_and_names_the_others():
     assert read.kind == "csv" and read.skipped == {}
     assert read.problems == ["wandb_panel.csv: holds 2 runs; read 'grpo-lr1e-6', not `grpo-lr1e-5`"]
     assert read.steps == [1, 2, 3, 4, 5]
-    assert read.records[0] == {"critic/score/mean": 0.12, "actor/entropy_loss": 0.62, STEP: 1.0}  # no __MIN/__MAX
+    assert read.records[0] == {"critic/score/mean": 0.12, "actor/entropy": 0.62, STEP: 1.0}  # no __MIN/__MAX
 
 
 def test_panel_export_reads_a_named_run_and_its_gaps():
     read = read_wandb_csv(FIXTURES / "wandb_panel.csv", run="grpo-lr1e-5")
     assert read.steps == [1, 2, 4, 5]  # step 3 has no value for this run
-    assert read.records[-1] == {"critic/score/mean": 0.0, "actor/entropy_loss": 0.01, STEP: 5.0}
+    assert read.records[-1] == {"critic/score/mean": 0.0, "actor/entropy": 0.01, STEP: 5.0}
     missing = read_wandb_csv(FIXTURES / "wandb_panel.csv", run="nope")
     assert missing.records == [] and missing.problems == [
         "wandb_panel.csv: no run named 'nope' (its runs: `grpo-lr1e-6`, `grpo-lr1e-5`)"]
@@ -202,7 +202,7 @@ def test_history_export_has_a_column_per_metric():
     assert read.problems == [] and read.steps == [0, 1, 2, 3, 4, 5]
     assert read.records[0] == {"val/score": 0.31, STEP: 0.0}  # the index, _runtime and _timestamp are not metrics
     assert math.isnan(read.records[4]["actor/pg_loss"])
-    assert read.records[5] == {"actor/entropy_loss": 0.45, "actor/pg_loss": -0.003, "critic/score/mean": 0.33,
+    assert read.records[5] == {"actor/entropy": 0.45, "actor/pg_loss": -0.003, "critic/score/mean": 0.33,
                                "val/score": 0.42, STEP: 5.0}
 
 

@@ -1,0 +1,163 @@
+"""The series of the rule vocabulary in `rules.yaml`: a value per step, read from a metric, a run fact or built in
+(the score, the entropy and their derived values), and `compile_series`, which builds one from its YAML spec.
+
+`conditions` judges predicates and window conditions on them; both evaluate on a run's `Log` (log.py), unknown values
+staying unknown (None).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from playground.diagnose.log import Log
+from playground.metrics import fmt
+
+# The policy's entropy: verl V1 logs the pre-update entropy every step (`actor/entropy`) and the in-update entropy only
+# when the update computes it (`actor/entropy_loss`); the guide, the playground and verl <= 0.3 name the quantity
+# `actor/entropy_loss`. The first of these a log holds is read.
+ENTROPY_KEYS = ("actor/entropy", "actor/entropy_loss")
+
+
+class Series:
+    """A value per step: a metric, or one computed from metrics and facts."""
+
+    def __init__(self, fn: Callable[[Log, int], float | None], label: str, metric: str | Callable[[Log], str],
+                 label_fn: Callable[[Log], str] | None = None):
+        self.fn, self.label, self._metric, self._label_fn = fn, label, metric, label_fn
+
+    def value(self, log: Log, i: int) -> float | None:
+        return self.fn(log, i)
+
+    def metric_name(self, log: Log) -> str:
+        """The metric a reader should look at for this series."""
+        return self._metric(log) if callable(self._metric) else self._metric
+
+    def label_for(self, log: Log) -> str:
+        """How evidence names the series (a built-in may say what it computed for this run)."""
+        return self._label_fn(log) if self._label_fn else self.label
+
+    def describe(self, log: Log) -> str:
+        metric, label = self.metric_name(log), self.label_for(log)
+        return metric if label == metric else f"{label} ({metric})"
+
+
+def _score_key(log: Log) -> str:
+    from playground.score import score_metric  # the one definition of a run's score (sweeper, explorer, workshop)
+
+    return score_metric(log.facts, log.cols)
+
+
+def _score(log: Log, i: int) -> float | None:
+    return log.get(_score_key(log), i)
+
+
+def _score_gap(log: Log, i: int) -> float | None:
+    target, score = log.facts.get("score_target"), _score(log, i)
+    if target is None or score is None:
+        return None
+    return (target - score) / max(abs(target), 1.0)
+
+
+def _entropy_key(log: Log) -> str:
+    return next((k for k in ENTROPY_KEYS if k in log.cols), ENTROPY_KEYS[-1])
+
+
+def _entropy(log: Log, i: int) -> float | None:
+    return log.get(_entropy_key(log), i)
+
+
+def _continuous(log: Log) -> bool:
+    return log.facts.get("action_space") == "continuous"
+
+
+def _rel_entropy(log: Log, i: int) -> float | None:
+    h = _entropy(log, i)
+    if h is None:
+        return None
+    if _continuous(log):
+        first = log.first(_entropy_key(log))
+        return None if first is None else math.exp(min(h - first, 50.0))
+    top = log.facts.get("max_entropy")
+    return h / top if top else h
+
+
+def _entropy_spread(log: Log, i: int) -> float | None:
+    h = _entropy(log, i)
+    if h is None:
+        return None
+    return math.exp(min(h, 50.0)) if _continuous(log) else h
+
+
+def _rel_entropy_label(log: Log) -> str:
+    if _continuous(log):
+        return "exp(entropy - first entropy)"
+    return "entropy / max_entropy" if log.facts.get("max_entropy") else "entropy in nats (max_entropy unknown)"
+
+
+def _spread_label(log: Log) -> str:
+    return "exp(entropy)" if _continuous(log) else "entropy"
+
+
+BUILTIN: dict[str, Series] = {
+    "score": Series(_score, "score", _score_key),
+    "score_gap": Series(_score_gap, "score_gap", _score_key,
+                        lambda log: f"(score_target {fmt(log.facts.get('score_target'), none='unknown')} - score) / "
+                                    f"max(|score_target|, 1)"),
+    "entropy": Series(_entropy, "entropy", _entropy_key, _entropy_key),  # evidence names the key read
+    "rel_entropy": Series(_rel_entropy, "rel_entropy", _entropy_key, _rel_entropy_label),
+    "entropy_spread": Series(_entropy_spread, "entropy_spread", _entropy_key, _spread_label),
+}
+
+
+def _unary(s: Series, fn: Callable[[float], float], label: str) -> Series:
+    return Series(lambda log, i: None if (v := s.value(log, i)) is None else fn(v), label, s._metric)
+
+
+def compile_series(spec: Any, defs: Mapping[str, Any]) -> Series:
+    """A series from its YAML spec (see `rules.yaml`)."""
+    if isinstance(spec, str):
+        if spec in BUILTIN:
+            return BUILTIN[spec]
+        if spec in defs:
+            inner = compile_series(defs[spec], defs)
+            return Series(inner.fn, spec, inner._metric)
+        return Series(lambda log, i: log.get(spec, i), spec, spec)
+    if "abs" in spec:
+        s = compile_series(spec["abs"], defs)
+        return _unary(s, abs, f"|{s.label}|")
+    if "fact" in spec:
+        name = spec["fact"]
+        return Series(lambda log, i: log.facts.get(name), name, name)
+    if "first" in spec:
+        parts = [compile_series(p, defs) for p in spec["first"]]
+
+        def first(log: Log, i: int) -> float | None:
+            return next((v for p in parts if (v := p.value(log, i)) is not None), None)
+
+        return Series(first, " or ".join(p.label for p in parts),
+                      lambda log: next((p.metric_name(log) for p in parts if p.metric_name(log) in log.cols),
+                                       parts[0].metric_name(log)))
+    if "diff" in spec:
+        a, b = (compile_series(p, defs) for p in spec["diff"])
+
+        def diff(log: Log, i: int) -> float | None:
+            va, vb = a.value(log, i), b.value(log, i)
+            return None if va is None or vb is None else va - vb
+
+        return Series(diff, f"{a.label} - {b.label}", a._metric)
+    if "ratio" in spec:
+        a, b = (compile_series(p, defs) for p in spec["ratio"])
+        floor = float(spec.get("floor", 0.0))
+
+        def ratio(log: Log, i: int) -> float | None:
+            va, vb = a.value(log, i), b.value(log, i)
+            if va is None or vb is None:
+                return None
+            denominator = math.copysign(max(abs(vb), floor), vb)
+            return None if denominator == 0 else va / denominator
+
+        label = f"{a.label} / {'max(' + b.label + f', {fmt(floor)})' if floor else b.label}"
+        return Series(ratio, label, a._metric)
+    raise ValueError(f"rules.yaml: unknown series {spec!r}")
