@@ -206,8 +206,8 @@ def resolve_family(family: str | None, info: Mapping | None, config: Mapping | N
 
 
 def _max_response_length(info: Mapping, config: Mapping | None) -> float | None:
-    value = info.get("max_response_length", catalogue.config_value(config, "data.max_response_length"))
-    return None if value in (None, catalogue.MISSING) else float(value)
+    value = info.get("max_response_length", lookup(config, "data.max_response_length"))
+    return None if value in (None, ABSENT) else float(value)
 
 
 def facts(info: Mapping | None, config: Mapping | None, family: str) -> dict:

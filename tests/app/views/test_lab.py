@@ -99,7 +99,7 @@ def test_apply_and_rerun_overlays_both_runs_and_shows_the_finding_gone(lab, runs
     at.button(key="lab_run-lr_too_high-apply").click().run()
     assert not at.exception
     first, rerun = spawn.argvs
-    assert rerun[3:-2] == [*first[3:-2], "actor_rollout_ref.actor.optim.lr=0.005"]  # the fix on top
+    assert rerun[3:-1] == [*first[3:-1], "actor_rollout_ref.actor.optim.lr=0.005"]  # the fix on top
     assert run_dir_of(rerun).name.endswith("cartpole-lr_too_high-fix")
     assert "lr_too_high: gone in the rerun" in [s.value for s in at.success]
     assert "**Before** · " + run_dir_of(first).name in texts(at)
