@@ -139,7 +139,7 @@ CASES = {  # id: (records, info, near-miss records, near-miss info)
     "grad_clip_saturation": (run(**FLAT, **{"actor/grad_norm": 3.0}), {"grad_clip_actor": 1.0},  # llm: 3x the clip
                              run(**FLAT, **{"actor/grad_norm": 2.99}), {"grad_clip_actor": 1.0}),
     "unstable_policy_loss": (run(**FLAT, **{"actor/pg_loss": lambda s: 0.5 * (-1) ** s}), {},
-                             run(**FLAT, **{"actor/pg_loss": lambda s: 0.3 * (-1) ** s}), {}),
+                             run(**FLAT, **{"actor/pg_loss": lambda s: 0.1 * (-1) ** s}), {}),
     "advantage_not_normalized": (run(**{"critic/advantages/mean": 5.234, "critic/advantages/max": 50.23,
                                         "critic/advantages/min": -45.12}), {},
                                  run(**{"critic/advantages/mean": 0.6, "critic/advantages/max": 4.0,

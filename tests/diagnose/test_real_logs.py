@@ -16,8 +16,9 @@ HEALTHY = [e for e in LOGS if e["verdict"] == "healthy"]
 FAILURES = [e for e in LOGS if e["verdict"] == "failure"]
 
 
-def test_the_panel_has_twelve_logs_six_of_them_healthy_each_with_its_source():
-    assert len(LOGS) >= 12 and len(HEALTHY) >= 6
+def test_the_panel_has_ten_logs_six_of_them_healthy_each_with_its_source():
+    """Twelve until two logs from sources issue 25 holds out (Bihan/dstack-configs, YANGZHOU66666's notes) left it."""
+    assert len(LOGS) >= 10 and len(HEALTHY) >= 6
     sources = (PANEL / "SOURCES.md").read_text(encoding="utf-8")
     for entry in LOGS:
         assert (PANEL / entry["file"]).is_file() and f"### {entry['file']}" in sources, entry["file"]
