@@ -194,7 +194,7 @@ def _validate_token(cfg: DictConfig) -> None:
     _check(cfg, "actor_rollout_ref.rollout.temperature", lambda x: _number(x) and x > 0, "> 0")
     _check(cfg, "actor_rollout_ref.rollout.top_p", lambda x: _number(x) and 0 < x <= 1, "in (0, 1]")
     _check(cfg, "actor_rollout_ref.rollout.val_kwargs.n", lambda x: x >= 1, "an integer >= 1")
-    _check(cfg, "algorithm.filter_groups.max_num_gen_batches", lambda x: x >= 1, "an integer >= 1")
+    _check(cfg, "algorithm.filter_groups.max_num_gen_batches", lambda x: x >= 0, "an integer >= 0 (0: no limit)")
     _check(cfg, "data.gen_batch_size", lambda x: x is None or x >= 1, "null or an integer >= 1")
     filtering = _get(cfg, "algorithm.filter_groups.enable")
     if filtering and n < 2:

@@ -5,7 +5,8 @@ A generation batch is `gen_batch_size` prompts × `rollout.n` responses, scored.
 whose `metric` is the same for every response are dropped (`algos.dapo.filter_groups`): their GRPO advantages would
 all be 0. An agent with fewer than `train_batch_size` kept groups generates again, from its own streams
 (`Rollout.generate(agents)`), until it has enough, and its rows are then cut to exactly `train_batch_size · n`. An agent
-that has drawn `max_num_gen_batches` batches and is still short fails as verl's trainer does ("Generated too many");
+that has drawn `max_num_gen_batches` batches (0, verl's default: no limit) and is still short fails as verl's trainer
+does ("Generated too many");
 the others go on. Each agent needs its own number of batches (`train/num_gen_batches`, as verl logs it), and gets the
 rows it would get alone.
 """
@@ -93,7 +94,7 @@ class DynamicSampler:
             for agent in batch["agents"]:
                 if not active[agent] or kept[agent] >= self.train_groups:
                     continue
-                if drawn[agent] >= self.max_batches:
+                if 0 < self.max_batches <= drawn[agent]:  # verl: a non-positive cap is no limit
                     errors[agent] = (f"ValueError: num_gen_batches={drawn[agent]} >= max_num_gen_batches="
                                      f"{self.max_batches}. Generated too many. Please check if your data are too "
                                      f"difficult. (verl's DAPO trainer; {kept[agent]} of data.train_batch_size="

@@ -312,6 +312,25 @@ def test_dynamic_sampling_ends_a_run_past_its_cap_as_failed_with_verls_message(t
     assert read_findings(run_dir) is not None
 
 
+def test_dynamic_sampling_has_no_generation_cap_by_default_as_in_verl(train_run):
+    """`max_num_gen_batches` defaults to 0, verl's "no upper limit": the default reverse task with dynamic sampling
+    on generates until its batch is full (a cap of 10 ended it at step 1)."""
+    from playground.config import compose
+    from playground.runs import read_run_info
+
+    assert compose(["task=reverse"]).algorithm.filter_groups.max_num_gen_batches == 0
+    _, run_dir = train_run(["task=reverse", "trainer.total_training_steps=2", "trainer.test_freq=-1",
+                            "algorithm.filter_groups.enable=true"])
+    assert read_run_info(run_dir)["status"] == "finished"
+    records = read_metrics_jsonl(run_dir / "metrics.jsonl").records[1:]
+    assert [r["training/global_step"] for r in records] == [1.0, 2.0] and records[0]["train/num_gen_batches"] >= 1
+
+
+def test_a_negative_generation_cap_is_refused():
+    with pytest.raises(ConfigError, match="max_num_gen_batches=-1 is out of range"):
+        validate(compose([*TINY_TOKEN, "algorithm.filter_groups.max_num_gen_batches=-1"]))
+
+
 def test_dynamic_sampling_gen_batch_size_without_filtering_is_refused():
     with pytest.raises(ConfigError, match="data.gen_batch_size=16 is out of range without algorithm.filter_groups"):
         validate(compose([*TINY_TOKEN, "data.gen_batch_size=16"]))
