@@ -26,6 +26,7 @@ from omegaconf import DictConfig
 from torch import Tensor
 
 from playground.algos.dapo import filter_groups
+from playground.algos.group_stats import ZERO_ADV_RATIO, zero_adv_ratio
 from playground.algos.masked import masked_stats
 from playground.config import uses_critic
 from playground.hparams import AgentHParams
@@ -273,6 +274,9 @@ class TokenTask(Task):
             groups = len(torch.unique(uid))
             out["train/zero_adv_group_ratio"] = torch.tensor(
                 [1 - len(filter_groups(r, uid).groups) / groups for r in seq_rewards], device=self.device)
+            uid_list = uid.tolist()
+            out[ZERO_ADV_RATIO] = torch.tensor([zero_adv_ratio(r.tolist(), uid_list) for r in seq_rewards],
+                                               device=self.device)  # the responses, verl PR #5770's share
         return out
 
     def token_counts(self, batch: Batch) -> dict[str, list[int]]:

@@ -25,8 +25,11 @@ def test_grpo_run_writes_every_sequence_metric(train_run):
     step = records[1]
     for key in ("response_length/mean", "response_length/clip_ratio", "prompt_length/max", "critic/score/mean",
                 "critic/rewards/std", "actor/kl_loss", "actor/kl_coef", "actor/ppo_kl", "timing_per_token_ms/gen",
-                "perf/mfu/actor", "perf/throughput", "training/epoch", "critic/advantages/max"):
+                "perf/mfu/actor", "perf/throughput", "training/epoch", "critic/advantages/max",
+                "critic/advantages/zero_adv_ratio", "train/zero_adv_group_ratio"):
         assert key in step, key
+    # with GRPO's 0/1 rewards a response has advantage 0 exactly when its whole group scored alike
+    assert step["critic/advantages/zero_adv_ratio"] == step["train/zero_adv_group_ratio"]
     # 7-token prompts in a width of 8: none is cut, so none counts as clipped (verl: length == padded width)
     assert step["prompt_length/max"] == 7 and step["prompt_length/clip_ratio"] == 0.0
     assert step["response_length/max"] <= 8 and 0 < step["perf/mfu/actor"] < 1
