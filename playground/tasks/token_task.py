@@ -269,6 +269,8 @@ class TokenTask(Task):
         tokens = batch["attention_mask"].sum((1, 2)).float()
         out.update({f"global_seqlen/{s}": tokens for s in ("min", "max", "balanced_min", "balanced_max", "mean")})
         out["global_seqlen/minmax_diff"] = torch.zeros_like(tokens)
+        # verl's V1 trainer logs the turns of every trajectory; a single-turn answer is 2 (the prompt and the reply)
+        out.update({f"training/num_turns/{s}": torch.full_like(tokens, 2.0) for s in ("mean", "max", "min")})
         if self.n > 1:  # groups whose rewards are all equal: GRPO gives each of their responses advantage 0
             uid, seq_rewards = batch["uid"][0], batch["token_level_rewards"].sum(-1)
             groups = len(torch.unique(uid))

@@ -30,6 +30,7 @@ def test_grpo_run_writes_every_sequence_metric(train_run):
         assert key in step, key
     # with GRPO's 0/1 rewards a response has advantage 0 exactly when its whole group scored alike
     assert step["critic/advantages/zero_adv_ratio"] == step["train/zero_adv_group_ratio"]
+    assert step["training/num_turns/mean"] == step["training/num_turns/max"] == 2.0  # V1's count of one reply
     # 7-token prompts in a width of 8: none is cut, so none counts as clipped (verl: length == padded width)
     assert step["prompt_length/max"] == 7 and step["prompt_length/clip_ratio"] == 0.0
     assert step["response_length/max"] <= 8 and 0 < step["perf/mfu/actor"] < 1
