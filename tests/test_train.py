@@ -108,3 +108,45 @@ def test_metrics_file_is_valid_json_lines_while_running(train_run):
     for line in (run_dir / "metrics.jsonl").read_text().splitlines():
         json.loads(line)
     assert torch.get_num_threads() == 1
+
+
+def test_a_short_run_on_a_terminal_shows_its_dir_a_compact_bar_and_a_summary(tmp_path):
+    """`python -m playground.train task=reverse` on a terminal (a pseudo-terminal here): the run dir first, a progress
+    bar with the task's score (val/accuracy) and a few numbers, a summary with the root cause and its fix; no number
+    with more than 4 significant digits (verl's full line is `trainer.logger=[console]`)."""
+    import fcntl
+    import pty
+    import re
+    import struct
+    import termios
+
+    controller, terminal = pty.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 200, 0, 0))  # a 200-column terminal
+    run_dir = tmp_path / "run"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "playground.train", "task=reverse", "+debug=tiny",
+                             "trainer.total_training_steps=3", "trainer.progress_bar=true",  # +debug=tiny turns it off
+                             f"hydra.run.dir={run_dir}"], cwd=ROOT, env=env,
+                            stdin=subprocess.DEVNULL, stdout=terminal, stderr=terminal)
+    os.close(terminal)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(controller, 4096)
+        except OSError:  # the terminal closed: the process ended
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    assert proc.wait(timeout=120) == 0
+    os.close(controller)
+    out = b"".join(chunks).decode("utf-8", "replace").replace("\r", "\n")
+    assert f"run dir: {run_dir}" in out.splitlines()[0]
+    assert re.search(r"reverse/healthy: 100%.*3/3.*val/accuracy \d.*\| entropy .*\| grad_norm ", out)
+    assert "step:1 - " not in out  # no console line unless asked for
+    assert "run finished after 3 steps (total_training_steps reached)" in out
+    assert "diagnosis: inconclusive (too little evidence for a verdict)" in out
+    assert ("fix: python -m playground.train task=reverse +debug=tiny trainer.progress_bar=true "
+            "trainer.total_training_steps=30") in out
+    numbers = re.findall(r"\d+\.\d+(?:e[-+]?\d+)?", out.replace(str(run_dir), ""))
+    assert [n for n in numbers if len(n.split("e")[0].replace(".", "").lstrip("0")) > 4] == []

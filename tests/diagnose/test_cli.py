@@ -121,3 +121,25 @@ def test_loss_updates_flag_judges_summed_losses_per_update(capsys, tmp_path):
     assert "unstable_policy_loss" in _cli(capsys, log)[1]  # read as means: swings of 0.8 a step
     _, out, _ = _cli(capsys, log, "--loss-updates", "32")  # 32 updates summed: 0.025 a step per update
     assert "unstable_policy_loss: " not in out and "losses read as sums over 32 updates" in out
+
+
+def test_the_guides_example1_pasted_as_text_is_inconclusive_and_names_what_is_out_of_range(capsys):
+    """§11.4 example 1, pasted as the guide prints it: one step of a fresh PPO run is no evidence of health; the
+    critic's high loss and gradient are listed with the guide's reading, and its `timing/*` keys are read."""
+    text = (FIXTURES / "guide_11_4_example1.log").read_text(encoding="utf-8")
+    code, out, _ = _cli(capsys, "--text", text)
+    assert code == 0 and "status: inconclusive" in out and "healthy" not in out.split("notes:")[0]
+    assert "critic/vf_loss = 14.95 (at step 0): high: normal only early in training [warn]" in out
+    assert "critic/grad_norm = 1023 (at step 0): very large: normal only at the start [warn]" in out
+    code, out, _ = _cli(capsys, "--text", text, "--json")
+    records = json.loads(out)["results"][0]
+    assert records["steps"] == 1 and [f["id"] for f in records["findings"]] == ["inconclusive"]
+
+
+def test_the_guides_example1_timing_keys_are_read_as_verls_timing_s():
+    from playground.diagnose.readers import parse_verl_text
+
+    read = parse_verl_text((FIXTURES / "guide_11_4_example1.log").read_text(encoding="utf-8"))
+    (record,) = read.records
+    assert {"timing_s/gen", "timing_s/update_actor", "timing_s/update_critic"} <= set(record)
+    assert record["critic/lr"] == pytest.approx(1e-5) and record["actor/lr"] == pytest.approx(1e-8)  # lr(1e-4) x 0.1
