@@ -40,9 +40,8 @@ def _lab_dirs(runs):
 
 
 def _short_lr_too_high(at):
-    at.selectbox(key="lab_scenario").set_value("lr_too_high").run()
-    at.number_input(key="knob_steps").set_value(25).run()
-    return at.selectbox(key="knob_lr_schedule").set_value("constant").run()
+    """lr_too_high as the Lab sets it: its short run (conf/scenario_lab/), 30 steps at a constant lr."""
+    return at.selectbox(key="lab_scenario").set_value("lr_too_high").run()
 
 
 def test_the_lab_is_the_first_page_with_the_scenarios_values_and_the_tasks_defaults(lab):
@@ -51,6 +50,10 @@ def test_the_lab_is_the_first_page_with_the_scenarios_values_and_the_tasks_defau
     assert lab.number_input(key="knob_actor_lr").value == pytest.approx(2.5e-3)
     lab.selectbox(key="lab_scenario").set_value("lr_too_high").run()
     assert lab.number_input(key="knob_actor_lr").value == pytest.approx(0.05)  # the scenario's
+    # and its short run's, so the reader sets nothing: conf/scenario_lab/cartpole_lr_too_high.yaml
+    assert lab.number_input(key="knob_steps").value == 30 and lab.selectbox(key="knob_lr_schedule").value == "constant"
+    assert ("Set for a short run that shows the failure: `actor_rollout_ref.actor.optim.lr_scheduler_type=constant` "
+            "`trainer.total_training_steps=30` (conf/scenario_lab/cartpole_lr_too_high.yaml).") in texts(lab)
     assert lab.number_input(key="knob_entropy_coeff").value == pytest.approx(0.05)
     assert "task default 0.0025" in texts(lab)
     assert lab.number_input(key="knob_clip_high").value == pytest.approx(0.2)  # verl's default, which wins
@@ -80,7 +83,7 @@ def test_an_invalid_knob_shows_the_validators_line_and_starts_nothing(lab, runs,
 def test_train_starts_the_entry_with_the_overrides_as_arguments(lab, runs, spawn):
     at = _short_lr_too_high(lab)
     overrides = ["task=cartpole", "scenario=lr_too_high", "actor_rollout_ref.actor.optim.lr_scheduler_type=constant",
-                 "trainer.total_training_steps=25"]
+                 "trainer.total_training_steps=30"]
     assert at.code[0].value == "python -m playground.train " + " ".join(overrides)
     at.button(key="lab_train").click().run()
     assert not at.exception
@@ -99,7 +102,7 @@ def test_apply_and_rerun_overlays_both_runs_and_shows_the_finding_gone(lab, runs
     at.button(key="lab_run-lr_too_high-apply").click().run()
     assert not at.exception
     first, rerun = spawn.argvs
-    assert rerun[3:-2] == [*first[3:-2], "actor_rollout_ref.actor.optim.lr=0.005"]  # the fix on top
+    assert rerun[3:-1] == [*first[3:-1], "actor_rollout_ref.actor.optim.lr=0.005"]  # the fix on top
     assert run_dir_of(rerun).name.endswith("cartpole-lr_too_high-fix")
     assert "lr_too_high: gone in the rerun" in [s.value for s in at.success]
     assert "**Before** · " + run_dir_of(first).name in texts(at)
