@@ -210,17 +210,23 @@ def range_chart(frame: pd.DataFrame, title: str, *, x_title: str = "step", y_tit
 
 
 def step_rule_chart(long: pd.DataFrame, metric: str, step: float, *, sample_steps: Sequence[float] = (),
-                    x_title: str = "step", height: int = 180) -> alt.LayerChart:
-    """A metric's raw line, a tick under each step that has samples, and a dashed rule at the step shown."""
+                    jumps: pd.DataFrame | None = None, x_title: str = "step", height: int = 180) -> alt.LayerChart:
+    """A metric's raw line, a tick under each step that has samples, a dashed rule at the step shown, and a ring on
+    each of the largest jumps (`series.largest_jumps`: columns x, value, change) where the line lands after it."""
     drawn = _finite(long, ["value", "smoothed"])
     x = _x(drawn, x_title)
-    line = alt.Chart(drawn).mark_line(strokeWidth=1.8).encode(
-        x=x, y=alt.Y("value:Q", title=None, scale=alt.Scale(zero=False)), color=_color(legend=False),
-        tooltip=["series:N", alt.Tooltip("step:Q", format="d"), alt.Tooltip("value:Q", format=".4g")])
+    tooltip = ["series:N", alt.Tooltip("step:Q", format="d"), alt.Tooltip("value:Q", format=".4g")]
+    line = alt.Chart(drawn).mark_line(strokeWidth=1.8, point=len(drawn) == 1).encode(
+        x=x, y=alt.Y("value:Q", title=None, scale=alt.Scale(zero=False)), color=_color(legend=False), tooltip=tooltip)
     ticks = alt.Chart(pd.DataFrame({"x": list(sample_steps)})).mark_tick(color="#888", thickness=1, size=8).encode(
         x=x, y=alt.value(height - 4))
     rule = alt.Chart(pd.DataFrame({"x": [step]})).mark_rule(color="#444", strokeDash=[4, 3]).encode(x=x)
-    return _style(alt.layer(line, ticks, rule).properties(title=metric, height=height))
+    layers = [line, ticks, rule]
+    if jumps is not None and not jumps.empty:
+        layers.append(alt.Chart(jumps).mark_point(shape="circle", size=110, strokeWidth=2,
+                                                  color=STATUS_COLORS["warn"]).encode(
+            x=x, y="value:Q", tooltip=[alt.Tooltip("step:Q", format="d"), alt.Tooltip("change:Q", format="+.4g")]))
+    return _style(alt.layer(*layers).properties(title=metric, height=height))
 
 
 def timeline_chart(findings: pd.DataFrame, max_step: float, *, x_title: str = "step") -> alt.LayerChart:
