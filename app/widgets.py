@@ -114,9 +114,11 @@ def page_with_selection(title_key: str) -> tuple[pd.DataFrame, pd.DataFrame] | N
 
 
 def show_gone_runs() -> None:
-    """Warn about shown runs whose dirs disappeared (deleted while shown)."""
+    """Warn about shown runs whose dirs disappeared (deleted while shown), and runs a URL named that are not there."""
     for run in st.session_state.pop("gone_runs", []):
         st.warning(t("warn_gone", path=run))
+    for run in st.session_state.pop("unknown_runs", []):
+        st.warning(t("warn_unknown_run", path=run))
 
 
 def show_warnings(warnings: list[tuple[str, str]]) -> None:

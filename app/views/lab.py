@@ -61,6 +61,8 @@ def _load(overrides: list[str]) -> None:
 def _init() -> None:
     if lab_run.LOAD in st.session_state:
         _load(st.session_state.pop(lab_run.LOAD))
+    elif "lab_task" not in st.session_state and (view := lab_run.current_view()):
+        _load(lab_run.run_overrides(view["run"]))  # the run shown, with its own config in the fields
     elif "lab_task" not in st.session_state:
         tasks = knobs.tasks()
         st.session_state["lab_task"] = "cartpole" if "cartpole" in tasks else tasks[0]

@@ -15,6 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 from playground.config import ConfigError, compose, validate
 
+import data
 from app_helpers import ENTRY, chart_data, charts_of, spec_title, texts
 from fake_procs import run_dir_of
 from fake_runs import LR_TOO_HIGH, write_run
@@ -37,6 +38,12 @@ def lab(runs):
 
 def _lab_dirs(runs):
     return sorted(p for p in (runs / "lab").glob("*/*") if p.is_dir()) if (runs / "lab").is_dir() else []
+
+
+def _fresh():
+    """A new session of the explorer, which lists the runs afresh (the list is cached for a few seconds)."""
+    data.list_runs.clear()
+    return AppTest.from_file(ENTRY, default_timeout=60).run()
 
 
 def _short_lr_too_high(at):
@@ -116,8 +123,8 @@ def test_a_fix_that_leaves_the_runs_folder_is_refused(lab, runs, spawn):
     run = write_run(runs / "lab" / "2026-12-01" / "09-00-00-cartpole-lr_too_high", scenario="lr_too_high",
                     unstable=True, overrides=["task=cartpole", "scenario=lr_too_high"],
                     findings=[{**LR_TOO_HIGH, "fix": "hydra.run.dir=../x"}])
-    at = lab.run()
-    assert f"**{run.name}**" in texts(at)  # a fresh session shows the newest Lab run
+    at = _fresh()
+    assert f"**{run.name}**" in texts(at)  # a fresh session shows the newest run, a Lab run
     at.button(key="lab_run-lr_too_high-apply").click().run()
     assert any(e.value.startswith("Not started: hydra.run.dir=../x is refused") for e in at.error)
     assert spawn.started == [] and _lab_dirs(runs) == [run]
@@ -144,9 +151,27 @@ def test_a_run_an_earlier_explorer_started_can_still_be_stopped(lab, runs):
     try:
         write_run(runs / "lab" / "2026-12-01" / "09-00-00-cartpole-healthy", status="running",
                   extra_info={"pid": trainer.pid, "start_time": time.time()})
-        at = lab.run()
+        at = _fresh()
         assert "▶ running" in texts(at)
         at.button(key="lab_stop").click().run()
         assert trainer.wait(timeout=10) == -signal.SIGTERM
     finally:
         trainer.kill()
+
+
+def test_a_fresh_lab_shows_the_sidebars_run_only_when_it_is_a_lab_run(runs, tmp_path):
+    """The Lab follows the sidebar's rule (the newest run, or the one the page was opened for): the newest run is a
+    Lab run: shown, its config in the fields; a newer run elsewhere: the intro, not an older, unrelated Lab run."""
+    lab_run = write_run(runs / "lab" / "2026-12-01" / "09-00-00-cartpole-lr_too_high", scenario="lr_too_high",
+                        unstable=True, overrides=["task=cartpole", "scenario=lr_too_high",
+                                                  "trainer.total_training_steps=25"], findings=[LR_TOO_HIGH])
+    at = _fresh()
+    assert f"**{lab_run.name}**" in texts(at)
+    assert at.selectbox(key="lab_scenario").value == "lr_too_high" and at.number_input(key="knob_steps").value == 25
+    other = write_run(runs / "2026-12-02" / "10-00-00", seed=1, findings=[])
+    info = json.loads((other / "run.json").read_text())
+    (other / "run.json").write_text(json.dumps({**info, "start_time": time.time() + 60}))
+    at = _fresh()
+    assert at.multiselect(key="runs").value == [str(other)]
+    assert f"**{lab_run.name}**" not in texts(at) and "Pick a task and a scenario" in texts(at)
+    assert at.selectbox(key="lab_scenario").value == "healthy"
