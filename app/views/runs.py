@@ -85,10 +85,10 @@ def _selected_section(table: pd.DataFrame) -> None:
 
 
 def _fit(texts: pd.Series) -> int:
-    """A column's width in pixels that shows its longest text whole (about 7 px a character, an emoji two)."""
+    """A column's width in pixels that shows its longest text whole (about 6.5 px a character, an emoji two)."""
     longest = max((len(t) + sum(t.count(icon) for icon in widgets.SEVERITY_ICON.values()) for t in texts.astype(str)),
                   default=8)
-    return min(640, 24 + 7 * longest)
+    return min(640, round(24 + 6.5 * longest))
 
 
 def render() -> None:
@@ -121,7 +121,7 @@ def render() -> None:
     })
     if metric:
         view[metric] = listed["metric"].to_numpy()
-    widths = {widgets.t(c): st.column_config.Column(width="small") for c in ("col_shown", "col_step", "col_seed")}
+    widths = {widgets.t(c): st.column_config.Column(width=56) for c in ("col_shown", "col_step", "col_seed")}
     for column in ("col_run", "col_scenario"):
         widths[widgets.t(column)] = st.column_config.Column(width=_fit(view[widgets.t(column)]))
     widths[widgets.t("col_findings")] = st.column_config.TextColumn(width=_fit(view[widgets.t("col_findings")]),
