@@ -151,7 +151,7 @@ def metric_chart(long: pd.DataFrame, metric: str, *, bands: pd.DataFrame | None 
         drawn["lone"] = _lone(drawn, y.split(":")[0])
         if drawn["lone"].any():  # a one-step series: a dot where its line would be
             run_layers.append(alt.Chart().transform_filter("datum.lone").mark_point(
-                filled=True, size=60, opacity=0.9).encode(x=x, y=y, color=color, tooltip=tooltip))
+                filled=True, size=60, opacity=1).encode(x=x, y=y, color=color, tooltip=tooltip))
         for status, status_color in STATUS_COLORS.items():
             if (drawn["status"] == status).any():
                 run_layers.append(alt.Chart().transform_filter(f"datum.status === '{status}'").mark_point(
@@ -178,7 +178,8 @@ def pair_chart(long: pd.DataFrame, title: str, *, x_title: str = "step", height:
     drawn = _finite(long, ["smoothed"])
     drawn["lone"] = _lone(drawn, "smoothed", ("metric", "series"))
     around = _span(drawn["smoothed"])
-    encoding = {"x": _x(drawn, x_title, zero=False), "color": _color("metric"),
+    color = alt.Color("metric:N", title=None, scale=alt.Scale(range=PALETTE), legend=alt.Legend(columns=3))
+    encoding = {"x": _x(drawn, x_title, zero=False), "color": color,
                 "y": alt.Y("smoothed:Q", title=None, scale=alt.Scale(zero=False, domain=around or alt.Undefined)),
                 "tooltip": ["metric:N", "series:N", alt.Tooltip("step:Q", format="d"),
                             alt.Tooltip("smoothed:Q", format=".4g")]}
@@ -186,8 +187,9 @@ def pair_chart(long: pd.DataFrame, title: str, *, x_title: str = "step", height:
                                                          **encoding)
     if not drawn["lone"].any():
         return _style(line.properties(data=drawn, title=title, height=height))
-    dots = alt.Chart().transform_filter("datum.lone").mark_point(filled=True, size=60).encode(
-        shape=alt.Shape("series:N", title=None), **encoding)  # a one-step log: a dot where each line would be
+    # a one-step log: a dot where each line would be
+    dots = alt.Chart().transform_filter("datum.lone").mark_point(filled=True, size=60, opacity=1).encode(
+        shape=alt.Shape("series:N", title=None, legend=None), **encoding)
     return _style(alt.layer(line, dots, data=drawn).properties(title=title, height=height))
 
 
@@ -223,7 +225,7 @@ def step_rule_chart(long: pd.DataFrame, metric: str, step: float, *, sample_step
     rule = alt.Chart(pd.DataFrame({"x": [step]})).mark_rule(color="#444", strokeDash=[4, 3]).encode(x=x)
     layers = [line, ticks, rule]
     if jumps is not None and not jumps.empty:
-        layers.append(alt.Chart(jumps).mark_point(shape="circle", size=110, strokeWidth=2,
+        layers.append(alt.Chart(jumps).mark_point(shape="circle", size=110, strokeWidth=2, opacity=1,
                                                   color=STATUS_COLORS["warn"]).encode(
             x=x, y="value:Q", tooltip=[alt.Tooltip("step:Q", format="d"), alt.Tooltip("change:Q", format="+.4g")]))
     return _style(alt.layer(*layers).properties(title=metric, height=height))
