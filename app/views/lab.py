@@ -127,10 +127,10 @@ def form() -> None:
     config, defaults = knobs.scenario_config(task, scenario), knobs.task_defaults(task)
     short = knobs.short_run(task, scenario)
     if short:
-        short_values = knobs.lab_config(task, scenario)
-        changed = knobs.overrides_for(task, scenario, {k.name: short_values.value(k) for k in knobs.KNOBS})[2:]
-        st.caption(widgets.t("lab_short_run", overrides=" ".join(f"`{o}`" for o in changed),
-                             path=f"conf/{knobs.SHORT_RUN}/{short}.yaml"))
+        set_here = knobs.lab_config(task, scenario)
+        changed = [f"{widgets.t(f'knob_{k.name}')} {knobs.text(set_here.value(k))}" for k in knobs.KNOBS
+                   if not knobs.same(set_here.value(k), config.value(k))]
+        st.caption(widgets.t("lab_short_run", knobs=", ".join(changed), path=f"conf/{knobs.SHORT_RUN}/{short}.yaml"))
     overrides, checked = form_overrides()
     at_field = knobs.error_knob(checked.error, config.family)
     message = st.session_state.pop(lab_run.MESSAGE, None)

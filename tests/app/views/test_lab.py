@@ -59,8 +59,8 @@ def test_the_lab_is_the_first_page_with_the_scenarios_values_and_the_tasks_defau
     assert lab.number_input(key="knob_actor_lr").value == pytest.approx(0.05)  # the scenario's
     # and its short run's, so the reader sets nothing: conf/scenario_lab/cartpole_lr_too_high.yaml
     assert lab.number_input(key="knob_steps").value == 30 and lab.selectbox(key="knob_lr_schedule").value == "constant"
-    assert ("Set for a short run that shows the failure: `actor_rollout_ref.actor.optim.lr_scheduler_type=constant` "
-            "`trainer.total_training_steps=30` (conf/scenario_lab/cartpole_lr_too_high.yaml).") in texts(lab)
+    assert ("Set for a short run that shows the failure: Actor LR schedule constant, Training steps 30 "
+            "(conf/scenario_lab/cartpole_lr_too_high.yaml).") in texts(lab)
     assert lab.number_input(key="knob_entropy_coeff").value == pytest.approx(0.05)
     assert "task default 0.0025" in texts(lab)
     assert lab.number_input(key="knob_clip_high").value == pytest.approx(0.2)  # verl's default, which wins
