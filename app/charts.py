@@ -149,8 +149,8 @@ def metric_chart(long: pd.DataFrame, metric: str, *, bands: pd.DataFrame | None 
             tooltip=tooltip,
         ).add_params(alt.selection_interval(bind="scales", encodings=["x"])))
         drawn["lone"] = _lone(drawn, y.split(":")[0])
-        if drawn["lone"].any():  # a one-step series: a dot where its line would be
-            run_layers.append(alt.Chart().transform_filter("datum.lone").mark_point(
+        if drawn["lone"].any():  # a one-step series: a dot where its line would be (a warn/bad mark is its own)
+            run_layers.append(alt.Chart().transform_filter("datum.lone && datum.status == null").mark_point(
                 filled=True, size=60, opacity=1).encode(x=x, y=y, color=color, tooltip=tooltip))
         for status, status_color in STATUS_COLORS.items():
             if (drawn["status"] == status).any():

@@ -98,7 +98,9 @@ def test_a_one_step_series_is_a_dot_on_readable_axes():
     x = units(spec)[0]["encoding"]["x"]
     assert x["scale"]["domain"] == [-1.0, 1.0] and x["axis"]["format"] == "d"
     assert units(spec)[0]["encoding"]["y"]["scale"]["domain"] == [14.947 / 2, 14.947 * 1.5]
-    assert units(spec)[1]["transform"] == [{"filter": "datum.lone"}]
+    assert units(spec)[1]["transform"] == [{"filter": "datum.lone && datum.status == null"}]
+    warned = charts.to_spec(charts.metric_chart(one.assign(status=["warn"]), "critic/vf_loss", smoothed=False))
+    assert mark_types(warned) == ["line", "point", "point"]  # the dot gives way to the warn mark
     many = charts.to_spec(charts.metric_chart(_long([1.0, 2.0]), "critic/vf_loss", smoothed=False))
     assert mark_types(many) == ["line"] and "domain" not in units(many)[0]["encoding"]["x"]["scale"]
     phases = pd.concat([_long([v]).assign(metric=m, step=[0], x=[0]) for m, v in (("timing_s/gen", 21.47),
