@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -175,3 +176,20 @@ def test_a_fresh_lab_shows_the_sidebars_run_only_when_it_is_a_lab_run(runs, tmp_
     assert at.multiselect(key="runs").value == [str(other)]
     assert f"**{lab_run.name}**" not in texts(at) and "Pick a task and a scenario" in texts(at)
     assert at.selectbox(key="lab_scenario").value == "healthy"
+
+
+def test_every_short_run_file_names_a_scenario_of_its_task_and_validates():
+    """conf/scenario_lab/<task>_<scenario>.yaml: a misspelt name would silently give the Lab no short run."""
+    from playground.config import CONF_DIR, known_options, scenarios_of
+
+    import knobs
+
+    names = known_options(knobs.SHORT_RUN)
+    assert "cartpole_lr_too_high" in names
+    for name in names:
+        task = next(t for t in known_options("task") if name.startswith(f"{t}_"))
+        scenario = name[len(task) + 1:]
+        assert scenario in scenarios_of(task) and knobs.short_run(task, scenario) == name
+        assert knobs.lab_config(task, scenario).error is None
+        text = (Path(CONF_DIR) / knobs.SHORT_RUN / f"{name}.yaml").read_text(encoding="utf-8")
+        assert text.startswith("# @package _global_\n") and f"+{knobs.SHORT_RUN}={name}" in text
