@@ -59,6 +59,35 @@ def _finite(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
     return frame
 
 
+def _span(values: pd.Series | Sequence[float]) -> list[float] | None:
+    """A domain around one value (a one-step log): [v - d, v + d]; None when the values span a range (or none)."""
+    finite = pd.to_numeric(pd.Series(values), errors="coerce").astype(float)
+    finite = finite[np.isfinite(finite)]
+    if finite.empty or finite.min() != finite.max():
+        return None
+    value = float(finite.iloc[0])
+    pad = abs(value) * 0.5 or 1.0
+    return [value - pad, value + pad]
+
+
+def _x(frame: pd.DataFrame, x_title: str, zero: bool = True) -> alt.X:
+    """The step (or wall time) axis: a single step gets a domain around it, and whole steps integer ticks."""
+    values = pd.to_numeric(frame["x"], errors="coerce").astype(float) if "x" in frame else pd.Series(dtype=float)
+    values = values[np.isfinite(values)]
+    one = not values.empty and values.min() == values.max()
+    around = [float(values.iloc[0]) - 1, float(values.iloc[0]) + 1] if one else alt.Undefined
+    whole = not values.empty and bool((values == values.round()).all())
+    axis = alt.Axis(format="d", tickMinStep=1) if whole else alt.Axis()
+    return alt.X("x:Q", title=x_title, scale=alt.Scale(zero=zero and not one, domain=around), axis=axis)
+
+
+def _lone(frame: pd.DataFrame, value: str, by: Sequence[str] = ("series",)) -> pd.Series:
+    """Whether each row is its series' only finite point (a line needs two: such a point is drawn as a dot)."""
+    finite = np.isfinite(pd.to_numeric(frame[value], errors="coerce").astype(float))
+    counts = finite.groupby([frame[b] for b in by]).transform("sum")
+    return finite & (counts == 1)
+
+
 def metric_chart(long: pd.DataFrame, metric: str, *, bands: pd.DataFrame | None = None,
                  groups: pd.DataFrame | None = None, x_title: str = "step", smoothed: bool = True,
                  title: str | None = None, height: int = HEIGHT) -> alt.LayerChart:
@@ -78,7 +107,7 @@ def metric_chart(long: pd.DataFrame, metric: str, *, bands: pd.DataFrame | None 
         x_title: the x axis title.
         smoothed: draw the raw line faint behind a smoothed one.
     """
-    x = alt.X("x:Q", title=x_title, scale=alt.Scale(zero=False))
+    x = _x(pd.concat([long, groups if groups is not None else long.iloc[:0]]), x_title, zero=False)
     y = "smoothed:Q" if smoothed else "value:Q"
     has_groups = groups is not None and not groups.empty
     series = set(long["series"]) | (set(groups["series"]) if has_groups else set())
@@ -113,9 +142,16 @@ def metric_chart(long: pd.DataFrame, metric: str, *, bands: pd.DataFrame | None 
         if smoothed:
             run_layers.append(alt.Chart().mark_line(opacity=0.22, strokeWidth=1).encode(
                 x=x, y=alt.Y("value:Q", title=None), color=color, detail="series:N"))
+        in_band = bands is not None and "where" in bands and (bands["where"] == "in").any()
+        around = None if in_band else _span(drawn[y.split(":")[0]])  # one value: a range around it, not a point
         run_layers.append(alt.Chart().mark_line(strokeWidth=1.8).encode(
-            x=x, y=alt.Y(y, title=None, scale=alt.Scale(zero=False)), color=color, tooltip=tooltip,
+            x=x, y=alt.Y(y, title=None, scale=alt.Scale(zero=False, domain=around or alt.Undefined)), color=color,
+            tooltip=tooltip,
         ).add_params(alt.selection_interval(bind="scales", encodings=["x"])))
+        drawn["lone"] = _lone(drawn, y.split(":")[0])
+        if drawn["lone"].any():  # a one-step series: a dot where its line would be (a warn/bad mark is its own)
+            run_layers.append(alt.Chart().transform_filter("datum.lone && datum.status == null").mark_point(
+                filled=True, size=60, opacity=1).encode(x=x, y=y, color=color, tooltip=tooltip))
         for status, status_color in STATUS_COLORS.items():
             if (drawn["status"] == status).any():
                 run_layers.append(alt.Chart().transform_filter(f"datum.status === '{status}'").mark_point(
@@ -131,20 +167,30 @@ def metric_chart(long: pd.DataFrame, metric: str, *, bands: pd.DataFrame | None 
     return _style(alt.layer(*layers).properties(title=title or metric, height=height))
 
 
-def pair_chart(long: pd.DataFrame, title: str, *, x_title: str = "step", height: int = HEIGHT) -> alt.Chart:
-    """Two metrics on one axis (the guide's `vpred_mean` vs `returns/mean`): colour = metric, dash = run.
+def pair_chart(long: pd.DataFrame, title: str, *, x_title: str = "step", height: int = HEIGHT
+               ) -> alt.Chart | alt.LayerChart:
+    """Metrics on one axis (the guide's `vpred_mean` vs `returns/mean`, a log's phase timings): colour = metric,
+    dash = run.
 
     Args:
         long: columns metric, series, step, x, smoothed.
     """
     drawn = _finite(long, ["smoothed"])
-    chart = alt.Chart(drawn).mark_line(strokeWidth=1.8).encode(
-        x=alt.X("x:Q", title=x_title, scale=alt.Scale(zero=False)),
-        y=alt.Y("smoothed:Q", title=None, scale=alt.Scale(zero=False)),
-        color=_color("metric"), strokeDash=alt.StrokeDash("series:N", title=None),
-        tooltip=["metric:N", "series:N", alt.Tooltip("step:Q", format="d"), alt.Tooltip("smoothed:Q", format=".4g")],
-    ).properties(title=title, height=height)
-    return _style(chart)
+    drawn["lone"] = _lone(drawn, "smoothed", ("metric", "series"))
+    around = _span(drawn["smoothed"])
+    color = alt.Color("metric:N", title=None, scale=alt.Scale(range=PALETTE), legend=alt.Legend(columns=3))
+    encoding = {"x": _x(drawn, x_title, zero=False), "color": color,
+                "y": alt.Y("smoothed:Q", title=None, scale=alt.Scale(zero=False, domain=around or alt.Undefined)),
+                "tooltip": ["metric:N", "series:N", alt.Tooltip("step:Q", format="d"),
+                            alt.Tooltip("smoothed:Q", format=".4g")]}
+    line = alt.Chart().mark_line(strokeWidth=1.8).encode(strokeDash=alt.StrokeDash("series:N", title=None),
+                                                         **encoding)
+    if not drawn["lone"].any():
+        return _style(line.properties(data=drawn, title=title, height=height))
+    # a one-step log: a dot where each line would be
+    dots = alt.Chart().transform_filter("datum.lone").mark_point(filled=True, size=60, opacity=1).encode(
+        shape=alt.Shape("series:N", title=None, legend=None), **encoding)
+    return _style(alt.layer(line, dots, data=drawn).properties(title=title, height=height))
 
 
 def range_chart(frame: pd.DataFrame, title: str, *, x_title: str = "step", y_title: str = "",
@@ -155,7 +201,7 @@ def range_chart(frame: pd.DataFrame, title: str, *, x_title: str = "step", y_tit
         frame: columns series, step, x, mean, lo, hi.
     """
     drawn = _finite(frame, ["mean", "lo", "hi"])
-    base = alt.Chart(drawn).encode(x=alt.X("x:Q", title=x_title), color=_color())
+    base = alt.Chart(drawn).encode(x=_x(drawn, x_title), color=_color())
     chart = alt.layer(
         base.mark_area(opacity=0.18).encode(y=alt.Y("lo:Q", title=y_title), y2="hi:Q"),
         base.mark_line(strokeWidth=1.8).encode(
@@ -166,17 +212,23 @@ def range_chart(frame: pd.DataFrame, title: str, *, x_title: str = "step", y_tit
 
 
 def step_rule_chart(long: pd.DataFrame, metric: str, step: float, *, sample_steps: Sequence[float] = (),
-                    x_title: str = "step", height: int = 180) -> alt.LayerChart:
-    """A metric's raw line, a tick under each step that has samples, and a dashed rule at the step shown."""
+                    jumps: pd.DataFrame | None = None, x_title: str = "step", height: int = 180) -> alt.LayerChart:
+    """A metric's raw line, a tick under each step that has samples, a dashed rule at the step shown, and a ring on
+    each of the largest jumps (`series.largest_jumps`: columns x, value, change) where the line lands after it."""
     drawn = _finite(long, ["value", "smoothed"])
-    x = alt.X("x:Q", title=x_title)
-    line = alt.Chart(drawn).mark_line(strokeWidth=1.8).encode(
-        x=x, y=alt.Y("value:Q", title=None, scale=alt.Scale(zero=False)), color=_color(legend=False),
-        tooltip=["series:N", alt.Tooltip("step:Q", format="d"), alt.Tooltip("value:Q", format=".4g")])
+    x = _x(drawn, x_title)
+    tooltip = ["series:N", alt.Tooltip("step:Q", format="d"), alt.Tooltip("value:Q", format=".4g")]
+    line = alt.Chart(drawn).mark_line(strokeWidth=1.8, point=len(drawn) == 1).encode(
+        x=x, y=alt.Y("value:Q", title=None, scale=alt.Scale(zero=False)), color=_color(legend=False), tooltip=tooltip)
     ticks = alt.Chart(pd.DataFrame({"x": list(sample_steps)})).mark_tick(color="#888", thickness=1, size=8).encode(
         x=x, y=alt.value(height - 4))
     rule = alt.Chart(pd.DataFrame({"x": [step]})).mark_rule(color="#444", strokeDash=[4, 3]).encode(x=x)
-    return _style(alt.layer(line, ticks, rule).properties(title=metric, height=height))
+    layers = [line, ticks, rule]
+    if jumps is not None and not jumps.empty:
+        layers.append(alt.Chart(jumps).mark_point(shape="circle", size=110, strokeWidth=2, opacity=1,
+                                                  color=STATUS_COLORS["warn"]).encode(
+            x=x, y="value:Q", tooltip=[alt.Tooltip("step:Q", format="d"), alt.Tooltip("change:Q", format="+.4g")]))
+    return _style(alt.layer(*layers).properties(title=metric, height=height))
 
 
 def timeline_chart(findings: pd.DataFrame, max_step: float, *, x_title: str = "step") -> alt.LayerChart:

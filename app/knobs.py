@@ -128,6 +128,25 @@ def scenario_config(task: str, scenario: str) -> Checked:
     return check((f"task={task}", f"scenario={scenario}"))
 
 
+SHORT_RUN = "scenario_lab"  # conf/scenario_lab/<task>_<scenario>.yaml: the knobs a scenario's short run needs
+
+
+def short_run(task: str, scenario: str) -> str | None:
+    """The scenario's short-run file's name (`conf/scenario_lab/<task>_<scenario>.yaml`), or None when it has none."""
+    name = f"{task}_{scenario}"
+    return name if name in known_options(SHORT_RUN) else None
+
+
+def lab_config(task: str, scenario: str) -> Checked:
+    """The values the Lab's fields start at: the scenario's, with its short-run file on top where it has one
+    (lr_too_high on CartPole: 30 steps at a constant lr). The command still names them: the overrides are taken
+    against the scenario's own values (`overrides_for`)."""
+    name = short_run(task, scenario)
+    if name is None:
+        return scenario_config(task, scenario)
+    return check((f"task={task}", f"scenario={scenario}", f"+{SHORT_RUN}={name}"))
+
+
 def task_defaults(task: str) -> Checked:
     """The task's own tuned values (scenario healthy), shown beside each field."""
     return scenario_config(task, "healthy")

@@ -31,17 +31,15 @@ def lab_folder() -> Path:
     return launcher.runs_folder() / "lab"
 
 
-def newest_run() -> str | None:
-    """The newest run under the Lab's folder (a fresh session's view)."""
-    folder = lab_folder()
-    runs = sorted(folder.glob("*/*/run.json"), key=lambda p: p.stat().st_mtime) if folder.is_dir() else []
-    return str(runs[-1].parent) if runs else None
-
-
 def current_view() -> dict[str, Any] | None:
+    """The run the Lab shows: the one it started or loaded, else, in a fresh session, the sidebar's run (the newest,
+    or the one the page was opened for) when it is a Lab run; never an older Lab run unrelated to both."""
     view = st.session_state.get(VIEW)
-    if view is None and (run := newest_run()):
-        view = {"run": run, "base": None}
+    if view is None:
+        folder = lab_folder().resolve()
+        run = next((r for r in st.session_state.get("runs", []) if Path(r).resolve().is_relative_to(folder)), None)
+        if run is not None:
+            view = st.session_state[VIEW] = {"run": run, "base": None}
     return view
 
 

@@ -27,12 +27,15 @@ import series
 import widgets
 
 # The guide's recommended panels (§11.3); a tuple is drawn as one chart (`vpred_mean` vs `returns/mean`).
-RECOMMENDED: list[tuple[str, list[str | tuple[str, str]]]] = [
+RECOMMENDED: list[tuple[str, list[str | tuple[str, ...]]]] = [
     ("panel_progress", ["critic/score/mean", "episode/reward/mean"]),
     ("panel_policy", ["actor/pg_loss", "actor/pg_clipfrac", "actor/ppo_kl", "actor/entropy_loss"]),
     ("panel_critic", ["critic/vf_loss", "critic/vf_explained_var", ("critic/vpred_mean", "critic/returns/mean")]),
     ("panel_perf", ["perf/throughput", "perf/mfu/actor", "timing_s/step"]),
 ]
+# A log with none of the Performance panel's metrics (the guide's own examples log only phases): its phase timings,
+# on one chart, so the panel shows where the step's time went.
+PHASES = "timing_s/"
 NOT_DRAWN = {STEP}  # the x axis itself
 MAX_POINTS = 1000  # per line; min and max of each bucket are kept (`series.downsample_index`)
 
@@ -69,13 +72,16 @@ def panel_choice(key: str) -> str:
                                 default="recommended") or "recommended"
 
 
-def panel_list(choice: str, columns: Sequence[str]) -> list[tuple[str, list[str | tuple[str, str]]]]:
+def panel_list(choice: str, columns: Sequence[str]) -> list[tuple[str, list[str | tuple[str, ...]]]]:
     """(title, metrics) per panel for a choice: "recommended" (the guide's four) or one group's id."""
     present = set(columns)
     if choice == "recommended":
         panels = []
         for key, metrics in RECOMMENDED:
             drawn = [m for m in metrics if (set(m) if isinstance(m, tuple) else {m}) & present]
+            phases = tuple(m for m in metrics_by_group(columns).get("timing", []) if m.startswith(PHASES))
+            if key == "panel_perf" and not drawn and phases:
+                drawn = [phases if len(phases) > 1 else phases[0]]
             panels.append((widgets.t(key), drawn))
         return panels
     groups = metrics_by_group(columns)
@@ -119,10 +125,20 @@ def _metric_spec(keys: tuple, metric: str | tuple, settings: tuple, x_title: str
     return charts.to_spec(chart)
 
 
-def chart_key(prefix: str, metric: str | tuple[str, str]) -> str:
+def chart_name(metric: str | tuple[str, ...]) -> str:
+    """A chart's title: the metric, `a vs b` for a pair, `timing_s/* (gen, ref, ...)` for a log's phases."""
+    if not isinstance(metric, tuple):
+        return metric
+    if len(metric) == 2:
+        return f"{metric[0]} vs {metric[1]}"
+    prefix = metric[0].rsplit("/", 1)[0] + "/"
+    return f"{prefix}* ({', '.join(m.removeprefix(prefix) for m in metric)})"
+
+
+def chart_key(prefix: str, metric: str | tuple[str, ...]) -> str:
     """A chart's container key (its CSS class `st-key-<key>`: a browser test finds the chart by its metric)."""
-    name = "-vs-".join(metric) if isinstance(metric, tuple) else metric
-    return f"{prefix}-{re.sub(r'[^A-Za-z0-9_-]+', '-', name)}"
+    name = "-vs-".join(metric) if isinstance(metric, tuple) and len(metric) == 2 else chart_name(metric)
+    return f"{prefix}-{re.sub(r'[^A-Za-z0-9_-]+', '-', name).strip('-')}"
 
 
 def draw_panels(sources: Sequence[Source], frame_by_label: Mapping[str, pd.DataFrame],
@@ -142,7 +158,7 @@ def draw_panels(sources: Sequence[Source], frame_by_label: Mapping[str, pd.DataF
             continue
         cells = st.columns(2)
         for i, metric in enumerate(metrics):
-            chart_title = (f"{metric[0]} vs {metric[1]}" if isinstance(metric, tuple) else metric)
+            chart_title = chart_name(metric)
             spec = _metric_spec(keys, metric, (x_mode, weight, grouped), x_title, chart_title,
                                 frame_by_label, status_by_label)
             if spec is not None:

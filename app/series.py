@@ -216,3 +216,17 @@ def attach_status(long: pd.DataFrame, statuses: Mapping[str, Sequence[str | None
         column.append(status[index] if status and 0 <= index < len(status) else None)
     out["status"] = column
     return out
+
+
+def largest_jumps(long: pd.DataFrame, n: int = 3) -> pd.DataFrame:
+    """The `n` largest changes between neighbouring points of a drawn line (`metric_long`'s raw values), in step order:
+    what the eye sees as a jump on the chart, which draws the same points.
+
+    Returns:
+        Columns step (where the line arrives after the jump), x, value, change (signed).
+    """
+    line = long[np.isfinite(pd.to_numeric(long["value"], errors="coerce").astype(float))].sort_values("step")
+    change = line["value"].astype(float).diff()
+    top = line.assign(change=change).dropna(subset=["change"])
+    top = top[top["change"] != 0].reindex(top["change"].abs().sort_values(ascending=False).index)
+    return top.head(n).sort_values("step")[["step", "x", "value", "change"]].reset_index(drop=True)

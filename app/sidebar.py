@@ -22,7 +22,8 @@ TRANSLATED_KEYS = ("x_mode", "sort_by", "panel_choice", "external_choice", "colo
 
 
 def _initial_runs(table: pd.DataFrame) -> list[str]:
-    """Runs named in the URL (`?run=<name>`, only under the roots), else the newest run."""
+    """Runs named in the URL (`?run=<name>`, only under the roots), else the newest run. A URL whose runs are not
+    there selects none (and says so): the newest run would be an unrelated one."""
     wanted = st.query_params.get_all("run")
     bases = [Path(r) for r in widgets.roots()]
     by_name = dict(zip(table["name"], table["run"], strict=True))
@@ -31,7 +32,9 @@ def _initial_runs(table: pd.DataFrame) -> list[str]:
         run = by_name.get(item) or str(data.inside(item, bases) or "")
         if run in set(table["run"]):
             chosen.append(run)
-    if not chosen and not table.empty:
+        else:
+            st.session_state.setdefault("unknown_runs", []).append(item)
+    if not wanted and not table.empty:
         newest = table.sort_values("start_time", na_position="first").iloc[-1]
         chosen = [newest["run"]]
     return chosen

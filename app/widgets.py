@@ -114,9 +114,11 @@ def page_with_selection(title_key: str) -> tuple[pd.DataFrame, pd.DataFrame] | N
 
 
 def show_gone_runs() -> None:
-    """Warn about shown runs whose dirs disappeared (deleted while shown)."""
+    """Warn about shown runs whose dirs disappeared (deleted while shown), and runs a URL named that are not there."""
     for run in st.session_state.pop("gone_runs", []):
         st.warning(t("warn_gone", path=run))
+    for run in st.session_state.pop("unknown_runs", []):
+        st.warning(t("warn_unknown_run", path=run))
 
 
 def show_warnings(warnings: list[tuple[str, str]]) -> None:
@@ -150,14 +152,19 @@ def badges(chain: list[dict], hidden: bool = False) -> str:
     return " · ".join(parts)
 
 
-def finding_icons(chain: list[dict], hidden: bool = False) -> list[str]:
-    """Plain-text badges for a table cell, in diagnosis order: `🟠 lr_too_high`, then `↳ 🟠 grad_clip_saturation`
-    for each of its consequences."""
+def finding_summary(chain: list[dict], hidden: bool = False) -> str:
+    """A table cell's findings, short enough to read whole: each diagnosis's root with its severity's mark and how
+    many findings it explains (`🟠 lr_too_high +2 · 🔴 training_crash`); the Diagnosis page has them all."""
     if hidden:
-        return ["❔"]
-    return [("↳ " if item["role"] == "consequence" else "")
-            + f"{SEVERITY_ICON.get(item['finding'].get('severity'), '⚪')} {item['finding'].get('id', '?')}"
-            for item in chain]
+        return "❔"
+    parts: list[str] = []
+    for item in chain:
+        if item["role"] == "consequence" and parts:
+            head, _, count = parts[-1].partition(" +")
+            parts[-1] = f"{head} +{int(count or 0) + 1}"
+        else:
+            parts.append(f"{SEVERITY_ICON.get(item['finding'].get('severity'), '⚪')} {item['finding'].get('id', '?')}")
+    return " · ".join(parts)
 
 
 def status_text(status: str) -> str:

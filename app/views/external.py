@@ -39,7 +39,8 @@ def render() -> None:
     if not log.records:
         st.info(widgets.t("no_records"))
         return
-    st.success(widgets.t("log_read", n=len(log.records), first=log.steps[0], last=log.steps[-1], kind=log.kind))
+    read = "log_read_one" if len(log.records) == 1 else "log_read"
+    st.success(widgets.t(read, n=len(log.records), first=log.steps[0], last=log.steps[-1], kind=log.kind))
     report, status, why = data.diagnose_records(log)
     source = sections.Source(label, (log.source, len(log.records), data.log_digest(log)), label)
     frame = series.records_frame(log.records)

@@ -31,11 +31,12 @@ def _typed(knob: knobs.Knob, value: object) -> object:
 
 
 def _load_scenario() -> None:
-    """Fill every field with the chosen scenario's values (a callback: before the fields are drawn)."""
+    """Fill every field with the chosen scenario's values, with its short run's on top (a callback: before the fields
+    are drawn)."""
     task = st.session_state["lab_task"]
     if st.session_state.get("lab_scenario") not in knobs.scenario_of(task).scenarios:
         st.session_state["lab_scenario"] = _default_scenario(task)
-    config = knobs.scenario_config(task, st.session_state["lab_scenario"])
+    config = knobs.lab_config(task, st.session_state["lab_scenario"])
     for knob in knobs.KNOBS:
         st.session_state[f"knob_{knob.name}"] = _typed(knob, config.value(knob))
     st.session_state[EXTRA] = []
@@ -60,6 +61,8 @@ def _load(overrides: list[str]) -> None:
 def _init() -> None:
     if lab_run.LOAD in st.session_state:
         _load(st.session_state.pop(lab_run.LOAD))
+    elif "lab_task" not in st.session_state and (view := lab_run.current_view()):
+        _load(lab_run.run_overrides(view["run"]))  # the run shown, with its own config in the fields
     elif "lab_task" not in st.session_state:
         tasks = knobs.tasks()
         st.session_state["lab_task"] = "cartpole" if "cartpole" in tasks else tasks[0]
@@ -122,6 +125,12 @@ def form() -> None:
     st.selectbox(widgets.t("lab_scenario"), scenarios, key="lab_scenario", on_change=_load_scenario)
     task, scenario = st.session_state["lab_task"], st.session_state["lab_scenario"]
     config, defaults = knobs.scenario_config(task, scenario), knobs.task_defaults(task)
+    short = knobs.short_run(task, scenario)
+    if short:
+        set_here = knobs.lab_config(task, scenario)
+        changed = [f"{widgets.t(f'knob_{k.name}')} {knobs.text(set_here.value(k))}" for k in knobs.KNOBS
+                   if not knobs.same(set_here.value(k), config.value(k))]
+        st.caption(widgets.t("lab_short_run", knobs=", ".join(changed), path=f"conf/{knobs.SHORT_RUN}/{short}.yaml"))
     overrides, checked = form_overrides()
     at_field = knobs.error_knob(checked.error, config.family)
     message = st.session_state.pop(lab_run.MESSAGE, None)

@@ -84,6 +84,13 @@ def _selected_section(table: pd.DataFrame) -> None:
         st.caption(widgets.t("no_param_diff"))
 
 
+def _fit(texts: pd.Series) -> int:
+    """A column's width in pixels that shows its longest text whole (about 6.5 px a character, an emoji two)."""
+    longest = max((len(t) + sum(t.count(icon) for icon in widgets.SEVERITY_ICON.values()) for t in texts.astype(str)),
+                  default=8)
+    return min(640, round(24 + 6.5 * longest))
+
+
 def render() -> None:
     st.title(widgets.t("runs_title"))
     table, warnings = widgets.runs_table()
@@ -101,22 +108,25 @@ def render() -> None:
               args=(list(listed["run"][:MAX_SHOW]),), key="show_these", disabled=listed.empty)
     c2.button(widgets.t("clear_shown"), on_click=widgets.set_runs, args=([],), key="clear_shown")
     shown = set(st.session_state.get("runs", []))
-    view = pd.DataFrame({
+    findings = [widgets.finding_summary(c, m) for c, m in zip(listed["chain"], listed["mystery"], strict=True)]
+    view = pd.DataFrame({  # findings before step and seed: on a narrow page those are what scrolls out of sight
         widgets.t("col_shown"): listed["run"].isin(shown),
         widgets.t("col_run"): listed["name"],
         widgets.t("col_task"): listed["task"],
         widgets.t("col_scenario"): listed["scenario"].where(~listed["mystery"], widgets.t("mystery")),
         widgets.t("col_status"): [widgets.status_text(s) for s in listed["status"]],
+        widgets.t("col_findings"): findings,
         widgets.t("col_step"): pd.to_numeric(listed["last_step"], errors="coerce").astype("Int64"),
         widgets.t("col_seed"): pd.to_numeric(listed["seed"], errors="coerce").astype("Int64"),
-        widgets.t("col_findings"): [widgets.finding_icons(c, m) for c, m in zip(listed["chain"],
-                                                                                  listed["mystery"], strict=True)],
     })
     if metric:
         view[metric] = listed["metric"].to_numpy()
-    st.dataframe(view, hide_index=True, width="stretch", key="runs_table",
-                 column_config={widgets.t("col_findings"): st.column_config.ListColumn(width="large")})
-
+    widths = {widgets.t(c): st.column_config.Column(width=56) for c in ("col_shown", "col_step", "col_seed")}
+    for column in ("col_run", "col_scenario"):
+        widths[widgets.t(column)] = st.column_config.Column(width=_fit(view[widgets.t(column)]))
+    widths[widgets.t("col_findings")] = st.column_config.TextColumn(width=_fit(view[widgets.t("col_findings")]),
+                                                                   help=widgets.t("col_findings_help"))
+    st.dataframe(view, hide_index=True, width="stretch", key="runs_table", column_config=widths)
 
 if __name__ == "__main__":
     render()

@@ -16,21 +16,6 @@ TOKEN_METRICS = ["critic/score/mean", "val/accuracy", "response_length/mean", "a
                  "response_length/clip_ratio", "actor/pg_loss"]
 
 
-def _jumps(frame: pd.DataFrame, metric: str, steps: list[int], n: int = 5) -> list[int]:
-    """The sample steps nearest to the metric's largest step-to-step changes (where to look first)."""
-    if metric not in frame or not steps:
-        return []
-    change = frame.set_index(STEP)[metric].diff().abs().dropna().sort_values(ascending=False)
-    out: list[int] = []
-    for step in change.index:
-        nearest = min(steps, key=lambda s: abs(s - step))
-        if nearest not in out:
-            out.append(nearest)
-        if len(out) == n:
-            break
-    return out
-
-
 def _token(run: str, label: str, frame: pd.DataFrame) -> None:
     samples, problems = data.samples_frame(run)
     widgets.show_problems(label, problems)
@@ -41,14 +26,17 @@ def _token(run: str, label: str, frame: pd.DataFrame) -> None:
     metrics = [m for m in TOKEN_METRICS if m in frame] or [c for c in frame.columns if c != STEP][:1]
     c1, c2 = st.columns([1, 2])
     metric = c1.selectbox(widgets.t("samples_metric"), metrics, key="samples_metric")
-    jumps = _jumps(frame, metric, steps)
-    if jumps:
-        c1.caption(widgets.t("samples_jumps", steps=", ".join(map(str, jumps))))
     step = c2.select_slider(widgets.t("samples_step"), steps, value=steps[-1], key="samples_step")
     _, weight, _ = widgets.settings()
     long = series.metric_long({label: frame}, metric, weight=weight).rename(columns={"run": "series"})
+    jumps = series.largest_jumps(long)  # on the line the chart draws, ringed there
+    if not jumps.empty:
+        c1.caption(widgets.t("samples_jumps", jumps=", ".join(f"{widgets.integer(s)} ({c:+.3g})" for s, c in zip(
+            jumps["step"], jumps["change"], strict=True)), steps=", ".join(str(s) for s in dict.fromkeys(
+            min(steps, key=lambda s, j=j: abs(s - j)) for j in jumps["step"]))))
     if not long.empty:
-        chart = charts.step_rule_chart(long, metric, step, sample_steps=steps, x_title=widgets.t("x_step"))
+        chart = charts.step_rule_chart(long, metric, step, sample_steps=steps, jumps=jumps,
+                                       x_title=widgets.t("x_step"))
         st.vega_lite_chart(spec=charts.to_spec(chart), width="stretch")
     at_step = samples[pd.to_numeric(samples["step"], errors="coerce") == step]
     st.subheader(widgets.t("samples_at", step=step, n=len(at_step)))

@@ -23,12 +23,22 @@ import running
 import sections
 import widgets
 
+START = "python -m playground.exercise start"  # the worksheet's section that holds it is the page's Start button
 VERDICTS = "workshop_verdicts"  # exercise id -> {"rc", "text"} of a check that ran now, or {"job"} of one queued
 
 
-def _demoted(markdown: str) -> str:
-    """The worksheet's headings two levels down, under the page's own title."""
-    return "\n".join("##" + line if line.startswith("#") else line for line in markdown.splitlines())
+def on_page(markdown: str) -> str:
+    """The worksheet as this page shows it: its headings two levels down, under the page's own title, and without
+    the section that gets the run (`exercise start`, then "go to Workshop"): the page's own Start does that."""
+    sections, current = [], []
+    for line in markdown.splitlines():
+        if line.startswith("## ") and current:
+            sections.append(current)
+            current = []
+        current.append(line)
+    sections.append(current)
+    kept = [line for section in sections if not any(START in line for line in section) for line in section]
+    return "\n".join("##" + line if line.startswith("#") else line for line in kept)
 
 
 def _more_hints(exercise_id: str) -> None:
@@ -204,7 +214,7 @@ def render() -> None:
     ex = exercises[number]
     left, right = st.columns([2, 3])
     with left:
-        st.markdown(_demoted(ex["worksheet"][widgets.lang()]))
+        st.markdown(on_page(ex["worksheet"][widgets.lang()]))
         _hints(ex)
     with right:
         _run(ex)

@@ -97,14 +97,14 @@ def choose(page, label: str, option: str, tries: int = 4) -> None:
 
 
 def start_lab_run(page, steps: int) -> None:
-    """On the Lab: pick CartPole's lr_too_high at a constant lr for `steps` steps and press Train (the run the
-    browser test watches break and `make screenshots` draws)."""
+    """On the Lab: pick CartPole's lr_too_high and press Train (the run the browser test watches break and
+    `make screenshots` draws). The Lab sets the scenario's short run itself: `steps` steps at a constant lr."""
     from playwright.sync_api import expect
 
     expect(page.get_by_role("heading", name="Lab", exact=True)).to_be_visible(timeout=60_000)
     choose(page, "Scenario", "lr_too_high")
     expect(page.get_by_label("Actor learning rate", exact=True)).to_have_value("0.05", timeout=30_000)
-    number(page, "Training steps", steps)
-    choose(page, "Actor LR schedule", "constant")
-    expect(page.get_by_text(f"trainer.total_training_steps={steps}").first).to_be_visible(timeout=30_000)
+    expect(page.get_by_label("Training steps", exact=True)).to_have_value(str(steps))
+    expect(page.get_by_text(f"lr_scheduler_type=constant trainer.total_training_steps={steps}").first).to_be_visible(
+        timeout=30_000)  # the command names what the Lab set
     page.locator(".st-key-lab_train button").click()

@@ -21,7 +21,8 @@ from browser import MISSING, choose, chromium, explorer, explorer_env, number, o
 from playground.runs import read_findings, read_run_info
 
 import data
-from fake_runs import finding, write_run
+import series
+from fake_runs import LR_TOO_HIGH, diagnosis, finding, write_run
 
 pytestmark = pytest.mark.browser
 STEPS = 30  # CartPole lr_too_high at a constant lr shows the failure from about step 12 (checked at 20 to 40)
@@ -219,3 +220,101 @@ def test_workshop_wrong_then_right_diagnosis_and_the_explorer_stops_its_run(tmp_
     assert server.returncode is not None
     info = read_run_info(mystery)
     assert info["status"] == "interrupted" and not data.pid_alive(info["pid"], info["start_time"]), info
+
+
+ORANGE = (0xF5, 0x85, 0x18)  # charts.STATUS_COLORS["warn"]: the Samples chart's rings on the largest jumps
+
+
+def _main_text(page) -> str:
+    return page.get_by_test_id("stMain").inner_text()
+
+
+def test_first_impression_of_each_page(server, tree, shots):
+    """A newcomer's first look (issue 26 item 4): the sidebar shows the newest run or the one the link names (none
+    when it is not there); the Runs table shows its findings whole; the Lab's lr_too_high is a short run already;
+    the Workshop page does not send its reader to itself; the Samples page's largest jumps are ringed on its chart."""
+    from playwright.sync_api import expect, sync_playwright
+
+    clip, kl = finding("grad_clip_saturation", "warning", 8, 60), finding("kl_drift", "warning", 10, 60)
+    collapse = finding("entropy_collapse", "critical", 30, 60)
+    write_run(tree["healthy"].parent / "09-15-00", scenario="lr_too_high", unstable=True,
+              findings=[LR_TOO_HIGH, clip, kl, collapse], diagnoses=[diagnosis(LR_TOO_HIGH, clip, kl),
+                                                                      diagnosis(collapse)])
+    with sync_playwright() as p:
+        browser, page = open_page(p, f"{server}/panels")
+        try:
+            sidebar = page.get_by_test_id("stSidebar")
+            expect(page.get_by_role("heading", name="Panels", exact=True)).to_be_visible(timeout=60_000)
+            expect(sidebar.get_by_text("09-50-00 · cartpole")).to_be_visible(timeout=30_000)  # the newest run
+            page.goto(f"{server}/panels?run=outputs/2026-11-30/09-20-00")
+            expect(sidebar.get_by_text("09-20-00 · addition")).to_be_visible(timeout=60_000)  # the link's
+            expect(sidebar.get_by_text("09-50-00 · cartpole")).to_have_count(0)
+            page.goto(f"{server}/panels?run=outputs/2026-11-30/23-59-59")
+            expect(page.get_by_text("which is not under the runs folders")).to_be_visible(timeout=60_000)
+            expect(page.get_by_text("No runs shown: choose some")).to_be_visible()  # and not the newest instead
+
+            page.goto(f"{server}/runs")
+            table = page.get_by_test_id("stDataFrame").first
+            expect(table).to_be_visible(timeout=60_000)
+            search = page.get_by_role("textbox", name="Search", exact=True)
+            search.fill("lr_too_high")  # the run with a chain of findings among the rows in view
+            search.press("Enter")
+            expect(page.get_by_role("button", name="Show these (2)")).to_be_visible(timeout=30_000)
+            page.wait_for_timeout(1500)
+            scroll = page.evaluate("() => { const s = document.querySelector('[data-testid=stDataFrame] "
+                                   ".dvn-scroller'); return [s.scrollWidth, s.clientWidth]; }")
+            assert scroll[0] <= scroll[1], f"the runs table scrolls sideways: {scroll}"  # every column whole
+            expect(table.get_by_text("🟠 lr_too_high +2 · 🔴 entropy_collapse")).to_have_count(1)
+            page.screenshot(path=shots / "first-runs.png")
+
+            page.goto(server)  # the Lab, the first page
+            expect(page.get_by_role("heading", name="Lab", exact=True)).to_be_visible(timeout=60_000)
+            choose(page, "Scenario", "lr_too_high")
+            expect(page.get_by_label("Training steps", exact=True)).to_have_value("30", timeout=30_000)
+            expect(page.get_by_text("Set for a short run that shows the failure")).to_be_visible()
+            page.screenshot(path=shots / "first-lab.png")
+
+            page.goto(f"{server}/workshop")
+            expect(page.get_by_role("heading", name="Workshop", exact=True)).to_be_visible(timeout=60_000)
+            expect(page.get_by_text("The story")).to_be_visible(timeout=30_000)
+            assert "go to Workshop" not in _main_text(page)
+            page.screenshot(path=shots / "first-workshop.png")
+
+            page.goto(f"{server}/samples?run=outputs/2026-11-30/09-20-00")
+            expect(page.get_by_role("heading", name="Samples", exact=True)).to_be_visible(timeout=60_000)
+            frame = data.metrics_frame(str(tree["token"]))
+            jumps = series.largest_jumps(series.metric_long({"run": frame}, "critic/score/mean"))
+            listed = ", ".join(f"{int(s)} ({c:+.3g})" for s, c in zip(jumps["step"], jumps["change"], strict=True))
+            expect(page.get_by_text(f"Largest jumps (ringed on the chart) at steps {listed};")).to_be_visible(
+                timeout=30_000)
+            chart = page.get_by_test_id("stVegaLiteChart").first
+            expect(chart.locator("canvas, svg").first).to_be_visible(timeout=30_000)
+            page.wait_for_timeout(1500)
+            page.screenshot(path=shots / "first-samples.png")
+            assert _share_of(chart.screenshot(path=shots / "samples-chart.png"), ORANGE) > 0.0001  # the rings
+        finally:
+            browser.close()
+
+
+def test_a_one_step_log_draws_dots_and_its_phase_timings(server, shots):
+    """The guide's §11.4 example 1 on the External log page: each metric a dot, the Performance panel its phases."""
+    from playwright.sync_api import expect, sync_playwright
+
+    with sync_playwright() as p:
+        browser, page = open_page(p, f"{server}/external")
+        try:
+            expect(page.get_by_role("heading", name="External log", exact=True)).to_be_visible(timeout=60_000)
+            path = page.get_by_label("Path (under the runs folders or the working directory)", exact=True)
+            path.fill("tests/diagnose/fixtures/guide_11_4_example1.log")
+            path.press("Enter")
+            phases = page.locator(".st-key-chart-timing_s-gen-ref-values-adv-update_critic-update_actor")
+            expect(phases.locator("canvas, svg").first).to_be_visible(timeout=60_000)
+            expect(page.get_by_text("None of these metrics was logged.")).to_have_count(0)
+            score = page.locator(".st-key-chart-critic-score-mean")
+            expect(score.locator("canvas, svg").first).to_be_visible()
+            page.wait_for_timeout(1500)
+            page.screenshot(path=shots / "external-example1.png", full_page=True)
+            assert _share_of(score.screenshot(path=shots / "external-score.png"), BLUE) > 0.0001  # the step's dot
+            assert _share_of(phases.screenshot(path=shots / "external-phases.png"), BLUE) > 0.0001
+        finally:
+            browser.close()

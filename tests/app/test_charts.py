@@ -87,3 +87,24 @@ def test_only_charts_imports_altair_and_charts_has_no_streamlit():
         imports_altair = re.search(r"^\s*(import altair|from altair)", source, re.M) is not None
         assert imports_altair == (path.name == "charts.py"), path
     assert "streamlit" not in (ROOT / "app" / "charts.py").read_text()
+
+
+def test_a_one_step_series_is_a_dot_on_readable_axes():
+    """A line needs two points: a one-step log (the guide's §11.4 examples) is drawn as dots, with an x domain
+    around its step (integer ticks) and a y domain around its value, not as empty charts."""
+    one = _long([14.947]).assign(step=[0], x=[0])
+    spec = charts.to_spec(charts.metric_chart(one, "critic/vf_loss", smoothed=False))
+    assert mark_types(spec) == ["line", "point"]
+    x = units(spec)[0]["encoding"]["x"]
+    assert x["scale"]["domain"] == [-1.0, 1.0] and x["axis"]["format"] == "d"
+    assert units(spec)[0]["encoding"]["y"]["scale"]["domain"] == [14.947 / 2, 14.947 * 1.5]
+    assert units(spec)[1]["transform"] == [{"filter": "datum.lone && datum.status == null"}]
+    warned = charts.to_spec(charts.metric_chart(one.assign(status=["warn"]), "critic/vf_loss", smoothed=False))
+    assert mark_types(warned) == ["line", "point", "point"]  # the dot gives way to the warn mark
+    many = charts.to_spec(charts.metric_chart(_long([1.0, 2.0]), "critic/vf_loss", smoothed=False))
+    assert mark_types(many) == ["line"] and "domain" not in units(many)[0]["encoding"]["x"]["scale"]
+    phases = pd.concat([_long([v]).assign(metric=m, step=[0], x=[0]) for m, v in (("timing_s/gen", 21.47),
+                                                                                    ("timing_s/adv", 0.109))])
+    pair = charts.pair_chart(phases, "timing_s/* (gen, adv)")
+    pair.to_dict()
+    assert mark_types(charts.to_spec(pair)) == ["line", "point"]

@@ -54,3 +54,13 @@ def test_evidence_rows_never_show_a_raw_none():
                                       "status": "warn"}])
     assert list(table["value"]) == ["6.012", "—"] and list(table["range"]) == ["", "ok 0 to 10"]
     assert list(table["status"]) == ["", "warn"] and "None" not in table.astype(str).to_string()
+
+
+def test_a_log_without_perf_metrics_shows_its_phase_timings():
+    """The guide's §11.4 example 1 logs `timing/gen`, `timing/update_actor`, ... (read as `timing_s/*`) and no
+    throughput: the Performance panel draws those phases on one chart rather than nothing."""
+    columns = ["timing_s/update_actor", "timing_s/gen", "timing_s/adv", "critic/vf_loss"]
+    perf = sections.panel_list("recommended", columns)[3]
+    assert perf == ("4 · Performance", [("timing_s/gen", "timing_s/adv", "timing_s/update_actor")])
+    assert sections.chart_name(perf[1][0]) == "timing_s/* (gen, adv, update_actor)"
+    assert sections.panel_list("recommended", [*columns, "timing_s/step"])[3][1] == ["timing_s/step"]

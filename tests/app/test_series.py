@@ -120,3 +120,13 @@ def test_attach_status_matches_record_positions():
                          "smoothed": [0.0, 1.0, 2.0], "index": [0, 2, 0]})  # a's step 2 was downsampled away
     marked = series.attach_status(long, {"a": ["ok", "warn", "bad"], "b": None})
     assert list(marked["status"][:2]) == ["ok", "bad"] and pd.isna(marked["status"][2])
+
+
+def test_largest_jumps_are_the_drawn_lines_biggest_steps_in_step_order():
+    long = pd.DataFrame({"step": [1, 2, 3, 5, 6, 7], "x": [1, 2, 3, 5, 6, 7],
+                         "value": [0.0, 0.1, 0.9, 0.8, np.inf, 0.2]})
+    jumps = series.largest_jumps(long, n=2)
+    # 2 -> 3 (+0.8) and 5 -> 7 (-0.6: the non-finite step is no point of the line); a logged gap is no jump
+    assert list(jumps["step"]) == [3, 7]
+    assert list(jumps["change"].round(6)) == [0.8, -0.6]
+    assert series.largest_jumps(long.iloc[:1]).empty

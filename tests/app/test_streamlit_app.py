@@ -74,3 +74,11 @@ print(sorted(m for m in sys.modules if m in ("playground.trainer", "playground.t
     out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_link_to_a_run_that_is_not_there_shows_none(app, tree):
+    """Opened for a run it cannot find, no page falls back to the newest run (an unrelated one): none, and why."""
+    app.query_params["run"] = ["outputs/2026-11-30/23-59-59"]
+    at = app.run().switch_page("views/panels.py").run()
+    assert at.multiselect(key="runs").value == []
+    assert "outputs/2026-11-30/23-59-59, which is not under the runs folders" in texts(at)

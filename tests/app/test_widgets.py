@@ -57,8 +57,8 @@ def test_badges_and_integers(lang):
                           "diagnoses": [{"root": crash, "consequences": []}, {"root": high, "consequences": [clip]}]})
     assert widgets.badges(chain) == (":red-badge[training_crash] · "
                                      ":orange-badge[lr_too_high] → :orange-badge[grad_clip_saturation]")
-    assert widgets.finding_icons(chain) == ["🔴 training_crash", "🟠 lr_too_high", "↳ 🟠 grad_clip_saturation"]
-    assert widgets.finding_icons(chain, hidden=True) == ["❔"]
+    assert widgets.finding_summary(chain) == "🔴 training_crash · 🟠 lr_too_high +1"  # the root, what it explains
+    assert widgets.finding_summary(chain, hidden=True) == "❔"
     old_report = root_causes.chain({"findings": [high, crash]})  # a findings.json before diagnoses: each finding alone
     assert [(i["number"], i["role"]) for i in old_report] == [("1", "alone"), ("2", "alone")]
     assert widgets.integer(60.0) == "60" and widgets.integer(None) == "—" and widgets.integer(float("nan")) == "—"

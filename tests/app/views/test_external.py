@@ -5,6 +5,7 @@ from __future__ import annotations
 from app_helpers import ROOT, chart_titles, texts
 
 EXAMPLE_2 = "tests/diagnose/fixtures/guide_11_4_example2.log"
+EXAMPLE_1 = "tests/diagnose/fixtures/guide_11_4_example1.log"
 
 
 def _external(app):
@@ -16,7 +17,7 @@ def test_log_by_path_gets_panels_and_diagnosis(app, monkeypatch):
     at = _external(app)
     at.text_input(key="log_path").input(EXAMPLE_2).run()
     assert not at.exception
-    assert "Read 1 steps (5–5) from a verl_console log." in texts(at)
+    assert "Read one step (step 5) from a verl_console log: each metric is one point" in texts(at)
     assert "actor/pg_clipfrac" in chart_titles(at)
     assert ":orange-badge[lr_too_high]" in texts(at)  # the guide's example 2
     assert any("actor_rollout_ref.actor.optim.lr" in c.value for c in at.code)
@@ -37,4 +38,21 @@ def test_pasted_and_uploaded_logs(app):
     assert "`junk` has no value" in texts(at)  # the reader's problems are shown
     at.text_area(key="log_paste").input("").run()
     at.file_uploader(key="log_upload").set_value(("run.log", b"step:7 - actor/ppo_kl:0.2\n", "text/plain")).run()
-    assert "Read 1 steps (7–7)" in texts(at)
+    assert "Read one step (step 7)" in texts(at)
+
+
+def test_the_guides_first_example_draws_dots_and_its_phase_timings(app, monkeypatch):
+    """One step of a fresh PPO run (§11.4 example 1): every chart shows its point, the Performance panel its phases."""
+    import json
+
+    from app_helpers import charts_of, mark_types, spec_title
+
+    monkeypatch.chdir(ROOT)
+    at = _external(app)
+    at.text_input(key="log_path").input(EXAMPLE_1).run()
+    assert not at.exception
+    specs = {spec_title(s): s for s in (json.loads(c.proto.spec) for c in charts_of(at))}
+    assert "timing_s/* (gen, ref, values, adv, update_critic, update_actor)" in specs
+    assert "None of these metrics was logged." not in texts(at)
+    for title, spec in specs.items():
+        assert "point" in mark_types(spec), title  # a one-step series is a dot, not an invisible line

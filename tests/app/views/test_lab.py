@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -15,6 +16,7 @@ from streamlit.testing.v1 import AppTest
 
 from playground.config import ConfigError, compose, validate
 
+import data
 from app_helpers import ENTRY, chart_data, charts_of, spec_title, texts
 from fake_procs import run_dir_of
 from fake_runs import LR_TOO_HIGH, write_run
@@ -39,10 +41,15 @@ def _lab_dirs(runs):
     return sorted(p for p in (runs / "lab").glob("*/*") if p.is_dir()) if (runs / "lab").is_dir() else []
 
 
+def _fresh():
+    """A new session of the explorer, which lists the runs afresh (the list is cached for a few seconds)."""
+    data.list_runs.clear()
+    return AppTest.from_file(ENTRY, default_timeout=60).run()
+
+
 def _short_lr_too_high(at):
-    at.selectbox(key="lab_scenario").set_value("lr_too_high").run()
-    at.number_input(key="knob_steps").set_value(25).run()
-    return at.selectbox(key="knob_lr_schedule").set_value("constant").run()
+    """lr_too_high as the Lab sets it: its short run (conf/scenario_lab/), 30 steps at a constant lr."""
+    return at.selectbox(key="lab_scenario").set_value("lr_too_high").run()
 
 
 def test_the_lab_is_the_first_page_with_the_scenarios_values_and_the_tasks_defaults(lab):
@@ -51,6 +58,10 @@ def test_the_lab_is_the_first_page_with_the_scenarios_values_and_the_tasks_defau
     assert lab.number_input(key="knob_actor_lr").value == pytest.approx(2.5e-3)
     lab.selectbox(key="lab_scenario").set_value("lr_too_high").run()
     assert lab.number_input(key="knob_actor_lr").value == pytest.approx(0.05)  # the scenario's
+    # and its short run's, so the reader sets nothing: conf/scenario_lab/cartpole_lr_too_high.yaml
+    assert lab.number_input(key="knob_steps").value == 30 and lab.selectbox(key="knob_lr_schedule").value == "constant"
+    assert ("Set for a short run that shows the failure: Actor LR schedule constant, Training steps 30 "
+            "(conf/scenario_lab/cartpole_lr_too_high.yaml).") in texts(lab)
     assert lab.number_input(key="knob_entropy_coeff").value == pytest.approx(0.05)
     assert "task default 0.0025" in texts(lab)
     assert lab.number_input(key="knob_clip_high").value == pytest.approx(0.2)  # verl's default, which wins
@@ -80,7 +91,7 @@ def test_an_invalid_knob_shows_the_validators_line_and_starts_nothing(lab, runs,
 def test_train_starts_the_entry_with_the_overrides_as_arguments(lab, runs, spawn):
     at = _short_lr_too_high(lab)
     overrides = ["task=cartpole", "scenario=lr_too_high", "actor_rollout_ref.actor.optim.lr_scheduler_type=constant",
-                 "trainer.total_training_steps=25"]
+                 "trainer.total_training_steps=30"]
     assert at.code[0].value == "python -m playground.train " + " ".join(overrides)
     at.button(key="lab_train").click().run()
     assert not at.exception
@@ -113,8 +124,8 @@ def test_a_fix_that_leaves_the_runs_folder_is_refused(lab, runs, spawn):
     run = write_run(runs / "lab" / "2026-12-01" / "09-00-00-cartpole-lr_too_high", scenario="lr_too_high",
                     unstable=True, overrides=["task=cartpole", "scenario=lr_too_high"],
                     findings=[{**LR_TOO_HIGH, "fix": "hydra.run.dir=../x"}])
-    at = lab.run()
-    assert f"**{run.name}**" in texts(at)  # a fresh session shows the newest Lab run
+    at = _fresh()
+    assert f"**{run.name}**" in texts(at)  # a fresh session shows the newest run, a Lab run
     at.button(key="lab_run-lr_too_high-apply").click().run()
     assert any(e.value.startswith("Not started: hydra.run.dir=../x is refused") for e in at.error)
     assert spawn.started == [] and _lab_dirs(runs) == [run]
@@ -141,9 +152,44 @@ def test_a_run_an_earlier_explorer_started_can_still_be_stopped(lab, runs):
     try:
         write_run(runs / "lab" / "2026-12-01" / "09-00-00-cartpole-healthy", status="running",
                   extra_info={"pid": trainer.pid, "start_time": time.time()})
-        at = lab.run()
+        at = _fresh()
         assert "▶ running" in texts(at)
         at.button(key="lab_stop").click().run()
         assert trainer.wait(timeout=10) == -signal.SIGTERM
     finally:
         trainer.kill()
+
+
+def test_a_fresh_lab_shows_the_sidebars_run_only_when_it_is_a_lab_run(runs, tmp_path):
+    """The Lab follows the sidebar's rule (the newest run, or the one the page was opened for): the newest run is a
+    Lab run: shown, its config in the fields; a newer run elsewhere: the intro, not an older, unrelated Lab run."""
+    lab_run = write_run(runs / "lab" / "2026-12-01" / "09-00-00-cartpole-lr_too_high", scenario="lr_too_high",
+                        unstable=True, overrides=["task=cartpole", "scenario=lr_too_high",
+                                                  "trainer.total_training_steps=25"], findings=[LR_TOO_HIGH])
+    at = _fresh()
+    assert f"**{lab_run.name}**" in texts(at)
+    assert at.selectbox(key="lab_scenario").value == "lr_too_high" and at.number_input(key="knob_steps").value == 25
+    other = write_run(runs / "2026-12-02" / "10-00-00", seed=1, findings=[])
+    info = json.loads((other / "run.json").read_text())
+    (other / "run.json").write_text(json.dumps({**info, "start_time": time.time() + 60}))
+    at = _fresh()
+    assert at.multiselect(key="runs").value == [str(other)]
+    assert f"**{lab_run.name}**" not in texts(at) and "Pick a task and a scenario" in texts(at)
+    assert at.selectbox(key="lab_scenario").value == "healthy"
+
+
+def test_every_short_run_file_names_a_scenario_of_its_task_and_validates():
+    """conf/scenario_lab/<task>_<scenario>.yaml: a misspelt name would silently give the Lab no short run."""
+    from playground.config import CONF_DIR, known_options, scenarios_of
+
+    import knobs
+
+    names = known_options(knobs.SHORT_RUN)
+    assert "cartpole_lr_too_high" in names
+    for name in names:
+        task = next(t for t in known_options("task") if name.startswith(f"{t}_"))
+        scenario = name[len(task) + 1:]
+        assert scenario in scenarios_of(task) and knobs.short_run(task, scenario) == name
+        assert knobs.lab_config(task, scenario).error is None
+        text = (Path(CONF_DIR) / knobs.SHORT_RUN / f"{name}.yaml").read_text(encoding="utf-8")
+        assert text.startswith("# @package _global_\n") and f"+{knobs.SHORT_RUN}={name}" in text

@@ -18,9 +18,9 @@ def test_list_shows_runs_badges_and_hides_mystery(app, tree):
     table = _table(at)
     assert len(table) == 14
     row = table[table["run"] == "outputs/2026-11-30/09-10-00"].iloc[0]
-    assert list(row["findings"]) == ["🟠 lr_too_high"]
+    assert row["findings"] == "🟠 lr_too_high"
     mystery = table[table["run"] == "outputs/2026-11-30/09-50-00"].iloc[0]
-    assert mystery["scenario"] == "mystery" and list(mystery["findings"]) == ["❔"]
+    assert mystery["scenario"] == "mystery" and mystery["findings"] == "❔"
     assert "entropy_collapse" not in texts(at)
     assert "no readable run.json" in texts(at)
 

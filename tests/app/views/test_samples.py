@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from app_helpers import chart_titles, show, texts
+import json
+
+import pandas as pd
+
+import series
+from app_helpers import chart_data, chart_titles, charts_of, mark_types, show, texts
 
 
 def test_token_samples_at_a_step(app, tree):
@@ -27,3 +32,19 @@ def test_gym_run_shows_episode_returns_and_lengths(app, tree):
 def test_run_without_samples(app, tree):
     at = show(app.run(), tree["no_info"]).switch_page("views/samples.py").run()
     assert not at.exception and "no episode metrics" in texts(at)
+
+
+def test_largest_jumps_are_ringed_on_the_chart_they_are_read_from(app, tree):
+    """The caption's steps are the chart's own biggest steps (the ringed points), not every sample step."""
+    at = show(app.run(), tree["token"]).switch_page("views/samples.py").run()
+    (chart,) = charts_of(at)
+    assert mark_types(json.loads(chart.proto.spec))[-1] == "point"
+    frames = chart_data(chart)
+    line = next(f for f in frames if "value" in f and "series" in f)
+    rings = next(f for f in frames if "change" in f)
+    expected = series.largest_jumps(line)
+    assert list(rings["step"]) == list(expected["step"]) and len(rings) == 3
+    caption = next(c.value for c in at.caption if c.value.startswith("Largest jumps"))
+    steps = ", ".join(f"{int(s)} ({c:+.3g})" for s, c in zip(expected["step"], expected["change"], strict=True))
+    assert f"at steps {steps};" in caption
+    assert pd.Series(rings["step"]).is_monotonic_increasing

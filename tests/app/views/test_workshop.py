@@ -61,8 +61,11 @@ def test_worksheet_in_both_languages_and_the_start_command(app, workshop):
     assert at.title[0].value == "Workshop"
     assert "The story" in texts(at) and "The pole that keeps falling again" in texts(at)
     assert "python -m playground.exercise start 1" in [c.value for c in at.code]
+    # on this page, the worksheet's "Get the run" (start it, then go to Workshop) is the page's own Start button
+    assert "go to **Workshop**" not in texts(at) and "Get the run" not in texts(at) and "Questions" in texts(at)
     at.radio(key="lang").set_value("zh").run()
     assert at.title[0].value == "工作坊" and "背景" in texts(at)
+    assert "进入 **工作坊** 页面" not in texts(at) and "问题" in texts(at)
     at.selectbox(key="workshop_exercise").set_value(7).run()
     assert "更有创意的回答" in texts(at)
 
