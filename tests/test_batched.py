@@ -38,7 +38,9 @@ AGENTS = [[f"{LR}=1e-3", f"{SEED}=1"], [f"{LR}=2e-3", f"{CLIP}=0.1", f"{SEED}=2"
 # reward × 1e30 overflows the value loss to inf at once: the critic's gradient is non-finite every step.
 EXPLODING = ["reward.scale=1e30", f"{SEED}=2"]
 UNTIMED = ("timing_s/", "timing_per_token_ms/", "perf/")  # wall-clock and memory: differ between any two runs
-RUN_INFO_VOLATILE = ("start_time", "end_time", "agent")
+# when it ran and which agent it was; and whether the SFT base came from the cache (the first run of a fresh checkout
+# builds it, the next ones load it)
+RUN_INFO_VOLATILE = ("start_time", "end_time", "agent", "sft_cached")
 # A ratio within rounding of 1 ± clip can land on either side: a clip fraction may differ by a token or two.
 FRACTION_TOL = {"actor/pg_clipfrac": 2 / 512, "actor/pg_clipfrac_lower": 2 / 512, "critic/vf_clipfrac": 2 / 512}
 
