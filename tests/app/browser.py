@@ -96,6 +96,19 @@ def choose(page, label: str, option: str, tries: int = 4) -> None:
             page.wait_for_timeout(1000)
 
 
+def screenshot(locator, page, tries: int = 5) -> bytes:
+    """A locator's picture, taken again when a live rerun replaced the element just as it was taken (Playwright's
+    "Element is not attached to the DOM")."""
+    for attempt in range(tries):
+        try:
+            return locator.screenshot()
+        except Exception as error:  # noqa: BLE001 - Playwright's Error: the element was redrawn under it
+            if "not attached" not in str(error) or attempt == tries - 1:
+                raise
+            page.wait_for_timeout(500)
+    raise AssertionError("unreachable")
+
+
 def start_lab_run(page, steps: int) -> None:
     """On the Lab: pick CartPole's lr_too_high and press Train (the run the browser test watches break and
     `make screenshots` draws). The Lab sets the scenario's short run itself: `steps` steps at a constant lr."""

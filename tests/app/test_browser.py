@@ -16,7 +16,17 @@ import time
 from pathlib import Path
 
 import pytest
-from browser import MISSING, choose, chromium, explorer, explorer_env, number, open_page, start_lab_run
+from browser import (
+    MISSING,
+    choose,
+    chromium,
+    explorer,
+    explorer_env,
+    number,
+    open_page,
+    screenshot,
+    start_lab_run,
+)
 
 from playground.runs import read_findings, read_run_info
 
@@ -135,11 +145,11 @@ def test_lab_trains_watches_it_break_and_fixes_it(tmp_path, shots):
                 expect(clipfrac.locator("canvas, svg").first).to_be_visible(timeout=90_000)
                 page.wait_for_timeout(2500)  # one more live refresh: the chart has all `lines` steps, and no more
                 expect(clipfrac).to_have_count(1, timeout=30_000)
-                drawn = clipfrac.screenshot()
+                drawn = screenshot(clipfrac, page)
             expect(page.get_by_text(f"finished · step {STEPS}/{STEPS}").first).to_be_visible(timeout=120_000)
             page.wait_for_timeout(2500)
             expect(clipfrac).to_have_count(1, timeout=30_000)  # a rerun's stale copy of the chart fades out first
-            assert clipfrac.screenshot() != drawn, "the pg_clipfrac chart did not gain points while the run trained"
+            assert screenshot(clipfrac, page) != drawn, "the pg_clipfrac chart gained no points while the run trained"
             apply = page.locator(".st-key-lab_run-lr_too_high").first  # the finding's card, with its fix
             expect(apply).to_contain_text("actor_rollout_ref.actor.optim.lr=0.005", timeout=120_000)
             expect(page.get_by_text(f"finished · step {STEPS}/{STEPS}").first).to_be_visible(timeout=120_000)
@@ -149,7 +159,7 @@ def test_lab_trains_watches_it_break_and_fixes_it(tmp_path, shots):
             expect(page.get_by_text("After the fix", exact=False).first).to_be_visible()
             page.wait_for_timeout(2000)
             expect(clipfrac).to_have_count(1, timeout=30_000)
-            overlay = clipfrac.screenshot()
+            overlay = screenshot(clipfrac, page)
             assert _share_of(overlay, BLUE) > 0.001 and _share_of(overlay, GREEN) > 0.001  # both runs drawn
             page.screenshot(path=shots / "lab-fixed.png", full_page=True)
         finally:
