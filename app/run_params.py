@@ -14,11 +14,6 @@ import pandas as pd
 from playground.overrides import key_values
 
 
-def parse_overrides(overrides: Iterable[str]) -> dict[str, str]:
-    """Hydra override strings -> {key: value as written}; `+key=v`, `++key=v` and `~key` keep their bare key."""
-    return key_values(overrides)
-
-
 def is_seed(key: str) -> bool:
     """`seed`, `trainer.seed`, ...: an override that picks the random seed."""
     return key == "seed" or key.endswith(".seed")
@@ -26,13 +21,13 @@ def is_seed(key: str) -> bool:
 
 def seed_group_key(overrides: Iterable[str], extra: Sequence[Any] = ()) -> str:
     """What a run is, seed aside: its overrides without the seed, sorted (runs with the same key differ by seed)."""
-    params = {k: v for k, v in parse_overrides(overrides).items() if not is_seed(k)}
+    params = {k: v for k, v in key_values(overrides).items() if not is_seed(k)}
     return " ".join([*(str(e) for e in extra if e), *(f"{k}={v}" for k, v in sorted(params.items()))]) or "(defaults)"
 
 
 def differing_params(overrides_by_run: Mapping[str, Iterable[str]]) -> pd.DataFrame:
     """The overrides that differ between runs (only those), one row per run; an absent key shows as "—"."""
-    parsed = {run: parse_overrides(ov) for run, ov in overrides_by_run.items()}
+    parsed = {run: key_values(ov) for run, ov in overrides_by_run.items()}
     keys = sorted({k for p in parsed.values() for k in p})
     differ = [k for k in keys if len({p.get(k) for p in parsed.values()}) > 1]
     return pd.DataFrame([{k: p.get(k, "—") for k in differ} for p in parsed.values()], index=list(parsed),

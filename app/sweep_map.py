@@ -16,9 +16,8 @@ import numpy as np
 import pandas as pd
 
 from playground.diagnose.causes import check_rank
+from playground.overrides import key_values
 from playground.root_causes import HEALTHY, run_root
-
-import run_params
 
 
 def _as_number(value: str) -> float | None:
@@ -61,7 +60,7 @@ def sweep_jobs(rows: Sequence[Mapping[str, Any]]) -> tuple[pd.DataFrame, list[st
     for row in rows:
         root, healthy = job_verdict(row.get("chain") or [], str(row.get("status", "")), bool(row.get("mystery")))
         out.append({"run": row["run"], "label": row.get("label", row["run"]), "job": row.get("job", ""),
-                    **run_params.parse_overrides(row.get("overrides") or ()), "score": row.get("score", math.nan),
+                    **key_values(row.get("overrides") or ()), "score": row.get("score", math.nan),
                     "root": root, "healthy": healthy, "status": row.get("status", "")})
     table = pd.DataFrame(out)
     swept = [c for c in table.columns if c not in SWEEP_FIXED and table[c].astype(str).nunique() > 1]

@@ -94,7 +94,7 @@ def compute_gae_advantage_return(
     return advantages, returns
 
 
-def _group_stats(scores: Tensor, index: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+def group_row_stats(scores: Tensor, index: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """Per-row group size, mean and unbiased std of `scores` grouped by `index`.
 
     Args:
@@ -139,7 +139,7 @@ def compute_grpo_outcome_advantage(
         advantages = returns, `(bs, T)`: the response's advantage broadcast over its valid tokens.
     """
     scores = token_level_rewards.sum(dim=-1)
-    _, mean, std = _group_stats(scores, index)
+    _, mean, std = group_row_stats(scores, index)
     adv = (scores - mean) / (std + epsilon) if norm_adv_by_std_in_grpo else scores - mean
     adv = adv.unsqueeze(-1) * response_mask
     return adv, adv
@@ -158,7 +158,7 @@ def compute_rloo_outcome_advantage(
         advantages = returns, `(bs, T)`.
     """
     scores = token_level_rewards.sum(dim=-1)
-    count, mean, _ = _group_stats(scores, index)
+    count, mean, _ = group_row_stats(scores, index)
     loo = scores * count / (count - 1).clamp(min=1) - mean * count / (count - 1).clamp(min=1)
     adv = torch.where(count > 1, loo, scores).unsqueeze(-1) * response_mask
     return adv, adv
@@ -210,7 +210,7 @@ def compute_reinforce_plus_plus_baseline_outcome_advantage(
         advantages = returns, `(bs, T)`.
     """
     scores = token_level_rewards.sum(dim=-1)
-    _, mean, _ = _group_stats(scores, index)
+    _, mean, _ = group_row_stats(scores, index)
     adv = (scores - mean).unsqueeze(-1) * response_mask
     adv = masked_whiten(adv, response_mask) * response_mask
     return adv, adv
@@ -255,7 +255,7 @@ def compute_opo_outcome_advantage(
     """
     scores = token_level_rewards.sum(dim=-1)
     lengths = response_mask.sum(dim=-1).to(scores.dtype)
-    count, _, _ = _group_stats(scores, index)
+    count, _, _ = group_row_stats(scores, index)
     baseline = _group_sum(lengths * scores, index) / _group_sum(lengths, index)
     adv = scores - torch.where(count > 1, baseline, 0.0)
     adv = adv.unsqueeze(-1) * response_mask
@@ -282,7 +282,7 @@ def compute_gpg_outcome_advantage(
     scores = token_level_rewards.sum(dim=-1)
     nonzero = torch.count_nonzero(scores, dim=-1).clamp(min=1).unsqueeze(-1)
     alpha = scores.shape[-1] / nonzero
-    _, mean, _ = _group_stats(scores, index)
+    _, mean, _ = group_row_stats(scores, index)
     adv = alpha * (scores - mean) / _per_row(f_norm)
     adv = adv.unsqueeze(-1) * response_mask
     return adv, adv
@@ -310,7 +310,7 @@ def compute_grpo_passk_outcome_advantage(
         advantages = returns, `(bs, T)`.
     """
     scores = token_level_rewards.sum(dim=-1)
-    count, _, std = _group_stats(scores, index)
+    count, _, std = group_row_stats(scores, index)
     if bool((count < 2).any()):
         raise ValueError("grpo_passk needs at least 2 responses per group (actor_rollout_ref.rollout.n >= 2)")
     _, group = torch.unique(index, return_inverse=True)

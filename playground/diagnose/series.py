@@ -13,6 +13,7 @@ from typing import Any
 
 from playground.diagnose.log import Log
 from playground.metrics import fmt
+from playground.score import score_metric
 
 # The policy's entropy: verl V1 logs the pre-update entropy every step (`actor/entropy`) and the in-update entropy only
 # when the update computes it (`actor/entropy_loss`); the guide, the playground and verl <= 0.3 name the quantity
@@ -44,9 +45,7 @@ class Series:
 
 
 def _score_key(log: Log) -> str:
-    from playground.score import score_metric  # the one definition of a run's score (sweeper, explorer, workshop)
-
-    return score_metric(log.facts, log.cols)
+    return score_metric(log.facts, log.cols)  # the one definition of a run's score (sweeper, explorer, workshop)
 
 
 def _score(log: Log, i: int) -> float | None:

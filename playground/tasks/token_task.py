@@ -25,8 +25,7 @@ import torch
 from omegaconf import DictConfig
 from torch import Tensor
 
-from playground.algos.dapo import filter_groups
-from playground.algos.group_stats import ZERO_ADV_RATIO, zero_adv_ratio
+from playground.algos.group_stats import ZERO_ADV_RATIO, zero_adv_share, zero_std_group_ratio
 from playground.algos.masked import masked_stats
 from playground.config import uses_critic
 from playground.hparams import AgentHParams
@@ -273,12 +272,9 @@ class TokenTask(Task):
         out.update({f"training/num_turns/{s}": torch.full_like(tokens, 2.0) for s in ("mean", "max", "min")})
         if self.n > 1:  # groups whose rewards are all equal: GRPO gives each of their responses advantage 0
             uid, seq_rewards = batch["uid"][0], batch["token_level_rewards"].sum(-1)
-            groups = len(torch.unique(uid))
-            out["train/zero_adv_group_ratio"] = torch.tensor(
-                [1 - len(filter_groups(r, uid).groups) / groups for r in seq_rewards], device=self.device)
-            uid_list = uid.tolist()
-            out[ZERO_ADV_RATIO] = torch.tensor([zero_adv_ratio(r.tolist(), uid_list) for r in seq_rewards],
-                                               device=self.device)  # the responses, verl PR #5770's share
+            out["train/zero_adv_group_ratio"] = torch.tensor([zero_std_group_ratio(r, uid) for r in seq_rewards],
+                                                             device=self.device)
+            out[ZERO_ADV_RATIO] = zero_adv_share(seq_rewards.double(), uid).float()  # verl PR #5770: the responses
         return out
 
     def token_counts(self, batch: Batch) -> dict[str, list[int]]:
