@@ -96,6 +96,23 @@ def choose(page, label: str, option: str, tries: int = 4) -> None:
             page.wait_for_timeout(1000)
 
 
+def choose_and_click(page, label: str, option: str, button: str, tries: int = 3) -> None:
+    """Pick an option, then click the button it enables: picked again when the button stayed disabled (a loaded CI
+    machine once lost the pick to a rerun, and the button waited for it 30 s)."""
+    from playwright.sync_api import expect
+
+    target = page.locator(button)
+    for attempt in range(tries):
+        choose(page, label, option)
+        try:
+            expect(target).to_be_enabled(timeout=40_000)
+            break
+        except AssertionError:
+            if attempt == tries - 1:
+                raise
+    target.click()
+
+
 def screenshot(locator, page, tries: int = 5) -> bytes:
     """A locator's picture, taken again when a live rerun replaced the element just as it was taken (Playwright's
     "Element is not attached to the DOM")."""

@@ -19,6 +19,7 @@ import pytest
 from browser import (
     MISSING,
     choose,
+    choose_and_click,
     chromium,
     explorer,
     explorer_env,
@@ -201,6 +202,9 @@ def test_sweep_from_the_page_maps_its_runs(tmp_path, shots):
     assert statuses == ["finished"] * 4
 
 
+SUBMIT = ".st-key-workshop_submit button"
+
+
 def test_workshop_wrong_then_right_diagnosis_and_the_explorer_stops_its_run(tmp_path, shots):
     from playwright.sync_api import expect, sync_playwright
 
@@ -212,13 +216,12 @@ def test_workshop_wrong_then_right_diagnosis_and_the_explorer_stops_its_run(tmp_
         browser, page = open_page(p, f"{url}/workshop")
         try:
             expect(page.get_by_role("heading", name="Workshop", exact=True)).to_be_visible(timeout=60_000)
-            choose(page, "Diagnosis (a catalogue id)", "entropy_collapse · entropy collapse (premature convergence)")
-            page.locator(".st-key-workshop_submit button").click()
+            choose_and_click(page, "Diagnosis (a catalogue id)",
+                             "entropy_collapse · entropy collapse (premature convergence)", SUBMIT)
             expect(page.get_by_text("entropy_collapse is not what went wrong in this run")).to_be_visible(
                 timeout=60_000)
             expect(page.get_by_text("Hint 1/3:").first).to_be_visible()
-            choose(page, "Diagnosis (a catalogue id)", "lr_too_high · learning rate too high")
-            page.locator(".st-key-workshop_submit button").click()
+            choose_and_click(page, "Diagnosis (a catalogue id)", "lr_too_high · learning rate too high", SUBMIT)
             expect(page.get_by_text("lr_too_high (learning rate too high) is right")).to_be_visible(timeout=60_000)
             expect(page.get_by_text("Diagnosed: its findings now show here")).to_be_visible(timeout=30_000)
             page.screenshot(path=shots / "workshop.png", full_page=True)
