@@ -26,10 +26,12 @@ import run_params
 import series
 import widgets
 
-# The guide's recommended panels (§11.3); a tuple is drawn as one chart (`vpred_mean` vs `returns/mean`).
+# The guide's recommended panels (§11.3); a tuple is drawn as one chart (`vpred_mean` vs `returns/mean`) of the
+# members the log has.
 RECOMMENDED: list[tuple[str, list[str | tuple[str, ...]]]] = [
     ("panel_progress", ["critic/score/mean", "episode/reward/mean"]),
-    ("panel_policy", ["actor/pg_loss", "actor/pg_clipfrac", "actor/ppo_kl", "actor/entropy_loss"]),
+    # the entropy during the update (v0.7) and before it (V1 logs only this one): one chart with what the log has
+    ("panel_policy", ["actor/pg_loss", "actor/pg_clipfrac", "actor/ppo_kl", ("actor/entropy_loss", "actor/entropy")]),
     ("panel_critic", ["critic/vf_loss", "critic/vf_explained_var", ("critic/vpred_mean", "critic/returns/mean")]),
     ("panel_perf", ["perf/throughput", "perf/mfu/actor", "timing_s/step"]),
 ]
@@ -78,7 +80,11 @@ def panel_list(choice: str, columns: Sequence[str]) -> list[tuple[str, list[str 
     if choice == "recommended":
         panels = []
         for key, metrics in RECOMMENDED:
-            drawn = [m for m in metrics if (set(m) if isinstance(m, tuple) else {m}) & present]
+            drawn = []
+            for metric in metrics:
+                here = tuple(m for m in (metric if isinstance(metric, tuple) else (metric,)) if m in present)
+                if here:
+                    drawn.append(here if len(here) > 1 else here[0])
             phases = tuple(m for m in metrics_by_group(columns).get("timing", []) if m.startswith(PHASES))
             if key == "panel_perf" and not drawn and phases:
                 drawn = [phases if len(phases) > 1 else phases[0]]

@@ -31,6 +31,15 @@ def test_recommended_panels_keep_the_guides_order_and_the_pair():
     assert sections.panel_list("perf", ["actor/pg_loss"]) == [("System performance", [])]
 
 
+def test_the_policy_panel_draws_the_entropy_the_log_has():
+    """verl V1 logs `actor/entropy` (before the update) and no `actor/entropy_loss`: its panel still has an entropy."""
+    assert sections.panel_list("recommended", ["actor/entropy"])[1][1] == ["actor/entropy"]
+    assert sections.panel_list("recommended", ["actor/entropy_loss"])[1][1] == ["actor/entropy_loss"]
+    both = sections.panel_list("recommended", ["actor/entropy", "actor/entropy_loss"])[1][1]
+    assert both == [("actor/entropy_loss", "actor/entropy")]
+    assert sections.panel_list("recommended", ["critic/vpred_mean"])[2][1] == ["critic/vpred_mean"]
+
+
 def _rows(*runs):
     """Runs-table rows: (run dir, seed), all of one config."""
     return pd.DataFrame([{"run": run, "label": f"{run}#{i}", "seed": seed, "task": "cartpole", "scenario": "healthy",
