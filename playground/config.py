@@ -143,6 +143,11 @@ def _validate_rollout_correction(cfg: DictConfig, family: str) -> None:
     if family == "gym":
         raise ConfigError(f"algorithm.rollout_correction ({settings}) is out of range for gym tasks: the gym rollout "
                           "samples with the trainer's policy and reports no log-probs of its own")
+    loss_mode = _get(cfg, "actor_rollout_ref.actor.policy_loss.loss_mode")
+    if corr["bypass_mode"] and loss_mode != "vanilla":
+        raise ConfigError(f"actor_rollout_ref.actor.policy_loss.loss_mode={loss_mode!r} is out of range with "
+                          "algorithm.rollout_correction.bypass_mode=true: allowed 'vanilla' (bypass mode's loss is "
+                          "loss_type's: ppo_clip or reinforce)")
     log_probs = OmegaConf.select(cfg, "actor_rollout_ref.rollout.calculate_log_probs", default=ABSENT)
     if log_probs is ABSENT:
         raise ConfigError(f"algorithm.rollout_correction ({settings}) needs the rollout's own log-probs, and this "
@@ -151,11 +156,6 @@ def _validate_rollout_correction(cfg: DictConfig, family: str) -> None:
         raise ConfigError(f"actor_rollout_ref.rollout.calculate_log_probs={log_probs!r} is out of range with "
                           f"algorithm.rollout_correction ({settings}): allowed true (the correction reads the "
                           "rollout's log-probs)")
-    loss_mode = _get(cfg, "actor_rollout_ref.actor.policy_loss.loss_mode")
-    if corr["bypass_mode"] and loss_mode != "vanilla":
-        raise ConfigError(f"actor_rollout_ref.actor.policy_loss.loss_mode={loss_mode!r} is out of range with "
-                          "algorithm.rollout_correction.bypass_mode=true: allowed 'vanilla' (bypass mode's loss is "
-                          "loss_type's: ppo_clip or reinforce)")
 
 
 def resolve_deprecated(cfg: DictConfig) -> list[str]:
