@@ -261,13 +261,32 @@ def known_options(group: str) -> list[str]:
 
 
 def check_group_overrides(argv: Sequence[str]) -> None:
-    """Unknown `task=` / `scenario=` values fail with one line (Hydra's own message spans many)."""
+    """Unknown `task=` / `scenario=` values fail with one line (Hydra's own message spans many); so does a rollout
+    correction band that Hydra would read as a number."""
+    _check_threshold_bands(argv)
     for override in parse_all(argv):
         if override.plain and override.key in ("task", "scenario"):
             for value in override.choices:  # a sweep's each value
                 if value and value not in known_options(override.key):
                     raise ConfigError(f"{override.key}={value!r} is unknown: allowed one of "
                                       f"{known_options(override.key)}")
+
+
+def _check_threshold_bands(argv: Sequence[str]) -> None:
+    """`rollout_is_threshold=0.5_5` is IcePop's band [0.5, 5] to verl, but Hydra reads digits joined by `_` as one
+    number (0.55, a TIS cap): refused, with the quoting that keeps the band."""
+    for override in parse_all(argv):
+        if not override.key.endswith(("rollout_correction.rollout_is_threshold",
+                                      "rollout_correction.rollout_rs_threshold")):
+            continue
+        for value in override.choices:
+            try:
+                number = float(value) if "_" in value else None
+            except ValueError:
+                continue
+            if number is not None:
+                raise ConfigError(f"{override.key}={value} reads as the number {number:g} (Hydra drops '_' between "
+                                  f"digits): quote a 'lower_upper' band, {override.key}='\"{value}\"'")
 
 
 def with_default_scenario(overrides: Sequence[str]) -> list[str]:

@@ -102,6 +102,15 @@ def test_bad_values_are_one_line_errors_naming_the_key(reverse, key, value, mess
     assert message in str(error.value) and "\n" not in str(error.value)
 
 
+def test_an_icepop_band_that_hydra_would_read_as_a_number_is_refused():
+    with pytest.raises(ConfigError, match=r"rollout_is_threshold=0\.5_5 reads as the number 0\.55 .*quote"):
+        compose(["task=reverse", f"{RC}.rollout_is_threshold=0.5_5"])
+    with pytest.raises(ConfigError, match="rollout_rs_threshold=1_2 reads as the number 12"):
+        compose(["task=reverse", f"{RC}.rollout_rs_threshold=1_2"])
+    assert compose(["task=reverse", f"{RC}.rollout_is_threshold='0.5_5'"]).algorithm.rollout_correction[
+        "rollout_is_threshold"] == "0.5_5"
+
+
 def test_a_correction_is_refused_on_gym_tasks_and_bypass_keeps_the_vanilla_loss(reverse):
     with pytest.raises(ConfigError, match="out of range for gym tasks"):
         validate(_with(compose(["task=cartpole"]), **{f"{RC}.rollout_is": "token"}))
