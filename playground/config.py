@@ -151,7 +151,8 @@ def _validate_rollout_correction(cfg: DictConfig, family: str) -> None:
     log_probs = OmegaConf.select(cfg, "actor_rollout_ref.rollout.calculate_log_probs", default=ABSENT)
     if log_probs is ABSENT:
         raise ConfigError(f"algorithm.rollout_correction ({settings}) needs the rollout's own log-probs, and this "
-                          "playground's rollout does not report them (no actor_rollout_ref.rollout.calculate_log_probs)")
+                          "playground's rollout does not report them (no key "
+                          "actor_rollout_ref.rollout.calculate_log_probs)")
     if log_probs is not True:
         raise ConfigError(f"actor_rollout_ref.rollout.calculate_log_probs={log_probs!r} is out of range with "
                           f"algorithm.rollout_correction ({settings}): allowed true (the correction reads the "

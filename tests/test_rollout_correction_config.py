@@ -16,8 +16,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from playground.config import CONF_DIR, ConfigError, compose, known_options, validate
-from playground.runs import read_metrics_jsonl
 from playground.overrides import ABSENT
+from playground.runs import read_metrics_jsonl
 
 PRESETS = known_options("rollout_correction")
 CALCULATE_LOG_PROBS = "actor_rollout_ref.rollout.calculate_log_probs"
@@ -120,8 +120,9 @@ def test_a_correction_is_refused_on_gym_tasks_and_bypass_keeps_the_vanilla_loss(
 
 def test_a_reverse_run_with_token_tis(train_run):
     """Run level. Without the rollout's log-probs (issue 23's rollout side not here yet): refused before any compute.
-    With them: two steps of token TIS log verl's rollout_corr/* family, and a matching rollout keeps them at 1."""
-    overrides = ["task=reverse", "+debug=tiny", "trainer.total_training_steps=2", "+rollout_correction=decoupled_token_is"]
+    With them: two steps of token TIS log verl's rollout_corr/* family."""
+    overrides = ["task=reverse", "+debug=tiny", "trainer.total_training_steps=2",
+                 "+rollout_correction=decoupled_token_is"]
     if not _rollout_reports_log_probs(compose(["task=reverse"])):
         with pytest.raises(ConfigError, match="needs the rollout's own log-probs"):
             train_run(overrides)

@@ -8,8 +8,11 @@ import math
 import pytest
 import torch
 
-from playground.algos.rollout_corr import (compute_offpolicy_metrics, compute_rollout_correction_and_rejection_mask,
-                                           compute_rollout_correction_weights)
+from playground.algos.rollout_corr import (
+    compute_offpolicy_metrics,
+    compute_rollout_correction_and_rejection_mask,
+    compute_rollout_correction_weights,
+)
 from playground.algos.rollout_rs import compute_rollout_rejection_mask
 
 # two rows, the second with a padded last token; log r = logp_old − logp_rollout
@@ -187,8 +190,8 @@ def test_sequence_options_reject_whole_rows():
     kept, m = compute_rollout_rejection_mask(lr, mask, "seq_max_k3", 0.004)
     assert kept.tolist() == [[0.0, 0.0, 0.0], [1.0, 1.0, 0.0]]  # row 0's max k3 = 0.00517 > 0.004
     close(m["rollout_rs_seq_max_k3_max"], max(max(r) for r in k3))
-    close(m["rollout_rs_seq_max_k3_std"], 0.0 + math.sqrt(
-        mean([min(max(r), 0.004) ** 2 for r in k3 for _ in r]) - mean([min(max(r), 0.004) for r in k3 for _ in r]) ** 2))
+    per_token = [min(max(row), 0.004) for row in k3 for _ in row]  # each row's max, capped, on each of its tokens
+    close(m["rollout_rs_seq_max_k3_std"], math.sqrt(mean([v * v for v in per_token]) - mean(per_token) ** 2))
     assert "rollout_rs_seq_max_k3_seq_fraction_low" not in m and float(m["rollout_rs_seq_max_k3_fraction_low"]) == 0
 
 
