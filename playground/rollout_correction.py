@@ -54,8 +54,8 @@ class RolloutCorrection:
         """Decoupled mode (verl's `compute_rollout_correction_and_add_to_batch`): put `rollout_is_weights` into the
         batch and the rejection into `response_mask`; returns `rollout_corr/*` as the step's metrics. Nothing in bypass
         mode (the loss does it), nor when the correction is off and the rollout reported no log-probs."""
-        if self.bypass_mode or (not self.enabled and ROLLOUT_LOG_PROBS not in batch):
-            return {}
+        if self.bypass_mode or not self.settings or (not self.enabled and ROLLOUT_LOG_PROBS not in batch):
+            return {}  # (no settings: a config from before the key existed)
         weights, mask, metrics = compute_rollout_correction_and_rejection_mask(
             batch["old_log_probs"], self._rollout_log_probs(batch), batch["response_mask"],
             **{key: self.settings[key] for key in CORRECTION_KEYS})

@@ -163,7 +163,8 @@ def update_actor(actor, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape,
     rows = batch["response_mask"].shape[1]
     bypass = rollout_correction is not None
     on_policy = not bypass and shape.ppo_epochs == 1 and shape.mini_batch_rows == rows
-    compute_entropy = bypass or bool((entropy_coeff != 0).any())
+    entropy_bonus = bool((entropy_coeff != 0).any())
+    compute_entropy = bypass or entropy_bonus  # bypass: only for the metric
     metrics = Metrics()
     keys = [*actor.model_input_keys, "response_mask", "advantages",  # only the fields the loss below reads
             *(() if on_policy else ("old_log_probs",)), *(("ref_log_prob",) if use_kl_loss else ()),
@@ -186,7 +187,8 @@ def update_actor(actor, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape,
             loss = pg_loss
             if compute_entropy:
                 entropy_agg = agg_loss(entropy, mask, shape.loss_agg_mode)
-                loss = loss - entropy_coeff.view(-1) * entropy_agg
+                if entropy_bonus:
+                    loss = loss - entropy_coeff.view(-1) * entropy_agg
                 metrics.add({"actor/entropy_loss": entropy_agg})
             if use_kl_loss:
                 kld = kl_penalty(log_prob, mb["ref_log_prob"], kl_loss_type)
