@@ -141,6 +141,9 @@ ALIAS_PATTERNS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"^val-core/.+/(?:reward|score)/mean@\d+$"), "val/score"),
     (re.compile(r"^val-core/.+/acc/mean@\d+$"), "val/accuracy"),
     (re.compile(r"^val-(?:core|aux)/.+/acc/best@(\d+)/mean$"), r"val/pass@\1"),
+    # rollout correction's bypass mode: the loss returns rollout_corr/* with its metrics, which verl V1 prefixes
+    # with actor/ (verl-today.md 1.4, by reading the code)
+    (re.compile(r"^actor/(rollout_corr/.+)$"), r"\1"),
 ]
 # The guide's example 1 writes `actor/lr(1e-6):0.010`: the value is in units of the bracketed scale.
 _SCALED_KEY = re.compile(r"^(?P<name>[^()]+)\((?P<scale>[0-9.eE+-]+)\)$")

@@ -70,3 +70,16 @@ def test_the_diagnostics_are_known_metrics_with_verls_bands():
     assert band_status("rollout_corr/rollout_is_eff_sample_size", 0.25) == "bad"
     assert band_status("rollout_corr/rollout_is_mean", 2.2) == "bad"
     assert band_status("rollout_corr/rollout_is_mean", 1.1) == "ok"
+
+
+def test_a_verl_v1_bypass_log_with_actor_prefixed_keys_is_read_too():
+    """Bypass mode returns rollout_corr/* from the loss; verl V1 logs them under actor/ (verl-today.md 1.4)."""
+    from playground.diagnose.readers import parse_verl_text
+    from playground.diagnose.sources import diagnose_read
+
+    records = steps(**{"rollout_corr/chi2_token": 2.0})
+    lines = [f"step:{int(r[STEP])} - " + " - ".join(
+        f"{'actor/' + k if k.startswith('rollout_corr/') else k}:np.float64({v})" for k, v in r.items() if k != STEP)
+        for r in records]
+    read = parse_verl_text("\n".join(lines) + "\n", name="v1_bypass.log")
+    assert "rollout_mismatch" in diagnose_read(read).ids()
