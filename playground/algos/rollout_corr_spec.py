@@ -30,10 +30,10 @@ def parse_is_threshold(spec: Any) -> tuple[float, float | None]:
     if isinstance(spec, bool) or not isinstance(spec, (int, float, str)):
         raise ValueError("a positive number or a 'lower_upper' string")
     if isinstance(spec, str):
-        text = spec.strip()
-        lower_text, _, upper_text = text.partition("_") if "_" in text else ("", "", text)
+        lower_text, band, upper_text = spec.strip().partition("_")
         try:
-            upper, lower = float(upper_text), (float(lower_text) if lower_text else None)
+            upper = float(upper_text if band else lower_text)
+            lower = float(lower_text) if band else None
         except ValueError as exc:
             raise ValueError("a positive number or a 'lower_upper' string") from exc
     else:
