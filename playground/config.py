@@ -17,9 +17,11 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from playground.algos.names import GROUP_ESTIMATORS
+from playground.algos.rollout_corr_spec import config_error as rollout_correction_error
+from playground.algos.rollout_corr_spec import is_enabled as rollout_correction_enabled
 from playground.config_schema import type_error
 from playground.failures import SCENARIO_IDS
-from playground.overrides import parse_all
+from playground.overrides import ABSENT, parse_all
 
 CONF_DIR = os.environ.get("PLAYGROUND_CONF_DIR", str(Path(__file__).resolve().parents[1] / "conf"))
 LOGGERS = ("console", "jsonl", "file", "tensorboard", "wandb", "mlflow", "swanlab")
@@ -123,7 +125,38 @@ def validate(cfg: DictConfig) -> None:
     for name in logger_names(cfg):
         if name not in LOGGERS:
             raise ConfigError(f"trainer.logger contains {name!r}: allowed {list(LOGGERS)}")
+    _validate_rollout_correction(cfg, family)
     (_validate_gym if family == "gym" else _validate_token)(cfg)
+
+
+def _validate_rollout_correction(cfg: DictConfig, family: str) -> None:
+    """`algorithm.rollout_correction`: its values (`rollout_corr_spec.config_error`), and what a correction needs: the
+    rollout's own log-probs (verl requires `actor_rollout_ref.rollout.calculate_log_probs`, token tasks only) and, in
+    bypass mode, the PPO loss its `ppo_clip` is (verl swaps the loss mode for its bypass loss)."""
+    corr = _get(cfg, "algorithm.rollout_correction")
+    error = rollout_correction_error(corr)
+    if error:
+        raise ConfigError(error)
+    if not rollout_correction_enabled(corr):
+        return
+    settings = ", ".join(f"{k}={corr[k]}" for k in ("rollout_is", "rollout_rs", "bypass_mode") if corr[k])
+    if family == "gym":
+        raise ConfigError(f"algorithm.rollout_correction ({settings}) is out of range for gym tasks: the gym rollout "
+                          "samples with the trainer's policy and reports no log-probs of its own")
+    loss_mode = _get(cfg, "actor_rollout_ref.actor.policy_loss.loss_mode")
+    if corr["bypass_mode"] and loss_mode != "vanilla":
+        raise ConfigError(f"actor_rollout_ref.actor.policy_loss.loss_mode={loss_mode!r} is out of range with "
+                          "algorithm.rollout_correction.bypass_mode=true: allowed 'vanilla' (bypass mode's loss is "
+                          "loss_type's: ppo_clip or reinforce)")
+    log_probs = OmegaConf.select(cfg, "actor_rollout_ref.rollout.calculate_log_probs", default=ABSENT)
+    if log_probs is ABSENT:
+        raise ConfigError(f"algorithm.rollout_correction ({settings}) needs the rollout's own log-probs, and this "
+                          "playground's rollout does not report them (no key "
+                          "actor_rollout_ref.rollout.calculate_log_probs)")
+    if log_probs is not True:
+        raise ConfigError(f"actor_rollout_ref.rollout.calculate_log_probs={log_probs!r} is out of range with "
+                          f"algorithm.rollout_correction ({settings}): allowed true (the correction reads the "
+                          "rollout's log-probs)")
 
 
 def resolve_deprecated(cfg: DictConfig) -> list[str]:
@@ -229,13 +262,32 @@ def known_options(group: str) -> list[str]:
 
 
 def check_group_overrides(argv: Sequence[str]) -> None:
-    """Unknown `task=` / `scenario=` values fail with one line (Hydra's own message spans many)."""
+    """Unknown `task=` / `scenario=` values fail with one line (Hydra's own message spans many); so does a rollout
+    correction band that Hydra would read as a number."""
+    _check_threshold_bands(argv)
     for override in parse_all(argv):
         if override.plain and override.key in ("task", "scenario"):
             for value in override.choices:  # a sweep's each value
                 if value and value not in known_options(override.key):
                     raise ConfigError(f"{override.key}={value!r} is unknown: allowed one of "
                                       f"{known_options(override.key)}")
+
+
+def _check_threshold_bands(argv: Sequence[str]) -> None:
+    """`rollout_is_threshold=0.5_5` is IcePop's band [0.5, 5] to verl, but Hydra reads digits joined by `_` as one
+    number (0.55, a TIS cap): refused, with the quoting that keeps the band."""
+    for override in parse_all(argv):
+        if not override.key.endswith(("rollout_correction.rollout_is_threshold",
+                                      "rollout_correction.rollout_rs_threshold")):
+            continue
+        for value in override.choices:
+            try:
+                number = float(value) if "_" in value else None
+            except ValueError:
+                continue
+            if number is not None:
+                raise ConfigError(f"{override.key}={value} reads as the number {number:g} (Hydra drops '_' between "
+                                  f"digits): quote a 'lower_upper' band, {override.key}='\"{value}\"'")
 
 
 def with_default_scenario(overrides: Sequence[str]) -> list[str]:

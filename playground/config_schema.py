@@ -22,6 +22,7 @@ from omegaconf.errors import OmegaConfBaseException
 from omegaconf.nodes import AnyNode, BooleanNode, EnumNode, FloatNode, IntegerNode, StringNode
 
 from playground.algos.names import ADV_ESTIMATORS, KL_ESTIMATORS, LOSS_AGG_MODES, POLICY_LOSSES
+from playground.algos.rollout_corr_spec import IS_LEVELS, LOSS_TYPES
 from playground.failures import FAILURE_IDS
 from playground.overrides import ABSENT, lookup
 
@@ -46,6 +47,8 @@ LrScheduler = _choices("LrScheduler", ("constant", "cosine"))
 EnvBackend = _choices("EnvBackend", ("auto", "torch", "gymnasium"))
 FilterMetric = _choices("FilterMetric", FILTER_METRICS)
 Objective = _choices("Objective", OBJECTIVES)
+RolloutIsLevel = _choices("RolloutIsLevel", IS_LEVELS)
+BypassLossType = _choices("BypassLossType", LOSS_TYPES)
 FailureId = _choices("FailureId", FAILURE_IDS)
 RewardName = _choices("RewardName", ("exact_match",))
 NoiseType = _choices("NoiseType", ("normal", "cauchy"))
@@ -169,6 +172,19 @@ class FilterGroupsConfig:
 
 
 @dataclass
+class RolloutCorrectionConfig:
+    """verl's `RolloutCorrectionConfig`; its thresholds are a number or a spec string, checked by `validate`."""
+
+    rollout_is: RolloutIsLevel | None = MISSING
+    rollout_is_threshold: Any = MISSING
+    rollout_is_batch_normalize: bool = MISSING
+    rollout_rs: str | None = MISSING
+    rollout_rs_threshold: Any = MISSING
+    bypass_mode: bool = MISSING
+    loss_type: BypassLossType = MISSING
+
+
+@dataclass
 class AlgorithmConfig:
     gamma: float = MISSING
     lam: float = MISSING
@@ -179,6 +195,7 @@ class AlgorithmConfig:
     kl_penalty: KlEstimator = MISSING
     kl_ctrl: KlCtrlConfig = field(default_factory=KlCtrlConfig)
     filter_groups: FilterGroupsConfig = field(default_factory=FilterGroupsConfig)
+    rollout_correction: RolloutCorrectionConfig = field(default_factory=RolloutCorrectionConfig)
 
 
 @dataclass

@@ -34,6 +34,7 @@ GROUP_TITLES: dict[str, dict[str, str]] = {
     "training": {"en": "Training control", "zh": "训练控制指标"},
     "world_model": {"en": "World model", "zh": "World Model 指标"},
     "val": {"en": "Validation", "zh": "验证指标"},
+    "rollout_corr": {"en": "Rollout vs trainer (rollout correction)", "zh": "Rollout 与训练端（rollout correction）"},
 }
 GROUPS: dict[str, str] = {group: titles["en"] for group, titles in GROUP_TITLES.items()}  # the English titles
 
@@ -77,6 +78,17 @@ METRIC_GROUPS: dict[str, list[str]] = {
                  "training/off_policy/*", "training/filter_groups/*"],
     "world_model": ["world_model/loss", "world_model/grad_norm"],
     "val": ["val/score", "val/accuracy", "val/pass@k", "val-core/<source>/<var>/<stat>@N", "val-aux/*"],
+    # verl's rollout correction (`algorithm.rollout_correction`, playground/algos/rollout_corr.py): the rollout's
+    # log-probs against the trainer's, the IS weights and the rejection
+    "rollout_corr": [
+        *(f"rollout_corr/{k}" for k in ("kl", "k3_kl", "chi2_token", "chi2_seq", "log_ppl_diff", "log_ppl_abs_diff",
+                                        "rollout_is_mean", "rollout_is_std", "rollout_is_max", "rollout_is_min",
+                                        "rollout_is_eff_sample_size", "rollout_is_ratio_fraction_high",
+                                        "rollout_is_ratio_fraction_low", "rollout_is_oob_ratio",
+                                        "rollout_is_batch_norm_factor", "rollout_rs_masked_fraction",
+                                        "rollout_rs_seq_masked_fraction")),
+        "rollout_corr/<policy>_ppl", "rollout_corr/rollout_is_seq_*", "rollout_corr/rollout_rs_<option>_*",
+    ],
 }
 
 # Keys with a per-task or per-k suffix are declared by their family name above and matched here.
@@ -91,6 +103,11 @@ FAMILY_PATTERNS: dict[str, re.Pattern[str]] = {
     # the validation keys the aliases below do not map onto val/score, val/accuracy or val/pass@k
     "val-core/<source>/<var>/<stat>@N": re.compile(r"^val-core/.+$"),
     "val-aux/*": re.compile(r"^val-aux/.+$"),
+    "rollout_corr/<policy>_ppl": re.compile(
+        r"^rollout_corr/(?:(?:training|rollout)_(?:log_)?ppl|ppl_ratio|log_ppl_diff_(?:max|min))$"),
+    "rollout_corr/rollout_is_seq_*": re.compile(r"^rollout_corr/rollout_is_seq_.+$"),
+    "rollout_corr/rollout_rs_<option>_*": re.compile(r"^rollout_corr/rollout_rs_(?:token|seq_sum|seq_mean|seq_max)"
+                                                     r"_k[123]_.+$"),
 }
 
 ALL_METRICS: tuple[str, ...] = tuple(k for keys in METRIC_GROUPS.values() for k in keys)
@@ -124,6 +141,9 @@ ALIAS_PATTERNS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"^val-core/.+/(?:reward|score)/mean@\d+$"), "val/score"),
     (re.compile(r"^val-core/.+/acc/mean@\d+$"), "val/accuracy"),
     (re.compile(r"^val-(?:core|aux)/.+/acc/best@(\d+)/mean$"), r"val/pass@\1"),
+    # rollout correction's bypass mode: the loss returns rollout_corr/* with its metrics, which verl V1 prefixes
+    # with actor/ (verl-today.md 1.4, by reading the code)
+    (re.compile(r"^actor/(rollout_corr/.+)$"), r"\1"),
 ]
 # The guide's example 1 writes `actor/lr(1e-6):0.010`: the value is in units of the bracketed scale.
 _SCALED_KEY = re.compile(r"^(?P<name>[^()]+)\((?P<scale>[0-9.eE+-]+)\)$")

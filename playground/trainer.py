@@ -26,6 +26,7 @@ from playground.dynamic_sampling import DynamicSampler
 from playground.hparams import AgentHParams, resolve_step_hparams
 from playground.memory import MemoryGuard, is_oom_error
 from playground.records import StepRecorder
+from playground.rollout_correction import RolloutCorrection
 from playground.stopping import AgentOutcome, Stop, StopRules
 from playground.tasks import build_task
 from playground.tasks.base import Batch, Task
@@ -58,6 +59,7 @@ class Trainer:
         self.kl_in_reward = KLInReward(self.cfg.algorithm.kl_ctrl.type, agent_hp, hp.kl_penalty, self.num_agents,
                                        device) if hp.use_kl_in_reward else None
         self.estimator = AdvantageEstimator(hp)
+        self.rollout_corr = RolloutCorrection(self.cfg)  # algorithm.rollout_correction (verl's rollout_corr_helper)
         # measured from here on: the models and the optimizers' state are the run's baseline
         self.memory = MemoryGuard([c.trainer.memory_limit_gb for c in cfgs], device)
         task.watch_memory(self.memory)
@@ -142,9 +144,12 @@ class Trainer:
             batch = self._generate(timed, metrics)  # gen, reward
             if batch is None:  # every agent still training ended its sampling at the cap
                 return [{} for _ in range(self.num_agents)]
-            with timed("old_log_prob"):
-                batch["old_log_probs"], entropy = self.actor.compute_log_prob(batch)
-                metrics["actor/entropy_loss"] = [self.actor.entropy_loss(entropy, batch)]
+            if self.rollout_corr.bypass_mode:  # verl: the rollout's log-probs are the old ones, not recomputed
+                self.rollout_corr.apply_bypass_mode(batch)
+            else:
+                with timed("old_log_prob"):
+                    batch["old_log_probs"], entropy = self.actor.compute_log_prob(batch)
+                    metrics["actor/entropy_loss"] = [self.actor.entropy_loss(entropy, batch)]
             if hp.use_kl_loss or hp.use_kl_in_reward:
                 with timed("ref"):
                     batch["ref_log_prob"] = self.reference.compute_ref_log_prob(batch)
@@ -152,6 +157,7 @@ class Trainer:
                 with timed("values"):
                     self.critic.compute_values(batch)
             with timed("adv"):
+                metrics.update(self.rollout_corr.apply(batch))  # decoupled: IS weights, rejection, rollout_corr/*
                 metrics.update(compute_advantage(batch, task, self.estimator, self.kl_in_reward))
             if self.critic is not None:
                 with timed("update_critic"):
@@ -159,10 +165,12 @@ class Trainer:
             if hp.critic_warmup <= step:
                 with timed("update_actor"):
                     metrics.update(self.actor.update(batch, self.active, self.memory,
-                                                     entropy_before=metrics["actor/entropy_loss"][0]))
+                                                     entropy_before=metrics.get("actor/entropy_loss", [None])[0],
+                                                     rollout_correction=self.rollout_corr.bypass_settings()))
             if self.world_model is not None:
                 metrics.update(self.world_model.update(batch, self.active))
-        metrics["actor/entropy"] = metrics["actor/entropy_loss"]  # verl >= 0.4's name of the same value
+        if "actor/entropy_loss" in metrics:  # (bypass mode measures it in the update, absent before critic_warmup)
+            metrics["actor/entropy"] = metrics["actor/entropy_loss"]  # verl >= 0.4's name of the same value
         self.recorder.add_mfu(metrics, batch, timing, self._update_epochs())
         records = self.recorder.step_records(step, batch, metrics, timing, self.memory)
         self.recorder.log_samples(batch, step, self.active.tolist())

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from playground.algos.bypass import compute_policy_loss_bypass_mode
 from playground.algos.kl import kl_penalty
 from playground.algos.losses import agg_loss, compute_value_loss, get_policy_loss_fn
 from playground.algos.masked import masked_mean
@@ -133,7 +134,7 @@ class Metrics(defaultdict):
 def update_actor(actor, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape, *, loss_mode: str,
                  entropy_coeff: Tensor, use_kl_loss: bool, kl_loss_coef: Tensor, kl_loss_type: str,
                  grad_clip: Tensor, generators: Sequence[torch.Generator], active: Tensor,
-                 policy_loss_kwargs: dict, memory_guard=None) -> Metrics:
+                 policy_loss_kwargs: dict, memory_guard=None, rollout_correction: dict | None = None) -> Metrics:
     """verl's `update_policy`: clipped surrogate − entropy bonus + KL loss, per mini-batch one step.
 
     `actor` is the task (`tasks.base.Task`): its `log_prob_and_entropy(mini_batch)` and `model_input_keys` (the batch
@@ -145,6 +146,11 @@ def update_actor(actor, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape,
 
     `policy_loss_kwargs`: the loss mode's own keyword arguments (`POLICY_LOSSES.select`: the clip ratios `(K, 1, 1)`,
     `policy_loss.clip_cov_ratio` ..., a generator per agent for Clip-Cov's draw), passed to the registered loss.
+    A batch with `rollout_is_weights` (rollout correction, decoupled mode) passes them to the loss too.
+
+    `rollout_correction`: in bypass mode, the `algorithm.rollout_correction` settings: the old log-probs are the
+    rollout's (never the on-policy shortcut), `algos.bypass` is the loss, and the update computes the entropy
+    metric itself (no `old_log_prob` pass measured it).
 
     Returns:
         lists of `(K,)` tensors: pg metrics, `actor/entropy_loss` when the update computes entropy,
@@ -155,11 +161,14 @@ def update_actor(actor, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape,
     # verl's GSPO aggregates seq-mean-token-mean whatever actor.loss_agg_mode says (core_algos.py, gspo)
     agg_mode = "seq-mean-token-mean" if loss_mode == "gspo" else shape.loss_agg_mode
     rows = batch["response_mask"].shape[1]
-    on_policy = shape.ppo_epochs == 1 and shape.mini_batch_rows == rows
-    compute_entropy = bool((entropy_coeff != 0).any())
+    bypass = rollout_correction is not None
+    on_policy = not bypass and shape.ppo_epochs == 1 and shape.mini_batch_rows == rows
+    entropy_bonus = bool((entropy_coeff != 0).any())
+    compute_entropy = bypass or entropy_bonus  # bypass: only for the metric
     metrics = Metrics()
     keys = [*actor.model_input_keys, "response_mask", "advantages",  # only the fields the loss below reads
-            *(() if on_policy else ("old_log_probs",)), *(("ref_log_prob",) if use_kl_loss else ())]
+            *(() if on_policy else ("old_log_probs",)), *(("ref_log_prob",) if use_kl_loss else ()),
+            *(("rollout_is_weights",) if "rollout_is_weights" in batch else ())]
     for micro_batches in iter_minibatches(batch, keys, shape, generators):
         optimizer.zero_grad()
         pg_loss_step = kl_loss_step = loss_step = 0.0
@@ -167,12 +176,19 @@ def update_actor(actor, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape,
             mask = mb["response_mask"]
             log_prob, entropy = actor.log_prob_and_entropy(mb)
             old_log_prob = log_prob.detach() if on_policy else mb["old_log_probs"]
-            pg_loss, pg_metrics = policy_loss_fn(old_log_prob, log_prob, mb["advantages"], mask, agg_mode,
-                                                 **policy_loss_kwargs)
+            if bypass:
+                pg_loss, pg_metrics = compute_policy_loss_bypass_mode(
+                    old_log_prob, log_prob, mb["advantages"], mask, agg_mode, rollout_correction=rollout_correction,
+                    ppo_kwargs=policy_loss_kwargs)
+            else:
+                is_weights = {"rollout_is_weights": mb["rollout_is_weights"]} if "rollout_is_weights" in mb else {}
+                pg_loss, pg_metrics = policy_loss_fn(old_log_prob, log_prob, mb["advantages"], mask, agg_mode,
+                                                     **policy_loss_kwargs, **is_weights)
             loss = pg_loss
             if compute_entropy:
                 entropy_agg = agg_loss(entropy, mask, shape.loss_agg_mode)
-                loss = loss - entropy_coeff.view(-1) * entropy_agg
+                if entropy_bonus:
+                    loss = loss - entropy_coeff.view(-1) * entropy_agg
                 metrics.add({"actor/entropy_loss": entropy_agg})
             if use_kl_loss:
                 kld = kl_penalty(log_prob, mb["ref_log_prob"], kl_loss_type)

@@ -152,20 +152,24 @@ class TaskActor:
         """`actor/entropy_loss`: the per-token entropy aggregated as the actor's loss is, `(K,)`."""
         return agg_loss(entropy, batch["response_mask"], self.shape.loss_agg_mode)
 
-    def update(self, batch: Batch, active: Tensor, memory: MemoryGuard, entropy_before: Tensor) -> Metrics:
+    def update(self, batch: Batch, active: Tensor, memory: MemoryGuard, entropy_before: Tensor | None,
+               rollout_correction: dict | None = None) -> Metrics:
         """`entropy_before`: `actor/entropy_loss` of the old log-prob pass; verl replaces it by the update's when the
-        update computes entropy (entropy_coeff != 0), per agent, since agents of a batch may differ in it."""
+        update computes entropy (entropy_coeff != 0), per agent, since agents of a batch may differ in it. None in
+        rollout correction's bypass mode (`rollout_correction`: its settings), which skips that pass: the update's."""
         hp = self.hp
         lr = self.schedule.apply(self.optimizer)
         metrics = update_actor(
             self.task, self.optimizer, batch, self.shape, loss_mode=hp.policy_loss_mode,
             entropy_coeff=hp.entropy_coeff, use_kl_loss=hp.use_kl_loss, kl_loss_coef=hp.kl_loss_coef,
             kl_loss_type=hp.kl_loss_type, grad_clip=hp.actor_grad_clip, generators=self.shuffle_gens,
-            active=active, memory_guard=memory, policy_loss_kwargs=self.policy_loss_kwargs)
+            active=active, memory_guard=memory, policy_loss_kwargs=self.policy_loss_kwargs,
+            rollout_correction=rollout_correction)
         in_update = metrics.pop("actor/entropy_loss", None)
         if in_update is not None:
-            metrics["actor/entropy_loss"] = [torch.where(hp.entropy_coeff.view(-1) != 0,
-                                                         torch.stack(in_update).mean(0), entropy_before)]
+            update_entropy = torch.stack(in_update).mean(0)
+            metrics["actor/entropy_loss"] = [update_entropy if entropy_before is None else torch.where(
+                hp.entropy_coeff.view(-1) != 0, update_entropy, entropy_before)]
         metrics["actor/lr"] = [lr]
         if not hp.use_kl_loss:
             metrics["actor/kl_loss"] = [self.no_kl_loss]

@@ -34,6 +34,7 @@ def compute_policy_loss_vanilla(
     clip_ratio_low: float | Tensor | None = None,
     clip_ratio_high: float | Tensor | None = None,
     clip_ratio_c: float | Tensor = 3.0,
+    rollout_is_weights: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """PPO's clipped surrogate (Schulman et al. 2017) with dual-clip (Ye et al. 2020, arXiv 1912.09729).
 
@@ -49,6 +50,8 @@ def compute_policy_loss_vanilla(
     Args:
         old_log_prob, log_prob, advantages, response_mask: `(bs, T)`.
         clip_ratio: ε; `clip_ratio_low`/`clip_ratio_high` fall back to it when None.
+        rollout_is_weights: `(bs, T)` rollout correction's IS weights (decoupled mode), multiplying the per-token
+            loss before aggregation, as verl passes them to every policy loss; None: none.
 
     Returns:
         pg_loss `()` and the metrics.
@@ -74,6 +77,8 @@ def compute_policy_loss_vanilla(
     pg_clipfrac_lower = masked_mean(((clip_pg_losses1 > pg_losses3) & negative).to(ratio.dtype), response_mask)
 
     pg_losses = torch.where(negative, clip_pg_losses2, clip_pg_losses1)
+    if rollout_is_weights is not None:
+        pg_losses = pg_losses * rollout_is_weights
     pg_loss = agg_loss(pg_losses, response_mask, loss_agg_mode)
     metrics = {
         "actor/pg_clipfrac": pg_clipfrac.detach(),

@@ -83,6 +83,11 @@ def _uniform_keys(like: Tensor, generator: Generators) -> Tensor:
     return torch.stack(keys).view(like.shape)
 
 
+def _weighted(pg_losses: Tensor, rollout_is_weights: Tensor | None) -> Tensor:
+    """The per-token loss times rollout correction's IS weights (verl passes them to every policy loss), if any."""
+    return pg_losses if rollout_is_weights is None else pg_losses * rollout_is_weights
+
+
 def _metrics(pg_clipfrac: Tensor | None, ppo_kl: Tensor, pg_clipfrac_lower: Tensor | None) -> dict[str, Tensor]:
     out = {"actor/pg_clipfrac": pg_clipfrac, "actor/ppo_kl": ppo_kl, "actor/pg_clipfrac_lower": pg_clipfrac_lower}
     return {key: value.detach() for key, value in out.items() if value is not None}
@@ -99,6 +104,7 @@ def compute_policy_loss_gspo(
     clip_ratio: float | Tensor = 0.2,
     clip_ratio_low: float | Tensor | None = None,
     clip_ratio_high: float | Tensor | None = None,
+    rollout_is_weights: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """GSPO (Zheng et al. 2025, "Group Sequence Policy Optimization", arXiv 2507.18071): verl's
     `compute_policy_loss_gspo`.
@@ -124,7 +130,8 @@ def compute_policy_loss_gspo(
 
     pg_losses1 = -advantages * ratio
     pg_losses2 = -advantages * torch.clamp(ratio, 1 - clip_low, 1 + clip_high)
-    pg_loss = agg_loss(torch.maximum(pg_losses1, pg_losses2), response_mask, loss_agg_mode)
+    pg_loss = agg_loss(_weighted(torch.maximum(pg_losses1, pg_losses2), rollout_is_weights), response_mask,
+                       loss_agg_mode)
 
     pg_clipfrac = masked_mean((pg_losses2 > pg_losses1).to(ratio.dtype), response_mask)
     ppo_kl = masked_mean(-negative_approx_kl.detach(), response_mask)
@@ -138,6 +145,8 @@ def compute_policy_loss_gpg(
     advantages: Tensor,
     response_mask: Tensor,
     loss_agg_mode: str = "token-mean",
+    *,
+    rollout_is_weights: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """GPG (Chu et al. 2025, "GPG: A Simple and Strong RL Baseline for Model Reasoning", arXiv 2504.02546):
     verl's `compute_policy_loss_gpg`.
@@ -145,7 +154,7 @@ def compute_policy_loss_gpg(
     Plain policy gradient, no ratio and no clipping: `L = −A·logp`, aggregated by `loss_agg_mode`.
     `old_log_prob` is not read. Returns no metrics (as verl: an empty dict).
     """
-    return agg_loss(-advantages * log_prob, response_mask, loss_agg_mode), {}
+    return agg_loss(_weighted(-advantages * log_prob, rollout_is_weights), response_mask, loss_agg_mode), {}
 
 
 def _centred_product(advantages: Tensor, log_prob: Tensor, response_mask: Tensor, eps: float) -> Tensor:
@@ -173,6 +182,7 @@ def compute_policy_loss_clip_cov(
     clip_cov_lb: float | Tensor = 1.0,
     clip_cov_ub: float | Tensor = 5.0,
     generator: Generators = None,
+    rollout_is_weights: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """Clip-Cov (Cui et al. 2025, "The Entropy Mechanism of RL for Reasoning LMs", arXiv 2505.22617): verl's
     `compute_policy_loss_clip_cov`.
@@ -203,7 +213,8 @@ def compute_policy_loss_clip_cov(
     dropped = _first_by_key(candidates, _uniform_keys(candidates, generator), count)
     corr = (~dropped).to(log_prob.dtype)
 
-    pg_loss = agg_loss(torch.maximum(pg_losses1, pg_losses2) * corr, response_mask, loss_agg_mode)
+    pg_loss = agg_loss(_weighted(torch.maximum(pg_losses1, pg_losses2) * corr, rollout_is_weights), response_mask,
+                       loss_agg_mode)
     pg_clipfrac = masked_mean(dropped.to(log_prob.dtype), response_mask)
     ppo_kl = masked_mean(-negative_approx_kl.detach(), response_mask)
     return pg_loss, _metrics(pg_clipfrac, ppo_kl, None)
@@ -219,6 +230,7 @@ def compute_policy_loss_kl_cov(
     *,
     kl_cov_ratio: float | Tensor = 0.0002,
     ppo_kl_coef: float | Tensor = 0.1,
+    rollout_is_weights: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """KL-Cov (Cui et al. 2025, "The Entropy Mechanism of RL for Reasoning LMs", arXiv 2505.22617): verl's
     `compute_policy_loss_kl_cov`.
@@ -242,7 +254,7 @@ def compute_policy_loss_kl_cov(
     penalised = _first_by_key(response_mask > 0, -cov, count)
     pg_losses = torch.where(penalised, pg_losses + ppo_kl_coef * abs_kl, pg_losses)
 
-    pg_loss = agg_loss(pg_losses, response_mask, loss_agg_mode)
+    pg_loss = agg_loss(_weighted(pg_losses, rollout_is_weights), response_mask, loss_agg_mode)
     return pg_loss, _metrics(None, masked_mean(abs_kl.detach(), response_mask), None)
 
 
@@ -257,6 +269,7 @@ def compute_policy_loss_geo_mean(
     clip_ratio: float | Tensor = 0.2,
     clip_ratio_low: float | Tensor | None = None,
     clip_ratio_high: float | Tensor | None = None,
+    rollout_is_weights: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """GMPO (Zhao et al. 2025, "Geometric-Mean Policy Optimization", arXiv 2507.20673): verl's
     `compute_policy_loss_geo_mean`.
@@ -279,7 +292,11 @@ def compute_policy_loss_geo_mean(
     tokens = response_mask.sum(dim=-1) + 1e-8
     seq_ratio = torch.exp(masked_sum(pessimistic, response_mask, dim=-1) / tokens)
     seq_advantage = masked_sum(advantages, response_mask, dim=-1) / tokens
-    pg_loss = (-seq_advantage * seq_ratio).mean(dim=-1)
+    pg_losses = -seq_advantage * seq_ratio
+    if rollout_is_weights is not None:  # verl: the token weights' geometric mean over the row
+        log_weights = masked_sum(torch.log(rollout_is_weights + 1e-10), response_mask, dim=-1)
+        pg_losses = pg_losses * torch.exp(log_weights / tokens)
+    pg_loss = pg_losses.mean(dim=-1)
 
     clipped = negative_approx_kl != clamped
     pg_clipfrac = masked_mean((clipped & (advantages > 0)).to(log_prob.dtype), response_mask)

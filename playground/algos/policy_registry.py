@@ -15,9 +15,12 @@ from torch import Tensor
 from playground.algos import names
 from playground.algos.registry import Registry
 
-# `actor.clip_ratio*` and `actor.policy_loss.*`, and a generator per agent for Clip-Cov's random pick of tokens.
+# `actor.clip_ratio*` and `actor.policy_loss.*`, a generator per agent for Clip-Cov's random pick of tokens, and
+# `rollout_is_weights`, rollout correction's per-token IS weights (`algorithm.rollout_correction`), which every loss
+# takes, as in verl.
 POLICY_LOSS_KEYWORDS = ("clip_ratio", "clip_ratio_low", "clip_ratio_high", "clip_ratio_c", "clip_cov_ratio",
-                        "clip_cov_lb", "clip_cov_ub", "kl_cov_ratio", "ppo_kl_coef", "generator")
+                        "clip_cov_lb", "clip_cov_ub", "kl_cov_ratio", "ppo_kl_coef", "generator",
+                        "rollout_is_weights")
 
 PolicyLossFn = Callable[..., tuple[Tensor, dict[str, Tensor]]]
 POLICY_LOSSES: Registry[PolicyLossFn] = Registry(

@@ -52,6 +52,7 @@ class Batch(TypedDict, total=False):
     reward_extra_info: dict[str, Tensor]  # name -> (K, rows) token tasks: the rule's per-row facts (`score`, `acc`)
     # old_log_prob (actor worker), ref (reference worker), values (critic worker)
     old_log_probs: Tensor  # (K, rows, T) under the weights that generated the rows
+    rollout_is_weights: Tensor  # (K, rows, T) rollout correction's IS weights π_old/π_rollout (decoupled mode)
     ref_log_prob: Tensor  # (K, rows, T) under the frozen reference (KL loss, KL in the reward)
     values: Tensor  # (K, rows, T) V(s_t) before the update
     next_values: Tensor  # (K, rows, T) gym: V(s_{t+1}) for bootstrapping, 0 after a termination

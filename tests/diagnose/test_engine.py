@@ -158,6 +158,9 @@ CASES = {  # id: (records, info, near-miss records, near-miss info)
     "degenerate_rollout": (run(**{"actor/entropy": 10.2, "critic/score/mean": 0.0, "response_length/clip_ratio": 1.0}),
                            {}, run(**{"actor/entropy": 0.4, "critic/score/mean": 0.0,
                                       "response_length/clip_ratio": 1.0}), {}),
+    # verl's rollout correction warnings (rollout_corr.md): the effective sample size below 0.3; near miss: 0.35
+    "rollout_mismatch": (run(**{"rollout_corr/kl": 0.02, "rollout_corr/rollout_is_eff_sample_size": 0.25}), {},
+                         run(**{"rollout_corr/kl": 0.02, "rollout_corr/rollout_is_eff_sample_size": 0.35}), {}),
     "prompt_truncation": (run(**{"prompt_length/clip_ratio": 0.2}), {},
                           run(**{"prompt_length/clip_ratio": 0.05}), {}),
     "converged": (run(**{"actor/ppo_kl": 5e-5, "actor/pg_clipfrac": 0.01, "critic/score/mean": 1.0}), TARGET,

@@ -1,0 +1,69 @@
+"""`algorithm.rollout_correction` in the step, as verl's `RayPPOTrainer.fit` applies it (`rollout_corr_helper`).
+
+The rollout reports the log-probs it sampled with (`batch["rollout_log_probs"]`, written by the rollout worker when
+`actor_rollout_ref.rollout.calculate_log_probs` is on). Two modes, verl's:
+
+- decoupled (`bypass_mode=false`, three policies: rollout, old = the actor's recompute, current): in the `adv` phase,
+  before the advantage, the IS weights π_old/π_rollout go into the batch as `rollout_is_weights` (each policy loss
+  multiplies its per-token loss by them) and rejection sampling zeroes the rejected tokens of `response_mask` (the
+  advantage, the critic and the loss skip them). `rollout_corr/*` are logged. With every correction off, the
+  diagnostics alone are logged whenever the rollout reports its log-probs (verl's metrics-only mode).
+- bypass (`bypass_mode=true`, two policies): the rollout's log-probs are the old ones, the `old_log_prob` recompute is
+  skipped, and the update's loss (`algos.bypass`) corrects and masks per micro-batch against the current policy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from torch import Tensor
+
+from playground.algos.bypass import CORRECTION_KEYS
+from playground.algos.rollout_corr import compute_rollout_correction_and_rejection_mask
+from playground.algos.rollout_corr_spec import is_enabled
+from playground.tasks.base import Batch
+
+ROLLOUT_LOG_PROBS = "rollout_log_probs"
+
+
+class RolloutCorrection:
+    """The config's rollout correction, applied to a step's batch.
+
+    Args:
+        cfg: the run's config (agents of a batch share `algorithm.rollout_correction`).
+    """
+
+    def __init__(self, cfg: DictConfig):
+        corr = OmegaConf.select(cfg, "algorithm.rollout_correction")
+        self.settings: dict[str, Any] = OmegaConf.to_container(corr) if corr is not None else {}
+        self.enabled = is_enabled(self.settings)
+        self.bypass_mode = bool(self.settings.get("bypass_mode", False))
+
+    def _rollout_log_probs(self, batch: Batch) -> Tensor:
+        if ROLLOUT_LOG_PROBS not in batch:
+            raise ValueError("algorithm.rollout_correction needs the rollout's log-probs (batch['rollout_log_probs']): "
+                             "set actor_rollout_ref.rollout.calculate_log_probs=true")
+        return batch[ROLLOUT_LOG_PROBS]
+
+    def apply_bypass_mode(self, batch: Batch) -> None:
+        """verl's `apply_bypass_mode`: the rollout's log-probs are the old ones (no `old_log_prob` recompute)."""
+        batch["old_log_probs"] = self._rollout_log_probs(batch)
+
+    def apply(self, batch: Batch) -> dict[str, list[Tensor]]:
+        """Decoupled mode (verl's `compute_rollout_correction_and_add_to_batch`): put `rollout_is_weights` into the
+        batch and the rejection into `response_mask`; returns `rollout_corr/*` as the step's metrics. Nothing in bypass
+        mode (the loss does it), nor when the correction is off and the rollout reported no log-probs."""
+        if self.bypass_mode or not self.settings or (not self.enabled and ROLLOUT_LOG_PROBS not in batch):
+            return {}  # (no settings: a config from before the key existed)
+        weights, mask, metrics = compute_rollout_correction_and_rejection_mask(
+            batch["old_log_probs"], self._rollout_log_probs(batch), batch["response_mask"],
+            **{key: self.settings[key] for key in CORRECTION_KEYS})
+        batch["response_mask"] = mask
+        if weights is not None:
+            batch["rollout_is_weights"] = weights
+        return {key: [value] for key, value in metrics.items()}
+
+    def bypass_settings(self) -> dict[str, Any] | None:
+        """The settings the bypass loss reads (`algos.bypass`), or None in decoupled mode."""
+        return {key: self.settings[key] for key in (*CORRECTION_KEYS, "loss_type")} if self.bypass_mode else None
