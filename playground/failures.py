@@ -18,7 +18,7 @@ WARNING_IDS = (
 )
 # Failures read from real verl logs that no playground scenario reproduces yet (issue 25 item 3): the diagnosis
 # reports them, `scenario=<id>` does not exist for them.
-LOG_ONLY_WARNING_IDS = ("entropy_explosion",)
+LOG_ONLY_WARNING_IDS = ("entropy_explosion", "rollout_mismatch", "off_policy_staleness")
 LOG_ONLY_CRITICAL_IDS = ("degenerate_rollout",)
 LOG_ONLY_IDS = (*LOG_ONLY_WARNING_IDS, *LOG_ONLY_CRITICAL_IDS)
 FAILURE_IDS = (*INFO_IDS, *WARNING_IDS, *LOG_ONLY_WARNING_IDS, *CRITICAL_IDS, *LOG_ONLY_CRITICAL_IDS)
@@ -63,4 +63,6 @@ TITLES: dict[str, dict[str, str]] = {
     "low_mfu": {"en": "low MFU", "zh": "MFU 偏低"},
     "entropy_explosion": {"en": "entropy explosion", "zh": "熵爆炸"},
     "degenerate_rollout": {"en": "degenerate rollouts (garbage output)", "zh": "rollout 退化（输出乱码）"},
+    "rollout_mismatch": {"en": "the rollout's probabilities differ from the trainer's", "zh": "rollout 与训练端的概率不一致"},
+    "off_policy_staleness": {"en": "stale rollouts (off-policy by lag)", "zh": "rollout 陈旧（滞后导致离策略）"},
 }
