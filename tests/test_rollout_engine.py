@@ -172,3 +172,31 @@ def test_a_run_logs_the_probes_only_when_asked(train_run):
     # one update later the rollout still samples with the base: staleness 1, and the probabilities part
     assert second["training/off_policy/trajectory_staleness/max"] == 1
     assert second["training/rollout_probs_diff_mean"] > 1e-4
+
+
+# ---- the contract with the rollout correction ------------------------------------------------------------------------
+class _FakeTask:
+    """A task whose generation reports its own log-probs (as the token task does), with no model to copy."""
+
+    rollout_model = None
+
+    def generate(self, agents=None):
+        return {"response_mask": torch.ones(1, 2, 3), "rollout_log_probs": torch.full((1, 2, 3), -0.5)}
+
+
+@pytest.mark.parametrize("extra, kept", [
+    ({}, False),
+    ({"actor_rollout_ref": {"rollout": {"calculate_log_probs": True}}}, True),
+    ({"algorithm": {"rollout_correction": {"rollout_is": "token"}}}, True),  # part B's key: the correction reads them
+    ({"algorithm": {"rollout_correction": {"rollout_is": None, "rollout_rs": None, "bypass_mode": False}}}, False),
+])
+def test_the_rollout_hands_on_its_log_probs_when_asked_or_corrected(extra, kept):
+    from omegaconf import OmegaConf
+
+    from playground.workers import TaskRollout
+
+    cfg = compose(["task=reverse"])
+    OmegaConf.set_struct(cfg, False)  # part B's keys are not in this branch's config yet
+    cfg = OmegaConf.merge(cfg, extra)
+    batch = TaskRollout(_FakeTask(), cfg).generate()
+    assert ("rollout_log_probs" in batch) == kept
