@@ -125,6 +125,9 @@ class TaskRollout:
         if task.rollout_model is not None:
             self.weights = RolloutWeights(task.rollout_model, self.spec)
             task.rollout_model = self.weights.model
+        elif self.spec.owns_weights:
+            raise ValueError(f"actor_rollout_ref.rollout.{{dtype,staleness,weight_sync}}: a {task.family} task's rollout "
+                             "is the trainer's policy itself: allowed only float32, 0 and full")
 
     def generate(self, agents: Sequence[int] | None = None) -> Batch:
         if agents is None and self.weights is not None:  # a step starts: verl's update_weights before gen

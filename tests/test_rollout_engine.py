@@ -200,3 +200,25 @@ def test_the_rollout_hands_on_its_log_probs_when_asked_or_corrected(extra, kept)
     cfg = OmegaConf.merge(cfg, extra)
     batch = TaskRollout(_FakeTask(), cfg).generate()
     assert ("rollout_log_probs" in batch) == kept
+
+
+def test_the_trainers_precision_rounds_its_log_probs():
+    """fsdp_config.mixed_precision.param_dtype=bf16: the actor's log-prob pass runs under autocast (the old log-probs
+    and the update alike), so its log-probs differ from fp32's by bf16 rounding, and come back as fp32."""
+    import contextlib
+
+    from playground.hparams import AgentHParams
+    from playground.tasks import build_task
+
+    cfg = compose([*TINY_TOKEN, "actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype=bf16"])
+    validate(cfg)
+    cpu = torch.device("cpu")
+    task = build_task([cfg], AgentHParams([cfg], cpu), cpu)
+    batch = task.generate()
+    with torch.no_grad():
+        bf16, _ = task.log_prob_and_entropy(batch)
+        task.trainer_precision = contextlib.nullcontext
+        fp32, _ = task.log_prob_and_entropy(batch)
+    mask = batch["response_mask"].bool()
+    gap = (bf16 - fp32).abs()[mask]
+    assert bf16.dtype == torch.float32 and 0 < float(gap.max()) < 0.2
