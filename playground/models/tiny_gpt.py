@@ -340,9 +340,11 @@ def _pick_tokens(logits: torch.Tensor, temperature: float, top_p: float, uniform
 
 
 def _dtype_of(model) -> torch.dtype:
-    """The dtype a model (or an `agents.AgentView` of one, which holds its weights in `params`) computes in."""
+    """The dtype a model (or an `agents.AgentView` of one, which holds its weights in `params`) computes in; fp32 for
+    one without weights (a scripted test model)."""
     params = model.params.values() if isinstance(getattr(model, "params", None), dict) else model.parameters()
-    return next(iter(params)).dtype
+    first = next(iter(params), None)
+    return torch.float32 if first is None else first.dtype
 
 
 @torch.no_grad()
