@@ -28,6 +28,7 @@ TOKEN_ONLY = ("actor_rollout_ref.model.enable_gradient_checkpointing", "critic.m
               "algorithm.filter_groups.enable", "reward_model.overlong_buffer.enable")
 # The rollout as the trainer, the only setting a gym task takes (its rollout is the trainer's policy itself).
 ROLLOUT_AS_TRAINER = {"actor_rollout_ref.rollout.top_k": (-1, 0), "actor_rollout_ref.rollout.dtype": ("float32", "fp32"),
+                      "actor_rollout_ref.rollout.logprobs_mode": ("processed_logprobs",),
                       "actor_rollout_ref.rollout.calculate_log_probs": (False,),
                       "actor_rollout_ref.rollout.staleness": (0,), "actor_rollout_ref.rollout.weight_sync": ("full",),
                       "actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype": ("float32", "fp32")}
