@@ -27,7 +27,8 @@ LOGGERS = ("console", "jsonl", "file", "tensorboard", "wandb", "mlflow", "swanla
 TOKEN_ONLY = ("actor_rollout_ref.model.enable_gradient_checkpointing", "critic.model.enable_gradient_checkpointing",
               "algorithm.filter_groups.enable", "reward_model.overlong_buffer.enable")
 # The rollout as the trainer, the only setting a gym task takes (its rollout is the trainer's policy itself).
-ROLLOUT_AS_TRAINER = {"actor_rollout_ref.rollout.top_k": (-1, 0), "actor_rollout_ref.rollout.dtype": ("float32", "fp32"),
+ROLLOUT_AS_TRAINER = {"actor_rollout_ref.rollout.top_k": (-1, 0),
+                      "actor_rollout_ref.rollout.dtype": ("float32", "fp32"),
                       "actor_rollout_ref.rollout.logprobs_mode": ("processed_logprobs",),
                       "actor_rollout_ref.rollout.calculate_log_probs": (False,),
                       "actor_rollout_ref.rollout.staleness": (0,), "actor_rollout_ref.rollout.weight_sync": ("full",),
@@ -235,7 +236,8 @@ def _validate_rollout_engine(cfg: DictConfig) -> None:
     _check(cfg, f"{rollout}.top_k", lambda x: x >= -1, "-1 or 0 (off), or an integer >= 1")
     _check(cfg, f"{rollout}.staleness", lambda x: x >= 0, "an integer >= 0 (updates the rollout's weights lag)")
     partial = _get(cfg, f"{rollout}.weight_sync") == "partial"
-    _check(cfg, f"{rollout}.weight_sync_skip", lambda x: bool(x) == partial and all(isinstance(p, str) and p for p in x),
+    _check(cfg, f"{rollout}.weight_sync_skip",
+           lambda x: bool(x) == partial and all(isinstance(p, str) and p for p in x),
            "a non-empty list of parameter-name prefixes with weight_sync=partial, else []" if partial else
            "[] unless weight_sync=partial (it would be ignored)")
 

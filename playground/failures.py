@@ -63,6 +63,7 @@ TITLES: dict[str, dict[str, str]] = {
     "low_mfu": {"en": "low MFU", "zh": "MFU 偏低"},
     "entropy_explosion": {"en": "entropy explosion", "zh": "熵爆炸"},
     "degenerate_rollout": {"en": "degenerate rollouts (garbage output)", "zh": "rollout 退化（输出乱码）"},
-    "rollout_mismatch": {"en": "the rollout's probabilities differ from the trainer's", "zh": "rollout 与训练端的概率不一致"},
+    "rollout_mismatch": {"en": "the rollout's probabilities differ from the trainer's",
+                         "zh": "rollout 与训练端的概率不一致"},
     "off_policy_staleness": {"en": "stale rollouts (off-policy by lag)", "zh": "rollout 陈旧（滞后导致离策略）"},
 }

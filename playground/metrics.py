@@ -77,9 +77,9 @@ METRIC_GROUPS: dict[str, list[str]] = {
     "training": [STEP, "training/epoch", "train/num_gen_batches", "train/zero_adv_group_ratio",
                  "training/filter_groups/*"],
     # the rollout engine against the trainer (verl's calculate_debug_metrics; the async trainers' staleness)
-    "rollout": ["training/rollout_probs_diff_mean", "training/rollout_probs_diff_max", "training/rollout_probs_diff_std",
-                "training/rollout_probs_diff_valid", "training/rollout_actor_probs_pearson_corr",
-                "training/off_policy/*"],
+    "rollout": ["training/rollout_probs_diff_mean", "training/rollout_probs_diff_max",
+                "training/rollout_probs_diff_std", "training/rollout_probs_diff_valid",
+                "training/rollout_actor_probs_pearson_corr", "training/off_policy/*"],
     "world_model": ["world_model/loss", "world_model/grad_norm"],
     "val": ["val/score", "val/accuracy", "val/pass@k", "val-core/<source>/<var>/<stat>@N", "val-aux/*"],
 }

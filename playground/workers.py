@@ -17,8 +17,8 @@ from omegaconf import DictConfig, OmegaConf
 from torch import Tensor
 
 from playground.algos.losses import agg_loss
-from playground.algos.rollout_debug import per_agent, rollout_probs_diff, trajectory_staleness
 from playground.algos.policy_registry import POLICY_LOSSES
+from playground.algos.rollout_debug import per_agent, rollout_probs_diff, trajectory_staleness
 from playground.hparams import AgentHParams, StepHParams
 from playground.memory import MemoryGuard
 from playground.optim import AgentAdamW, lr_factor, warmup_steps
@@ -126,8 +126,8 @@ class TaskRollout:
             self.weights = RolloutWeights(task.rollout_model, self.spec)
             task.rollout_model = self.weights.model
         elif self.spec.owns_weights:
-            raise ValueError(f"actor_rollout_ref.rollout.{{dtype,staleness,weight_sync}}: a {task.family} task's rollout "
-                             "is the trainer's policy itself: allowed only float32, 0 and full")
+            raise ValueError(f"actor_rollout_ref.rollout.{{dtype,staleness,weight_sync}}: a {task.family} task's "
+                             "rollout is the trainer's policy itself: allowed only float32, 0 and full")
 
     def generate(self, agents: Sequence[int] | None = None) -> Batch:
         if agents is None and self.weights is not None:  # a step starts: verl's update_weights before gen

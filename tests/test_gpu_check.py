@@ -34,7 +34,8 @@ def test_rollout_precision_probes_run_on_a_cpu(capsys):
 
     probes = rollout_precision("cpu", prompts=16)
     figures = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert [f["figure"] for f in figures] == ["gpu_rollout_bfloat16_probs_diff_mean", "gpu_rollout_float16_probs_diff_mean"]
+    assert [f["figure"] for f in figures] == ["gpu_rollout_bfloat16_probs_diff_mean",
+                                              "gpu_rollout_float16_probs_diff_mean"]
     for name in ("bfloat16", "float16"):
         assert 0 < probes[name]["rollout_probs_diff_mean"] < 0.005
     assert probes["float16"]["rollout_probs_diff_mean"] < probes["bfloat16"]["rollout_probs_diff_mean"]

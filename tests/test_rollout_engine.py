@@ -9,14 +9,14 @@ from torch import nn
 
 from playground.algos.rollout_debug import per_agent, rollout_probs_diff, trajectory_staleness
 from playground.config import ConfigError, compose, validate
-from playground.runs import read_metrics_jsonl
 from playground.models.tiny_gpt import _pick_tokens
 from playground.rollout_engine import RolloutSpec, RolloutWeights
+from playground.runs import read_metrics_jsonl
 
 TINY_TOKEN = ["task=reverse", "+debug=tiny", "trainer.total_training_steps=2"]
 
 
-# ---- verl's calculate_debug_metrics, by hand ------------------------------------------------------------------------
+# ---- verl's calculate_debug_metrics, by hand -------------------------------------------------------------------------
 def test_rollout_probs_diff_on_probabilities_masked_by_the_response():
     # probabilities: actor [0.5, 0.2, 0.3 | 0.9], rollout [0.4, 0.2, 0.5 | 0.1]; the last token is masked out
     actor = torch.tensor([[0.5, 0.2], [0.3, 0.9]]).log()
@@ -45,7 +45,7 @@ def test_trajectory_staleness_and_per_agent_shapes():
     assert m["training/off_policy/trajectory_staleness/min"][0].tolist() == [0.0, 1.0]
 
 
-# ---- the sampler's reported log-probs (vLLM's logprobs_mode) --------------------------------------------------------
+# ---- the sampler's reported log-probs (vLLM's logprobs_mode) ---------------------------------------------------------
 def test_processed_logprobs_are_the_truncated_distributions_and_raw_ones_ignore_temperature():
     logits = torch.tensor([[2.0, 1.0, 0.0, -1.0]])
     probs = torch.softmax(logits / 0.5, -1)
@@ -62,7 +62,7 @@ def test_processed_logprobs_are_the_truncated_distributions_and_raw_ones_ignore_
     assert set(tokens.tolist()) <= {0, 1}
 
 
-# ---- the rollout's own weights ------------------------------------------------------------------------------------------
+# ---- the rollout's own weights ---------------------------------------------------------------------------------------
 def _spec(**kw) -> RolloutSpec:
     return RolloutSpec(**{"dtype": torch.float32, "staleness": 0, "weight_sync": "full", "weight_sync_skip": (),
                           "calculate_log_probs": False, **kw})
@@ -115,7 +115,7 @@ def test_a_broken_sync_keeps_the_loaded_weights_or_the_skipped_ones():
         RolloutWeights(actor, _spec(weight_sync="partial", weight_sync_skip=("lm_head.",)))
 
 
-# ---- the keys ------------------------------------------------------------------------------------------------------------
+# ---- the keys --------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("override, message", [
     ("actor_rollout_ref.rollout.dtype=int8", "actor_rollout_ref.rollout.dtype='int8'"),
     ("actor_rollout_ref.rollout.staleness=-1", "staleness=-1"),
@@ -135,10 +135,10 @@ def test_a_gym_rollout_is_the_trainer():
         validate(compose(["task=cartpole", "actor_rollout_ref.rollout.dtype=bf16"]))
 
 
-# ---- the rollout's log-probs against the trainer's ---------------------------------------------------------------------
+# ---- the rollout's log-probs against the trainer's -------------------------------------------------------------------
 def _probs_diff_of(rollout_model, trainer_model) -> float:
     """Generate 8 responses with `rollout_model` and score them with `trainer_model`: verl's probs diff mean."""
-    from playground.models.tiny_gpt import GPTConfig, TinyGPT, build_sequences, compute_log_prob, generate
+    from playground.models.tiny_gpt import build_sequences, compute_log_prob, generate
 
     prompt = torch.randint(3, 16, (8, 4), generator=torch.Generator().manual_seed(0))
     out = generate(rollout_model, prompt, torch.ones_like(prompt), max_new_tokens=6, eos_id=1, pad_id=0,
