@@ -30,6 +30,7 @@ TOKEN_ONLY = ("actor_rollout_ref.model.enable_gradient_checkpointing", "critic.m
 ROLLOUT_AS_TRAINER = {"actor_rollout_ref.rollout.top_k": (-1, 0),
                       "actor_rollout_ref.rollout.dtype": ("float32", "fp32"),
                       "actor_rollout_ref.rollout.logprobs_mode": ("processed_logprobs",),
+                      "actor_rollout_ref.rollout.load_format": ("hf",),
                       "actor_rollout_ref.rollout.calculate_log_probs": (False,),
                       "actor_rollout_ref.rollout.staleness": (0,), "actor_rollout_ref.rollout.weight_sync": ("full",),
                       "actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype": ("float32", "fp32")}

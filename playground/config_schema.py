@@ -55,6 +55,7 @@ Truncation = _choices("Truncation", ("error", "left", "right"))
 Precision = _choices("Precision", ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16"))
 LogprobsMode = _choices("LogprobsMode", ("processed_logprobs", "raw_logprobs"))
 WeightSync = _choices("WeightSync", ("full", "none", "partial"))
+LoadFormat = _choices("LoadFormat", ("hf", "dummy"))
 # how the one-line error names an enum's choices, where the list alone would mislead
 _ALLOWED_TEXT = {KlEstimator: f"one of {list(KL_ESTIMATORS)} (optionally with '+')"}
 
@@ -142,6 +143,7 @@ class RolloutConfig:
     staleness: int = MISSING
     weight_sync: WeightSync = MISSING
     weight_sync_skip: list[str] = MISSING
+    load_format: LoadFormat = MISSING
     n: int = MISSING
     val_kwargs: ValKwargsConfig = field(default_factory=ValKwargsConfig)
 

@@ -6,8 +6,8 @@ bfloat16), and receives the trainer's weights after each update (verl: `update_w
 An async trainer generates with weights some updates behind (`rollout.staleness`; verl logs
 `training/off_policy/trajectory_staleness/*`), and a broken sync leaves the rollout with the weights it was loaded
 with (`rollout.weight_sync=none`) or without some of them (`partial`: a LoRA adapter or resharding bug that drops
-parameters). When none of this differs from the trainer the rollout shares the actor's weights: no copy, no cost,
-the same bits as before.
+parameters; with `rollout.load_format=dummy`, verl's default, what never arrives stays random). When none of this
+differs from the trainer the rollout shares the actor's weights: no copy, no cost, the same bits as before.
 
 Simplifications: the playground's weights versions count training steps (verl's `global_steps`), whether or not the
 actor updated in that step (`trainer.critic_warmup`), as verl's version counter does; the sync copies every parameter
@@ -38,12 +38,13 @@ class RolloutSpec:
     weight_sync: str  # full | none | partial
     weight_sync_skip: tuple[str, ...]  # partial: parameter-name prefixes that never arrive
     calculate_log_probs: bool
+    load_format: str = "hf"  # hf: loaded from the checkpoint (the base); dummy: vLLM's dummy weights
 
     @classmethod
     def from_cfg(cls, cfg: DictConfig) -> RolloutSpec:
         r = cfg.actor_rollout_ref.rollout
         return cls(DTYPES[str(r.dtype)], int(r.staleness), str(r.weight_sync), tuple(r.weight_sync_skip),
-                   bool(r.calculate_log_probs))
+                   bool(r.calculate_log_probs), str(r.load_format))
 
     @property
     def owns_weights(self) -> bool:
@@ -66,6 +67,11 @@ class RolloutWeights:
             return
         # loaded from the same checkpoint as the actor (the base), then kept in the engine's dtype
         self.model = copy.deepcopy(actor).to(spec.dtype).eval().requires_grad_(False)
+        if spec.load_format == "dummy":  # vLLM's initialize_dummy_weights: the sync is to deliver the real ones
+            draws = torch.Generator(device="cpu").manual_seed(0)
+            with torch.no_grad():
+                for p in self.model.parameters():
+                    p.copy_(torch.rand(p.shape, generator=draws).mul_(2e-3).sub_(1e-3))
         names = [name for name, _ in actor.named_parameters()]
         unknown = [p for p in spec.weight_sync_skip if not any(n.startswith(p) for n in names)]
         if unknown:

@@ -223,3 +223,13 @@ def test_the_trainers_precision_rounds_its_log_probs():
     mask = batch["response_mask"].bool()
     gap = (bf16 - fp32).abs()[mask]
     assert bf16.dtype == torch.float32 and 0 < float(gap.max()) < 0.2
+
+
+def test_a_dummy_loaded_rollout_keeps_vllms_dummy_weights_where_the_sync_does_not_deliver():
+    actor = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2))
+    never = RolloutWeights(actor, _spec(weight_sync="none", load_format="dummy"))
+    never.sync()
+    assert all(float(p.abs().max()) <= 1e-3 for p in never.model.parameters())
+    partial = RolloutWeights(actor, _spec(weight_sync="partial", weight_sync_skip=("1.",), load_format="dummy"))
+    partial.sync()
+    assert torch.equal(partial.model[0].weight, actor[0].weight) and float(partial.model[1].weight.abs().max()) <= 1e-3
