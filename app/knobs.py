@@ -57,6 +57,10 @@ KNOBS: tuple[Knob, ...] = (
     Knob("kl_loss_coef", f"{ACTOR}.kl_loss_coef", "float", step=1e-3, needs="use_kl_loss"),
     Knob("rollout_n", "actor_rollout_ref.rollout.n", "int", family="token"),
     Knob("temperature", "actor_rollout_ref.rollout.temperature", "float", step=0.1, family="token"),
+    # the rollout is not the trainer: its precision and how many updates its weights lag (issue 23)
+    Knob("rollout_dtype", "actor_rollout_ref.rollout.dtype", "choice", family="token",
+         options=("float32", "bfloat16", "float16")),
+    Knob("rollout_staleness", "actor_rollout_ref.rollout.staleness", "int", family="token"),
     Knob("steps", "trainer.total_training_steps", "int"),
     Knob("seed", "trainer.seed", "int"),
 )

@@ -1,11 +1,13 @@
 """`make gpu-check`: aggregate env steps/s of K = 1, 64, 1024 batched CartPole agents on CUDA, with a check that a
 rollout makes no per-step host round trips; aggregate tokens/s of K = 1, 8, 64 batched reverse agents and the ratio
-to K = 1; then a short training of each task family (steps/s, peak memory).
+to K = 1; then a short training of each task family (steps/s, peak memory); then verl's rollout_probs_diff of a
+bf16 and an fp16 rollout against an fp32 trainer on the device's kernels (issue 23: on CUDA the mismatch is a kernel
+fact, on a CPU a rounding one).
 
 Without a CUDA device it says so and exits 0. One JSON line per figure; a few minutes on an H200 (the token batches
 about 2). `--device cpu --token-ks 1,2 --token-steps 2 --only tokens` runs the token batches' code path on a CPU.
 
-    python -m benchmarks.gpu_check [--only cartpole,tokens,families]
+    python -m benchmarks.gpu_check [--only cartpole,tokens,families,precision]
 """
 
 from __future__ import annotations
@@ -127,11 +129,50 @@ def token_batches(device: str, ks: tuple[int, ...] = TOKEN_K_VALUES, steps: int 
              note="all K agents' prompt + response tokens per second of a training step (rollout, ref, update)")
 
 
+def rollout_precision(device: str, prompts: int = 256) -> dict[str, dict[str, float]]:
+    """The reverse task's SFT base samples one response per prompt (temperature 1) as a bf16 and as an fp16 rollout
+    (the model cast, its own KV cache and reported log-probs); an fp32 trainer scores the same tokens: verl's
+    `training/rollout_probs_diff_*` per rollout dtype, emitted and returned."""
+    from playground.algos.rollout_debug import rollout_probs_diff
+    from playground.config import compose
+    from playground.models.tiny_gpt import build_sequences, compute_log_prob, generate
+    from playground.rollout_engine import RolloutSpec, RolloutWeights
+    from playground.tasks.token_task import base_model_for
+
+    cfg = compose(["task=reverse"])
+    data, _, base = base_model_for(cfg)
+    trainer = base.model.to(device).eval()
+    examples = data.sample(prompts, torch.Generator().manual_seed(0))
+    prompt_ids, prompt_mask = data.collate_prompts(examples, width=cfg.data.max_prompt_length,
+                                                   truncation=cfg.data.truncation)
+    prompt_ids, prompt_mask = prompt_ids.to(device), prompt_mask.to(device)
+    out = {}
+    for name in ("bfloat16", "float16"):
+        spec = RolloutSpec(getattr(torch, name), 0, "full", (), True)
+        rollout = RolloutWeights(trainer, spec)
+        rollout.sync()
+        gen = generate(rollout.model, prompt_ids, prompt_mask, max_new_tokens=cfg.data.max_response_length,
+                       eos_id=data.tokenizer.eos_id, pad_id=data.tokenizer.pad_id,
+                       generator=torch.Generator(device=device).manual_seed(1))
+        ids, mask, pos = build_sequences(prompt_ids, prompt_mask, gen)
+        with torch.no_grad():
+            actor, _ = compute_log_prob(trainer, ids, mask, pos, gen.responses)
+        probes = {k.split("/")[-1]: float(v) for k, v in
+                  rollout_probs_diff(actor, gen.log_probs, gen.response_mask).items()}
+        out[name] = probes
+        emit(f"gpu_rollout_{name}_probs_diff_mean", round(probes["rollout_probs_diff_mean"], 6), "probability",
+             device=device, max=round(probes["rollout_probs_diff_max"], 6),
+             pearson=round(probes["rollout_actor_probs_pearson_corr"], 6),
+             response_tokens=int(gen.response_mask.sum()),
+             note="verl FAQ: normal < 0.005, > 0.01 an inference precision problem; fp32 trainer")
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda")
-    parser.add_argument("--only", default="cartpole,tokens,families", help="comma-separated: cartpole, tokens, "
-                        "families")
+    parser.add_argument("--only", default="cartpole,tokens,families,precision", help="comma-separated: cartpole, "
+                        "tokens, families, precision")
     parser.add_argument("--token-ks", default=",".join(map(str, TOKEN_K_VALUES)))
     parser.add_argument("--token-steps", type=int, default=6)
     args = parser.parse_args()
@@ -150,6 +191,8 @@ def main() -> None:
             batched_agents(k, device, steps=10 if k >= 1024 else 20)
     if "tokens" in parts:  # the first token run may have to build the SFT base model (cached after)
         token_batches(device, tuple(int(k) for k in args.token_ks.split(",")), args.token_steps)
+    if "precision" in parts and cuda:  # seconds: before the family runs, which the budget may skip
+        rollout_precision(device)
     if "families" in parts and cuda:
         if time.perf_counter() - start > BUDGET_S:
             emit("gpu_family_runs_skipped", None, "", reason=f"past the {BUDGET_S} s budget")

@@ -28,6 +28,14 @@ LOGGERS = ("console", "jsonl", "file", "tensorboard", "wandb", "mlflow", "swanla
 # Keys that act only on token tasks (a gym run with one of them set is refused, not ignored).
 TOKEN_ONLY = ("actor_rollout_ref.model.enable_gradient_checkpointing", "critic.model.enable_gradient_checkpointing",
               "algorithm.filter_groups.enable", "reward_model.overlong_buffer.enable")
+# The rollout as the trainer, the only setting a gym task takes (its rollout is the trainer's policy itself).
+ROLLOUT_AS_TRAINER = {"actor_rollout_ref.rollout.top_k": (-1, 0),
+                      "actor_rollout_ref.rollout.dtype": ("float32", "fp32"),
+                      "actor_rollout_ref.rollout.logprobs_mode": ("processed_logprobs",),
+                      "actor_rollout_ref.rollout.load_format": ("hf",),
+                      "actor_rollout_ref.rollout.calculate_log_probs": (False,),
+                      "actor_rollout_ref.rollout.staleness": (0,), "actor_rollout_ref.rollout.weight_sync": ("full",),
+                      "actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype": ("float32", "fp32")}
 # Applies to every task: a workshop exercise (`playground.exercise`) brings its own overrides.
 ANY_TASK_SCENARIOS = ("mystery",)
 
@@ -40,6 +48,8 @@ PLAYGROUND_KEYS = (
     "trainer.stop_on_score_validated", "trainer.diverge_patience", "trainer.objective", "trainer.objective_key",
     "trainer.num_threads", "trainer.progress_bar", "trainer.samples_per_step", "trainer.mystery",
     "actor_rollout_ref.actor.grad_clip=null (clipping off)", "critic.grad_clip=null",
+    "actor_rollout_ref.rollout.staleness", "actor_rollout_ref.rollout.weight_sync",
+    "actor_rollout_ref.rollout.weight_sync_skip",
 )
 
 def uses_critic(cfg: DictConfig) -> bool:
@@ -206,6 +216,9 @@ def _validate_gym(cfg: DictConfig) -> None:
         if _get(cfg, key):
             raise ConfigError(f"{key}={_get(cfg, key)!r} is out of range for gym tasks: it applies to token tasks "
                               "(a transformer's blocks, groups of sampled responses, response lengths) only")
+    for key, allowed in ROLLOUT_AS_TRAINER.items():
+        _check(cfg, key, lambda x, allowed=allowed: x in allowed,
+               f"{' or '.join(map(repr, allowed))} on gym tasks (their rollout is the trainer's policy itself)")
     _check_minibatches(cfg, _get(cfg, "env.num_envs") * _get(cfg, "env.rollout_length"), "transitions")
 
 
@@ -227,6 +240,7 @@ def _validate_token(cfg: DictConfig) -> None:
     _check(cfg, "actor_rollout_ref.rollout.temperature", lambda x: _number(x) and x > 0, "> 0")
     _check(cfg, "actor_rollout_ref.rollout.top_p", lambda x: _number(x) and 0 < x <= 1, "in (0, 1]")
     _check(cfg, "actor_rollout_ref.rollout.val_kwargs.n", lambda x: x >= 1, "an integer >= 1")
+    _validate_rollout_engine(cfg)
     _check(cfg, "algorithm.filter_groups.max_num_gen_batches", lambda x: x >= 0, "an integer >= 0 (0: no limit)")
     _check(cfg, "data.gen_batch_size", lambda x: x is None or x >= 1, "null or an integer >= 1")
     filtering = _get(cfg, "algorithm.filter_groups.enable")
@@ -248,6 +262,18 @@ def _validate_token(cfg: DictConfig) -> None:
     if _get(cfg, "world_model.enable"):
         raise ConfigError("world_model.enable=True is out of range for token tasks: allowed only on gym tasks")
     _check_minibatches(cfg, _get(cfg, "data.train_batch_size"), "prompts", per_unit=n)
+
+
+def _validate_rollout_engine(cfg: DictConfig) -> None:
+    """The rollout's own weights: top-k, staleness and the weight sync (dtype and logprobs_mode are the schema's)."""
+    rollout = "actor_rollout_ref.rollout"
+    _check(cfg, f"{rollout}.top_k", lambda x: x >= -1, "-1 or 0 (off), or an integer >= 1")
+    _check(cfg, f"{rollout}.staleness", lambda x: x >= 0, "an integer >= 0 (updates the rollout's weights lag)")
+    partial = _get(cfg, f"{rollout}.weight_sync") == "partial"
+    _check(cfg, f"{rollout}.weight_sync_skip",
+           lambda x: bool(x) == partial and all(isinstance(p, str) and p for p in x),
+           "a non-empty list of parameter-name prefixes with weight_sync=partial, else []" if partial else
+           "[] unless weight_sync=partial (it would be ignored)")
 
 
 def logger_names(cfg: DictConfig) -> list[str]:

@@ -54,6 +54,11 @@ RewardName = _choices("RewardName", ("exact_match",))
 NoiseType = _choices("NoiseType", ("normal", "cauchy"))
 # verl's `data.truncation`; the playground cuts "left" or "right", "error" refuses a long prompt
 Truncation = _choices("Truncation", ("error", "left", "right"))
+# the rollout's and the trainer's precision, in the spellings verl's PrecisionType takes
+Precision = _choices("Precision", ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16"))
+LogprobsMode = _choices("LogprobsMode", ("processed_logprobs", "raw_logprobs"))
+WeightSync = _choices("WeightSync", ("full", "none", "partial"))
+LoadFormat = _choices("LoadFormat", ("hf", "dummy"))
 # how the one-line error names an enum's choices, where the list alone would mislead
 _ALLOWED_TEXT = {KlEstimator: f"one of {list(KL_ESTIMATORS)} (optionally with '+')"}
 
@@ -83,6 +88,16 @@ class PolicyLossConfig:
 
 
 @dataclass
+class MixedPrecisionConfig:
+    param_dtype: Precision = MISSING
+
+
+@dataclass
+class FsdpConfig:
+    mixed_precision: MixedPrecisionConfig = field(default_factory=MixedPrecisionConfig)
+
+
+@dataclass
 class ActorConfig:
     optim: OptimConfig = field(default_factory=OptimConfig)
     clip_ratio: float = MISSING
@@ -102,6 +117,7 @@ class ActorConfig:
     grad_clip: float | None = MISSING
     shuffle: bool = MISSING
     policy_loss: PolicyLossConfig = field(default_factory=PolicyLossConfig)
+    fsdp_config: FsdpConfig = field(default_factory=FsdpConfig)
 
 
 @dataclass
@@ -123,6 +139,14 @@ class ValKwargsConfig:
 class RolloutConfig:
     temperature: float = MISSING
     top_p: float = MISSING
+    top_k: int = MISSING
+    logprobs_mode: LogprobsMode = MISSING
+    dtype: Precision = MISSING
+    calculate_log_probs: bool = MISSING
+    staleness: int = MISSING
+    weight_sync: WeightSync = MISSING
+    weight_sync_skip: list[str] = MISSING
+    load_format: LoadFormat = MISSING
     n: int = MISSING
     val_kwargs: ValKwargsConfig = field(default_factory=ValKwargsConfig)
 
@@ -326,7 +350,10 @@ def _fits(node: Any, value: Any) -> bool:
     if isinstance(node, AnyNode):  # typed by `validate`
         return True
     if isinstance(node, ListConfig):
-        integers = node._metadata.element_type is int  # else numbers: the schema has lists of no other kind
+        element = node._metadata.element_type
+        if element is str:
+            return isinstance(value, list) and all(isinstance(v, str) for v in value)
+        integers = element is int  # else numbers: the schema's other lists are of int or float
         return isinstance(value, list) and all(_number(v) and (isinstance(v, int) or not integers) for v in value)
     try:
         typed = node.validate_and_convert(value)
@@ -351,7 +378,7 @@ def _same_type(typed: Any, given: Any) -> bool:
 
 def _allowed(node: Any) -> str:
     if isinstance(node, ListConfig):
-        element = {int: "integers", float: "numbers"}.get(node._metadata.element_type, "values")
+        element = {int: "integers", float: "numbers", str: "strings"}.get(node._metadata.element_type, "values")
         text = f"a list of {element}"
     elif isinstance(node, EnumNode):
         text = _ALLOWED_TEXT.get(node.enum_type, f"one of {[m.name for m in node.enum_type]}")

@@ -14,11 +14,11 @@ WARNING_IDS = (
     "lr_too_high", "lr_too_low", "critic_undertrained", "entropy_collapse", "no_learning_signal",
     "overly_deterministic", "vanishing_gradient", "grad_clip_saturation", "unstable_policy_loss",
     "advantage_not_normalized", "reward_variance_too_large", "kl_drift", "response_truncation",
-    "prompt_truncation",
+    "prompt_truncation", "rollout_mismatch",
 )
 # Failures read from real verl logs that no playground scenario reproduces yet (issue 25 item 3): the diagnosis
 # reports them, `scenario=<id>` does not exist for them.
-LOG_ONLY_WARNING_IDS = ("entropy_explosion", "rollout_mismatch")
+LOG_ONLY_WARNING_IDS = ("entropy_explosion", "off_policy_staleness")
 LOG_ONLY_CRITICAL_IDS = ("degenerate_rollout",)
 LOG_ONLY_IDS = (*LOG_ONLY_WARNING_IDS, *LOG_ONLY_CRITICAL_IDS)
 FAILURE_IDS = (*INFO_IDS, *WARNING_IDS, *LOG_ONLY_WARNING_IDS, *CRITICAL_IDS, *LOG_ONLY_CRITICAL_IDS)
@@ -65,4 +65,5 @@ TITLES: dict[str, dict[str, str]] = {
     "degenerate_rollout": {"en": "degenerate rollouts (garbage output)", "zh": "rollout 退化（输出乱码）"},
     "rollout_mismatch": {"en": "rollout and trainer disagree (training-inference mismatch)",
                          "zh": "rollout 与训练端概率不一致（训推不一致）"},
+    "off_policy_staleness": {"en": "stale rollouts (off-policy by lag)", "zh": "rollout 陈旧（滞后导致离策略）"},
 }

@@ -32,6 +32,7 @@ GROUP_TITLES: dict[str, dict[str, str]] = {
     "timing": {"en": "Timing", "zh": "时间性能指标"},
     "perf": {"en": "System performance", "zh": "系统性能指标"},
     "training": {"en": "Training control", "zh": "训练控制指标"},
+    "rollout": {"en": "Rollout vs trainer", "zh": "Rollout 与训练端对比"},
     "world_model": {"en": "World model", "zh": "World Model 指标"},
     "val": {"en": "Validation", "zh": "验证指标"},
     "rollout_corr": {"en": "Rollout vs trainer (rollout correction)", "zh": "Rollout 与训练端（rollout correction）"},
@@ -75,7 +76,11 @@ METRIC_GROUPS: dict[str, list[str]] = {
         "perf/max_memory_allocated_gb", "perf/max_memory_reserved_gb", "perf/cpu_memory_used_gb",
     ],
     "training": [STEP, "training/epoch", "train/num_gen_batches", "train/zero_adv_group_ratio",
-                 "training/off_policy/*", "training/filter_groups/*"],
+                 "training/filter_groups/*"],
+    # the rollout engine against the trainer (verl's calculate_debug_metrics; the async trainers' staleness)
+    "rollout": ["training/rollout_probs_diff_mean", "training/rollout_probs_diff_max",
+                "training/rollout_probs_diff_std", "training/rollout_probs_diff_valid",
+                "training/rollout_actor_probs_pearson_corr", "training/off_policy/*"],
     "world_model": ["world_model/loss", "world_model/grad_norm"],
     "val": ["val/score", "val/accuracy", "val/pass@k", "val-core/<source>/<var>/<stat>@N", "val-aux/*"],
     # verl's rollout correction (`algorithm.rollout_correction`, playground/algos/rollout_corr.py): the rollout's

@@ -51,7 +51,7 @@ class Trainer:
         self.task = task = build_task(cfgs, agent_hp, device) if task is None else task
         # the workers; the actor and the critic shuffle their rows with the same generators (the critic first)
         shuffle_gens = [torch.Generator().manual_seed(int(c.trainer.seed) + 2) for c in cfgs]
-        self.rollout = TaskRollout(task)
+        self.rollout = TaskRollout(task, self.cfg)
         self.actor = TaskActor(task, cfgs, agent_hp, hp, shuffle_gens, device)
         self.critic = TaskCritic(task, cfgs, agent_hp, hp, shuffle_gens) if hp.use_critic else None
         self.world_model = WorldModelTrainer(task, agent_hp) if task.world_model is not None else None
@@ -150,6 +150,7 @@ class Trainer:
                 with timed("old_log_prob"):
                     batch["old_log_probs"], entropy = self.actor.compute_log_prob(batch)
                     metrics["actor/entropy_loss"] = [self.actor.entropy_loss(entropy, batch)]
+                    metrics.update(self.rollout.debug_metrics(batch))  # verl: with rollout.calculate_log_probs
             if hp.use_kl_loss or hp.use_kl_in_reward:
                 with timed("ref"):
                     batch["ref_log_prob"] = self.reference.compute_ref_log_prob(batch)

@@ -3,8 +3,8 @@ updates them, the reference computes the frozen policy's log-probs, the critic c
 
 Each worker is written down once as a Protocol (what the step calls) and implemented over a `Task` (what the task
 family supplies: environment or prompts, models). The step (`trainer.Trainer.train_step`) calls the workers; no
-worker calls back into the trainer. What the rollout owns (today: the task's rollout with the trainer's weights)
-is where its own copy of the weights, its precision and its staleness would go.
+worker calls back into the trainer. The rollout owns its copy of the policy (`rollout_engine`: its precision, its
+staleness, its weight sync) and verl's rollout-vs-trainer probes (`algos.rollout_debug`).
 """
 
 from __future__ import annotations
@@ -18,9 +18,11 @@ from torch import Tensor
 
 from playground.algos.losses import agg_loss
 from playground.algos.policy_registry import POLICY_LOSSES
+from playground.algos.rollout_debug import per_agent, rollout_probs_diff, trajectory_staleness
 from playground.hparams import AgentHParams, StepHParams
 from playground.memory import MemoryGuard
 from playground.optim import AgentAdamW, lr_factor, warmup_steps
+from playground.rollout_engine import RolloutSpec, RolloutWeights
 from playground.tasks.base import Batch, Task
 from playground.update import Metrics, UpdateShape, update_actor, update_critic
 
@@ -103,14 +105,52 @@ class LRSchedule:
 
 
 # ---- the implementations over a task --------------------------------------------------------------------------------
-class TaskRollout:
-    """The task's own rollout with the policy's current weights (verl's rollout engine sharing the actor's)."""
+def rollout_correction_on(cfg: DictConfig) -> bool:
+    """Whether verl's `algorithm.rollout_correction` corrects or rejects anything (it reads `rollout_log_probs`)."""
+    rc = OmegaConf.select(cfg, "algorithm.rollout_correction", default=None)
+    return rc is not None and any(rc.get(key) for key in ("rollout_is", "rollout_rs", "bypass_mode"))
 
-    def __init__(self, task: Task):
-        self.task = task
+
+class TaskRollout:
+    """verl's rollout engine over the task's generation: its own weights (`rollout_engine.RolloutWeights`: shared
+    with the actor unless its dtype, staleness or weight sync differ), synced before each step's generation.
+
+    It hands on `rollout_log_probs` (the log-probs it reports for its sampled tokens) with
+    `rollout.calculate_log_probs` or a rollout correction, and each row's staleness when its weights can lag."""
+
+    def __init__(self, task: Task, cfg: DictConfig):
+        self.task, self.spec = task, RolloutSpec.from_cfg(cfg)
+        self.keep_log_probs = self.spec.calculate_log_probs or rollout_correction_on(cfg)
+        self.weights = None  # a task without a model of its own to copy (gym) rolls out with the trainer's policy
+        if task.rollout_model is not None:
+            self.weights = RolloutWeights(task.rollout_model, self.spec)
+            task.rollout_model = self.weights.model
+        elif self.spec.owns_weights:
+            raise ValueError(f"actor_rollout_ref.rollout.{{dtype,staleness,weight_sync}}: a {task.family} task's "
+                             "rollout is the trainer's policy itself: allowed only float32, 0 and full")
 
     def generate(self, agents: Sequence[int] | None = None) -> Batch:
-        return self.task.generate(agents)
+        if agents is None and self.weights is not None:  # a step starts: verl's update_weights before gen
+            self.weights.sync()
+        batch = self.task.generate(agents)
+        rollout_log_probs = batch.pop("rollout_log_probs", None)
+        if self.keep_log_probs:
+            batch["rollout_log_probs"] = rollout_log_probs
+        if self.spec.staleness > 0:
+            batch["rollout_staleness"] = torch.full(batch["response_mask"].shape[:2], self.weights.versions_behind,
+                                                    device=batch["response_mask"].device)
+        return batch
+
+    def debug_metrics(self, batch: Batch) -> Metrics:
+        """verl's `calculate_debug_metrics` (the rollout's log-probs against the actor's old log-probs) and the rows'
+        staleness, per agent."""
+        metrics = {}
+        if "rollout_log_probs" in batch:
+            metrics.update(per_agent(rollout_probs_diff, batch["old_log_probs"], batch["rollout_log_probs"],
+                                     batch["response_mask"]))
+        if "rollout_staleness" in batch:
+            metrics.update(per_agent(trajectory_staleness, batch["rollout_staleness"]))
+        return metrics
 
 
 class TaskReference:

@@ -261,8 +261,8 @@ def test_dynamic_sampling_fills_the_batch_with_mixed_groups_from_several_generat
     from playground.dynamic_sampling import DynamicSampler
     from playground.workers import TaskRollout
 
-    task = _task([DYNAMIC])
-    sampled = DynamicSampler(task, TaskRollout(task), compose(DYNAMIC)).sample([True], _Untimed(), _Untimed())
+    task, cfg = _task([DYNAMIC]), compose(DYNAMIC)
+    sampled = DynamicSampler(task, TaskRollout(task, cfg), cfg).sample([True], _Untimed(), _Untimed())
     batch, n = sampled.batch, 4
     assert sampled.errors == [None] and sampled.num_gen_batches.tolist()[0] > 1
     assert task.prompts_drawn == [8 * int(sampled.num_gen_batches[0])]

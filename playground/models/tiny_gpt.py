@@ -35,11 +35,13 @@ class KVCache:
     `TinyGPT.forward` writes the new positions at `[length, length + T)` and then advances `length`.
     """
 
-    def __init__(self, config: GPTConfig, batch_size: int, max_len: int, device: torch.device | str = "cpu"):
+    def __init__(self, config: GPTConfig, batch_size: int, max_len: int, device: torch.device | str = "cpu",
+                 dtype: torch.dtype = torch.float32):
         hs = config.n_embd // config.n_head
         shape = (batch_size, config.n_head, max_len, hs)
-        self.k = [torch.zeros(shape, device=device) for _ in range(config.n_layer)]
-        self.v = [torch.zeros(shape, device=device) for _ in range(config.n_layer)]
+        # the model's own dtype: a bf16 rollout keeps bf16 keys and values, as an inference engine's cache does
+        self.k = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(config.n_layer)]
+        self.v = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(config.n_layer)]
         self.key_mask = torch.zeros((batch_size, max_len), dtype=torch.bool, device=device)
         self.length = 0
 
@@ -288,7 +290,7 @@ class GenerationOutput:
     responses: torch.Tensor  # (bs, max_new_tokens) long; pad_id after EOS
     response_mask: torch.Tensor  # (bs, max_new_tokens) long; 1 up to and including EOS
     response_length: torch.Tensor  # (bs,) long; == max_new_tokens means the limit was hit
-    log_probs: torch.Tensor  # (bs, max_new_tokens) rollout log-probs under logits / temperature; 0 where masked
+    log_probs: torch.Tensor  # (bs, max_new_tokens) the log-probs the rollout reports (`logprobs_mode`); 0 where masked
 
 
 def _uniforms(generators: Sequence[torch.Generator | None], drawing: Sequence[bool], rows: int,
@@ -301,25 +303,48 @@ def _uniforms(generators: Sequence[torch.Generator | None], drawing: Sequence[bo
     return draws[0] if len(draws) == 1 else torch.cat(draws)
 
 
-def _pick_tokens(logits: torch.Tensor, temperature: float, top_p: float,
-                 uniforms: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Next tokens `(B,)` and their log-probs `(B,)` from last-position logits `(B, V)`; greedy without uniforms."""
+def _pick_tokens(logits: torch.Tensor, temperature: float, top_p: float, uniforms: torch.Tensor | None,
+                 top_k: int = -1, logprobs_mode: str = "processed_logprobs") -> tuple[torch.Tensor, torch.Tensor]:
+    """Next tokens `(B,)` and their log-probs `(B,)` from last-position logits `(B, V)`; greedy without uniforms.
+
+    The log-probs are what the engine reports (vLLM's `logprobs_mode`, verl's `rollout.logprobs_mode`):
+    `processed_logprobs` of the distribution it sampled from (after temperature, top-k and top-p, renormalised),
+    `raw_logprobs` of the model's logits before any of them."""
+    logits = logits.float()  # vLLM's sampler works in fp32 whatever the model's dtype
     greedy = uniforms is None
     log_p = torch.log_softmax(logits if greedy else logits / temperature, dim=-1)  # (B, V)
+    kept_mass = None  # the share of the tempered distribution the sampler kept (None: all of it)
     if greedy:
         tokens = log_p.argmax(-1)
     else:
         probs = log_p.exp()
-        if top_p < 1.0:  # nucleus: keep the smallest top set whose mass reaches top_p
-            sorted_p, order = probs.sort(dim=-1, descending=True, stable=True)
+        if top_k > 0:  # vLLM applies top-k before top-p; ties with the k-th token stay
+            kth = probs.topk(min(top_k, probs.size(-1)), dim=-1).values[:, -1:]
+            probs = probs.masked_fill(probs < kth, 0.0)
+            kept_mass = probs.sum(-1)
+        if top_p < 1.0:  # nucleus: keep the smallest top set whose mass (of what top-k kept) reaches top_p
+            normed = probs if kept_mass is None else probs / kept_mass[:, None]
+            sorted_p, order = normed.sort(dim=-1, descending=True, stable=True)
             drop_sorted = sorted_p.cumsum(-1) - sorted_p >= top_p  # mass before this token already enough
             probs = probs.masked_fill(torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted), 0.0)
+            kept_mass = probs.sum(-1)
         # inverse-CDF sampling in vocabulary order, one uniform per row: the same draw picks the same
         # token when two code paths (cache / no cache) give logits that differ only by rounding
         cdf = probs.cumsum(-1)  # (B, V)
         u = uniforms * cdf[:, -1:]
         tokens = torch.searchsorted(cdf, u, right=True).squeeze(-1).clamp(max=probs.size(-1) - 1)
-    return tokens, log_p.gather(-1, tokens[:, None]).squeeze(-1)
+    if logprobs_mode == "raw_logprobs":
+        return tokens, torch.log_softmax(logits, dim=-1).gather(-1, tokens[:, None]).squeeze(-1)
+    token_log_p = log_p.gather(-1, tokens[:, None]).squeeze(-1)
+    return tokens, token_log_p if kept_mass is None else token_log_p - kept_mass.log()
+
+
+def _dtype_of(model) -> torch.dtype:
+    """The dtype a model (or an `agents.AgentView` of one, which holds its weights in `params`) computes in; fp32 for
+    one without weights (a scripted test model)."""
+    params = model.params.values() if isinstance(getattr(model, "params", None), dict) else model.parameters()
+    first = next(iter(params), None)
+    return torch.float32 if first is None else first.dtype
 
 
 @torch.no_grad()
@@ -333,6 +358,8 @@ def generate(
     pad_id: int,
     temperature: float = 1.0,
     top_p: float = 1.0,
+    top_k: int = -1,
+    logprobs_mode: str = "processed_logprobs",
     do_sample: bool = True,
     generator: torch.Generator | Sequence[torch.Generator] | None = None,
     use_kv_cache: bool = True,
@@ -351,6 +378,7 @@ def generate(
             (`stack_agents`, rows agent-major) one per agent, each drawing for its own rows only while they run.
         use_kv_cache: reuse past keys/values; without it every step recomputes the whole sequence.
             Both give the same tokens.
+        top_k, logprobs_mode: see `_pick_tokens` (top_k <= 0: off, vLLM's -1 and HF's 0).
     """
     B = prompt_ids.size(0)
     device = prompt_ids.device
@@ -363,14 +391,15 @@ def generate(
     done = torch.zeros(B, dtype=torch.bool, device=device)
     ids, mask = prompt_ids, prompt_mask.long()
     if use_kv_cache:
-        cache = KVCache(model.config, B, prompt_ids.size(1) + max_new_tokens, device)
+        cache = KVCache(model.config, B, prompt_ids.size(1) + max_new_tokens, device,
+                        dtype=_dtype_of(model))
         logits, cache = model(ids, mask, position_ids_from_mask(mask), kv_cache=cache)
         num_valid = mask.sum(-1)  # (B,) real tokens so far: the position of the next real token
     for t in range(max_new_tokens):
         if not use_kv_cache:
             logits = model(ids, mask, position_ids_from_mask(mask))
         uniforms = _uniforms(generators, drawing, B, device) if sampling else None
-        tokens, token_log_probs = _pick_tokens(logits[:, -1], temperature, top_p, uniforms)
+        tokens, token_log_probs = _pick_tokens(logits[:, -1], temperature, top_p, uniforms, top_k, logprobs_mode)
         alive = ~done
         tokens = torch.where(alive, tokens, torch.full_like(tokens, pad_id))
         responses[:, t] = tokens

@@ -45,6 +45,11 @@ class Batch(TypedDict, total=False):
     ground_truth: list[list[str]]  # [K][rows]
     prompt_text: list[list[str]]  # [K][rows]
     reward_baselines: Tensor  # (K, rows) ReMax's greedy reward (verl's `gen_max`), only for adv_estimator=remax
+    # gen, the rollout worker: what the rollout engine itself reports, under ITS weights, precision and sampling path
+    # (token tasks), kept with `actor_rollout_ref.rollout.calculate_log_probs=true` or a rollout correction on
+    # (`algorithm.rollout_correction` reads it: verl's name)
+    rollout_log_probs: Tensor  # (K, rows, T) the sampled tokens' log-probs (`rollout.logprobs_mode`); 0 where masked
+    rollout_staleness: Tensor  # (K, rows) updates the rollout's weights lagged the actor's, with rollout.staleness > 0
     # reward (`Task.compute_scores`; a gym rollout scores its rows as it goes)
     scores: Tensor  # (K, rows, T) the task's raw reward (token tasks: on the last response token)
     token_level_scores: Tensor  # (K, rows, T) the reward the agent trains on (after reward.scale and noise)
@@ -96,6 +101,9 @@ class Task(ABC):
     rows_per_unit: int = 1  # rows per unit of ppo_mini_batch_size (verl counts prompts: rollout.n sequences each)
     peak_flops: float = float("inf")  # the device's peak FLOP/s, for perf/mfu/* (inf: MFU reads 0)
     critic: ValueModel | None = None  # required when the config trains a critic (`config.uses_critic`)
+    # the model generation runs on, which the rollout worker replaces by its own copy (`rollout_engine`); None: the
+    # task's rollout is the trainer's policy itself (gym), and the rollout keys must keep their defaults
+    rollout_model: Any = None
     world_model: WorldModel | None = None  # the optional world-model hook
 
     @abstractmethod

@@ -16,8 +16,10 @@ the batch. On CPU the passes over many agents run in chunks of agents (`CPU_PASS
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
+import functools
 import math
 from collections.abc import Sequence
 
@@ -43,6 +45,7 @@ from playground.models.tiny_gpt import (
     generate,
 )
 from playground.perf import device_name, peak_flops
+from playground.rollout_engine import DTYPES
 from playground.tasks.base import Batch, Task
 from playground.tasks.sft import SFTConfig, build_base_model
 from playground.tasks.token_data import make_prompts, pass_at_k
@@ -125,6 +128,11 @@ class TokenTask(Task):
         self.n = int(cfg.actor_rollout_ref.rollout.n)
         self.greedy_baseline = cfg.algorithm.adv_estimator == "remax"  # ReMax: each prompt's greedy reward
         self.temperature = float(cfg.actor_rollout_ref.rollout.temperature)
+        self.rollout_model = self.model  # what generation runs on; the rollout worker puts its own copy here
+        # the trainer's forward precision (verl's FSDP MixedPrecision param_dtype): autocast over fp32 master weights
+        trainer_dtype = DTYPES[str(cfg.actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype)]
+        self.trainer_precision = (contextlib.nullcontext if trainer_dtype == torch.float32 else
+                                  functools.partial(torch.autocast, device.type, dtype=trainer_dtype))
         self.reward = TokenReward(cfgs, device)
         self.peak_flops = peak_flops(device_name(device), cfg.trainer.get("peak_flops"))
         self.rows_per_step = int(cfg.data.train_batch_size) * self.n
@@ -151,11 +159,12 @@ class TokenTask(Task):
     # ---- gen / reward -------------------------------------------------------------------------------
     @torch.no_grad()
     def _generate(self, agents: list[int], examples: list[list], *, temperature: float, top_p: float,
-                  do_sample: bool, model=None) -> tuple[Tensor, Tensor, GenerationOutput]:
+                  do_sample: bool, model=None, top_k: int = -1) -> tuple[Tensor, Tensor, GenerationOutput]:
         """Generate for each agent's prompts (`examples[i]`: agent `agents[i]`'s), with its own sampling generator;
         the outputs are agent-major `(len(agents)·rows, ...)`. `model`: a plain model that generates instead of the
-        agents' (one agent's rows)."""
-        data = self.cfg.data
+        agents' (one agent's rows). The log-probs are the rollout's `logprobs_mode`; the agents' rows run on the
+        rollout's weights (`rollout_model`)."""
+        data, rollout = self.cfg.data, self.cfg.actor_rollout_ref.rollout
         width = data.max_prompt_length + data.max_response_length
         was_training = self.model.training
         self.model.eval()
@@ -165,10 +174,11 @@ class TokenTask(Task):
             prompt_ids, prompt_mask = self.data.collate_prompts(flat, width=data.max_prompt_length,
                                                                 truncation=data.truncation)
             prompt_ids, prompt_mask = prompt_ids.to(self.device), prompt_mask.to(self.device)
-            net = self.passes.view(self.model, [agents[i] for i in chunk]) if model is None else model
+            net = self.passes.view(self.rollout_model, [agents[i] for i in chunk]) if model is None else model
             out = generate(net, prompt_ids, prompt_mask,
                            max_new_tokens=data.max_response_length, eos_id=self.tokenizer.eos_id,
-                           pad_id=self.tokenizer.pad_id, temperature=temperature, top_p=top_p, do_sample=do_sample,
+                           pad_id=self.tokenizer.pad_id, temperature=temperature, top_p=top_p,
+                           top_k=top_k, logprobs_mode=str(rollout.logprobs_mode), do_sample=do_sample,
                            generator=[self.sample_gens[agents[i]] for i in chunk])
             parts.append((prompt_ids, prompt_mask, out))
         self.model.train(was_training)
@@ -191,13 +201,14 @@ class TokenTask(Task):
         uid = torch.arange(bs, device=self.device).repeat_interleave(self.n).expand(len(agents), -1)
         rollout = self.cfg.actor_rollout_ref.rollout
         prompt_ids, prompt_mask, out = self._generate(agents, examples, temperature=self.temperature,
-                                                      top_p=float(rollout.top_p), do_sample=True)
+                                                      top_p=float(rollout.top_p), do_sample=True,
+                                                      top_k=int(rollout.top_k))
         input_ids, attention_mask, position_ids = build_sequences(prompt_ids, prompt_mask, out)
         rows = lambda x: x.view(len(agents), -1, *x.shape[1:])  # noqa: E731 - (K·bs, ...) -> (K, bs, ...)
         extra = {"reward_baselines": self._greedy_rewards(agents, examples)} if self.greedy_baseline else {}
         return {**extra, "input_ids": rows(input_ids), "attention_mask": rows(attention_mask),
                 "position_ids": rows(position_ids), "responses": rows(out.responses),
-                "response_mask": rows(out.response_mask.float()), "uid": uid,
+                "response_mask": rows(out.response_mask.float()), "rollout_log_probs": rows(out.log_probs), "uid": uid,
                 "prompt_length": rows(prompt_mask.sum(-1)), "response_length": rows(out.response_mask.sum(-1)),
                 "ground_truth": [[e.answer for e in r] for r in examples],
                 "prompt_text": [[e.prompt for e in r] for r in examples], "agents": agents}
@@ -231,7 +242,11 @@ class TokenTask(Task):
         return log_probs, entropy
 
     def log_prob_and_entropy(self, mb: Batch) -> tuple[Tensor, Tensor]:
-        return self._log_prob(self.model, mb)
+        if self.trainer_precision is contextlib.nullcontext:
+            return self._log_prob(self.model, mb)
+        with self.trainer_precision():
+            log_probs, entropy = self._log_prob(self.model, mb)
+        return log_probs.float(), entropy.float()
 
     @torch.no_grad()
     def ref_log_prob(self, batch: Batch) -> Tensor:
@@ -316,7 +331,8 @@ class TokenTask(Task):
         do_sample = bool(vk.do_sample) and float(vk.temperature) > 0
         # Before the first update every agent of a batch is still the base: greedy decoding of the base once gives
         # every agent's numbers, on the plain layers a run of its own decodes with (the same bits)
-        once = self.num_agents > 1 and not do_sample and self._agents_are_the_base()
+        once = (self.num_agents > 1 and not do_sample and self.rollout_model is self.model
+                and self._agents_are_the_base())
         agents = [0] if once else list(range(self.num_agents))
         _, _, out = self._generate(agents, [examples] * len(agents),
                                    temperature=float(vk.temperature) if do_sample else 1.0,
