@@ -192,14 +192,19 @@ def knob_distance(scenario_knobs: Mapping[str, Any], knobs: Mapping[str, Any]) -
 
 
 # ---- the match -------------------------------------------------------------------------------------------------
-def _root(report: Report) -> str:
-    return run_root(chain(report.to_dict()))
+def _document(report: Report | Mapping[str, Any]) -> Mapping[str, Any]:
+    """A report as `findings.json` has it (the explorer's pages hold that)."""
+    return report.to_dict() if isinstance(report, Report) else report
 
 
-def _problem_roots(report: Report) -> list[str]:
+def _root(report: Report | Mapping[str, Any]) -> str:
+    return run_root(chain(_document(report)))
+
+
+def _problem_roots(report: Report | Mapping[str, Any]) -> list[str]:
     """The roots of the report's diagnoses that hold a warning or worse, gravest first; [] when there are none."""
-    return [d.root.id for d in report.diagnoses
-            if any(f.severity in ("warning", "critical") for f in (d.root, *d.consequences))]
+    return [d["root"]["id"] for d in _document(report).get("diagnoses", [])
+            if any(f.get("severity") in ("warning", "critical") for f in (d["root"], *d.get("consequences", [])))]
 
 
 def _hypotheses(records: list[dict], task: str, entry: Mapping[str, Any], status: str | None) -> dict[str, list[str]]:
@@ -221,10 +226,10 @@ def _hypotheses(records: list[dict], task: str, entry: Mapping[str, Any], status
     return out
 
 
-def _chain_ids(report: Report) -> list[str]:
+def _chain_ids(report: Report | Mapping[str, Any]) -> list[str]:
     """The ids of the diagnosis chain, root causes first, warnings and worse."""
     ids = []
-    for item in chain(report.to_dict()):
+    for item in chain(_document(report)):
         fid = item["finding"].get("id")
         if item["finding"].get("severity") in ("warning", "critical") and fid not in ids:
             ids.append(fid)
@@ -235,11 +240,13 @@ def _t(key: str, **fields: Any) -> dict[str, str]:
     return {lang: text_in(UI_STRINGS_PATH, key, lang, **fields) for lang in LANGS}
 
 
-def replay(records: Sequence[Mapping[str, float]], report: Report, *, status: str | None = None) -> dict[str, Any]:
+def replay(records: Sequence[Mapping[str, float]], report: Report | Mapping[str, Any], *,
+           status: str | None = None) -> dict[str, Any]:
     """The scenario to replay for a diagnosed log (see the module's doc).
 
     Args:
-        records: the log's records (canonical names, one per step). report: their diagnosis.
+        records: the log's records (canonical names, one per step). report: their diagnosis (a `Report`, or the
+            document `findings.json` holds).
         status: how the log ended where it says ("oom", "failed"), as `sources.diagnose_read` reads it.
 
     Returns:
@@ -322,13 +329,13 @@ def replay(records: Sequence[Mapping[str, float]], report: Report, *, status: st
     return out
 
 
-def replay_read(read, report: Report) -> dict[str, Any]:
+def replay_read(read, report: Report | Mapping[str, Any]) -> dict[str, Any]:
     """`replay` for a reader's `LogRead` (how it ended: out of memory, an exception)."""
     status = "oom" if read.out_of_memory else "failed" if read.ended_with else None
     return replay(read.records, report, status=status)
 
 
-def _value(value: Any) -> str:
+def shown_value(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
@@ -348,8 +355,8 @@ def format_replay(result: Mapping[str, Any], lang: str = "en") -> str:
     lines.append(f"  {t('replay_knob'):<18} {t('replay_in_scenario'):>14} {t('replay_in_log'):>14}  {t('replay_match')}")
     for knob in result["knobs"]:
         match = {True: "=", False: "≠", None: ""}[knob["match"]]
-        log = t("replay_not_in_log") if knob["log"] is None else _value(knob["log"])
-        lines.append(f"  {knob['name']:<18} {_value(knob['scenario']):>14} {log:>14}  {match}")
+        log = t("replay_not_in_log") if knob["log"] is None else shown_value(knob["log"])
+        lines.append(f"  {knob['name']:<18} {shown_value(knob['scenario']):>14} {log:>14}  {match}")
     lines.append(f"{t('replay_command')} {result['command']}")
     if result["status"] == "replay":
         lines.append(f"{t('replay_fix_command')} {result['fix_command'] or t('replay_no_fix')}")
