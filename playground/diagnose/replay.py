@@ -272,6 +272,7 @@ def replay(records: Sequence[Mapping[str, float]], report: Report | Mapping[str,
     recognised = nearest is not None and distances[nearest] is not None and (
         family == "gym" or distances[nearest] <= RECOGNISED)
     candidates: list[tuple[str, str]] = []
+    roots: dict[str, list[str]] = {}
     caveats: list[dict[str, str]] = []
     why_key = "replay_why_root"
     if recognised:
@@ -305,8 +306,13 @@ def replay(records: Sequence[Mapping[str, float]], report: Report | Mapping[str,
         out["why"] = _t("replay_none_empty")
         return out
     rank = {t: i for i, t in enumerate(order)}
-    task, scenario = min(candidates, key=lambda c: (knob_distance(tasks[c[0]]["scenarios"][c[1]]["knobs"], knobs),
-                                                    rank.get(c[0], len(rank))))
+    gravity = {c: (roots[c[1]].index(c[1]) if recognised and c[1] in roots.get(c[1], ()) else i)
+               for i, c in enumerate(candidates)}  # the graver root, the earlier in the chain, first
+
+    def nearest_first(c: tuple[str, str]) -> tuple:
+        return knob_distance(tasks[c[0]]["scenarios"][c[1]]["knobs"], knobs), gravity[c], rank.get(c[0], len(rank))
+
+    task, scenario = min(candidates, key=nearest_first)
     ref = tasks[task]["scenarios"][scenario]
     if why_key == "replay_why_recognised":
         out["root"] = root = scenario  # a root of the log's diagnosis under the scenario's facts
