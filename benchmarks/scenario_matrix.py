@@ -30,10 +30,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from playground.config import known_options, scenarios_of
-from playground.metrics import STEP
 from playground.diagnose.readers import parse_verl_text
 from playground.diagnose.replay import replay_read
 from playground.diagnose.sources import diagnose_read
+from playground.metrics import STEP
 from playground.runs import find_runs, read_findings, read_metrics_jsonl, read_run_info
 from playground.sinks import format_console_line
 
@@ -85,7 +85,11 @@ def console_text(run_dir: Path) -> str:
 def replays_to(run_dir: Path) -> tuple[str | None, str | None]:
     """(task, scenario) the run's console text replays to (None, None when it names none)."""
     read = parse_verl_text(console_text(run_dir), name=run_dir.name)
-    found = replay_read(read, diagnose_read(read))
+    try:
+        found = replay_read(read, diagnose_read(read))
+    except Exception as error:  # noqa: BLE001 - one run's replay failing must not lose the matrix's other figures
+        print(f"# {run_dir}: the replay failed: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
+        return None, f"failed ({type(error).__name__})"
     return found["task"], found["scenario"]
 
 

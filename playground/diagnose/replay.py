@@ -358,7 +358,8 @@ def format_replay(result: Mapping[str, Any], lang: str = "en") -> str:
     if result["status"] == "none":
         return "\n".join([*lines, result["why"].get(lang, "")])
     lines.append(t("replay_scenario", task=result["task"], scenario=result["scenario"], root=result["root"]))
-    lines.append(f"  {t('replay_knob'):<18} {t('replay_in_scenario'):>14} {t('replay_in_log'):>14}  {t('replay_match')}")
+    head = (t("replay_knob"), t("replay_in_scenario"), t("replay_in_log"), t("replay_match"))
+    lines.append(f"  {head[0]:<18} {head[1]:>14} {head[2]:>14}  {head[3]}")
     for knob in result["knobs"]:
         match = {True: "=", False: "≠", None: ""}[knob["match"]]
         log = t("replay_not_in_log") if knob["log"] is None else shown_value(knob["log"])
