@@ -53,6 +53,8 @@ KNOBS = (
     ("estimator", "algorithm.adv_estimator", None),
     ("kl_loss_coef", f"{ACTOR}.kl_loss_coef", None),  # 0 when use_kl_loss is off: the coefficient in effect
     ("kl_in_reward_coef", "algorithm.kl_ctrl.kl_coef", None),  # 0 when use_kl_in_reward is off
+    ("prompt_cap", "data.max_prompt_length", None),  # the log's longest prompt and response reach their caps
+    ("response_cap", "data.max_response_length", None),
 )
 LR_MATCH = 0.18  # |log10| of a ratio: within x1.5
 
@@ -132,7 +134,8 @@ def signature_distance(features: Mapping[str, float | None], ranges: Mapping[str
 def log_knobs(records: Sequence[Mapping[str, float]]) -> dict[str, Any]:
     """The knobs a log shows: the peak learning rates (a schedule's start or a warmup's end), the entropy coefficient
     read back from `actor/loss = pg_loss - entropy_coeff * entropy + kl_coef * kl_loss` (verl's), the KL
-    coefficients, and whether a critic trains (gae) or not (a group estimator); None where it does not show."""
+    coefficients, whether a critic trains (gae) or not (a group estimator), and the longest prompt and response (a
+    length cap shows as the longest length reaching it); None where it does not show."""
     out: dict[str, Any] = {name: None for name, _, _ in KNOBS}
     for name, key in (("actor_lr", "actor/lr"), ("critic_lr", "critic/lr")):
         values = _column(records, key)
@@ -141,6 +144,9 @@ def log_knobs(records: Sequence[Mapping[str, float]]) -> dict[str, Any]:
     out["kl_loss_coef"] = statistics.median(kl_coefs) if kl_coefs else None
     reward_kl = _column(records, "actor/reward_kl_penalty_coeff")
     out["kl_in_reward_coef"] = statistics.median(reward_kl) if reward_kl else None
+    for name, key in (("prompt_cap", "prompt_length/max"), ("response_cap", "response_length/max")):
+        values = _column(records, key)
+        out[name] = max(values) if values else None
     coeffs = []
     for r in records:
         loss, pg, entropy = r.get("actor/loss"), r.get("actor/pg_loss"), r.get("actor/entropy")
