@@ -83,6 +83,8 @@ def scenario_reference(config: Mapping[str, Any], scenario: str) -> dict:
         knobs["kl_loss_coef"] = 0.0
     if not get("algorithm.use_kl_in_reward"):
         knobs["kl_in_reward_coef"] = 0.0
+    if family == "gym":  # no prompts, no responses
+        knobs["prompt_cap"] = knobs["response_cap"] = None
     facts = {"score_target": get("task.score_target"), "grad_clip_actor": get(f"{ACTOR}.grad_clip"),
              "max_response_length": get("data.max_response_length") if family != "gym" else None,
              "memory_limit_gb": get("trainer.memory_limit_gb")}
@@ -281,6 +283,7 @@ def replay(records: Sequence[Mapping[str, float]], report: Report | Mapping[str,
     roots: dict[str, list[str]] = {}
     caveats: list[dict[str, str]] = []
     why_key = "replay_why_root"
+    own: list[str] = []
     if recognised:
         roots = _hypotheses(records, nearest, tasks[nearest], status)
         candidates = [(nearest, s) for s, found in roots.items() if s in found]
@@ -296,11 +299,13 @@ def replay(records: Sequence[Mapping[str, float]], report: Report | Mapping[str,
             return out
         in_family = list(order)
         others = [t for t in tasks if t not in in_family]
-        for ids, note in (([root], None), (_chain_ids(report)[1:], "replay_caveat_chain")):
+        chained = own[1:] if recognised else _chain_ids(report)[1:]  # the diagnosis' other failures, gravest first
+        for ids, note in (([root], None), ([i for i in chained if i != root], "replay_caveat_chain")):
             for pool, far in ((in_family, None), (others, "replay_caveat_family")):
                 candidates = [(t, fid) for fid in ids for t in pool if fid in tasks[t]["scenarios"]]
                 if candidates:
                     caveats += [_t(c, root=root, family=family) for c in (note, far) if c]
+                    why_key = "replay_why_chain" if note else why_key
                     break
             if candidates:
                 break
@@ -331,7 +336,8 @@ def replay(records: Sequence[Mapping[str, float]], report: Report | Mapping[str,
         signature={name: {"log": value, "range": tasks[task]["signature"].get(name)}
                    for name, value in features.items()},
         knobs=[{"name": name, "key": key, "scenario": ref["knobs"].get(name), "log": knobs.get(name),
-                "match": _same(name, ref["knobs"].get(name), knobs.get(name))} for name, key, _ in KNOBS],
+                "match": _same(name, ref["knobs"].get(name), knobs.get(name))} for name, key, _ in KNOBS
+               if ref["knobs"].get(name) is not None or knobs.get(name) is not None],
         command=" ".join(["python -m playground.train", *map(shlex.quote, overrides)]),
         fix=ref["fix"], overrides=overrides, fix_overrides=fix_overrides,
         fix_command=" ".join(["python -m playground.train", *map(shlex.quote, fix_overrides)]) if fix_overrides else "",

@@ -121,6 +121,18 @@ def test_an_id_no_scenario_reproduces_names_the_nearest_by_knobs_with_a_caveat()
     assert any("No scenario reproduces entropy_explosion" in c["en"] for c in found["caveats"])
 
 
+def test_a_root_without_a_scenario_replays_the_next_failure_of_its_diagnosis():
+    records = [{STEP: s, "prompt_length/mean": 300.0, "response_length/max": 1024.0} for s in range(1, 21)]
+    root = {"id": "entropy_explosion", "severity": "warning", "first_step": 5, "last_step": 20}
+    second = {"id": "lr_too_high", "severity": "warning", "first_step": 8, "last_step": 20}
+    report = {"diagnoses": [{"root": root, "consequences": []}, {"root": second, "consequences": []}],
+              "findings": [root, second]}
+    found = rp.replay(records, report)
+    assert (found["root"], found["scenario"]) == ("entropy_explosion", "lr_too_high")
+    assert "the next failure of its diagnosis" in found["why"]["en"]
+    assert any("next in its diagnosis chain" in c["en"] for c in found["caveats"])
+
+
 def test_an_empty_log_has_no_replay():
     found = rp.replay([], {"diagnoses": [], "findings": []})
     assert found["status"] == "none" and "no metrics" in found["why"]["en"]
