@@ -226,6 +226,8 @@ def _hypotheses(records: list[dict], task: str, entry: Mapping[str, Any], status
                 "family": entry["family"], "task": task}
         if status:
             info["status"] = status
+        if status != "oom":  # a simulated device's size: a log that did not run out of memory was not on it
+            info.pop("memory_limit_gb", None)
         key = tuple(sorted((k, str(v)) for k, v in info.items()))
         if key not in by_facts:
             report = diagnose(records, info=info)
