@@ -100,9 +100,19 @@ def _column(records: Sequence[Mapping[str, float]], key: str) -> list[float]:
     return [float(r[key]) for r in records if isinstance(r.get(key), (int, float)) and math.isfinite(r[key])]
 
 
+FULL_LINE = 15  # metrics in a step's line: more is a full line, fewer an excerpt (the guide's examples)
+
+
 def log_family(records: Sequence[Mapping[str, float]]) -> str:
-    """gym where a record has `episode/*` (the playground's gym tasks; verl has none), else token."""
-    return "gym" if any(k.startswith("episode/") for r in records for k in r) else "token"
+    """token where a record has the lengths verl logs every step (`response_length/*`, `prompt_length/*`); gym where
+    one has `episode/*` (the playground's gym tasks: verl has none), or where full lines (a gym run before its first
+    episode ends) have no length; an excerpt with neither is an LLM log's: token."""
+    keys = {k for r in records for k in r}
+    if any(k.startswith(("response_length/", "prompt_length/")) for k in keys):
+        return "token"
+    if any(k.startswith("episode/") for k in keys) or max((len(r) for r in records), default=0) > FULL_LINE:
+        return "gym"
+    return "token"
 
 
 def log_signature(records: Sequence[Mapping[str, float]]) -> dict[str, float | None]:
@@ -279,17 +289,20 @@ def replay(records: Sequence[Mapping[str, float]], report: Report | Mapping[str,
     order = sorted(distances, key=lambda t: (distances[t] is None, distances[t] or 0.0))
     knobs = log_knobs(records)
     nearest = order[0] if order else None
-    recognised = nearest is not None and distances[nearest] is not None and (
-        family == "gym" or distances[nearest] <= RECOGNISED)
+    recognised = nearest is not None and (family == "gym" or (
+        distances[nearest] is not None and distances[nearest] <= RECOGNISED))
     candidates: list[tuple[str, str]] = []
-    roots: dict[str, list[str]] = {}
+    hypotheses: dict[tuple[str, str], list[str]] = {}
     caveats: list[dict[str, str]] = []
     why_key = "replay_why_root"
     own: list[str] = []
-    if recognised:
-        roots = _hypotheses(records, nearest, tasks[nearest], status)
-        candidates = [(nearest, s) for s, found in roots.items() if s in found]
-        own = roots.get(HEALTHY) or next(iter(roots.values()))  # under the task's own facts
+    if recognised:  # a gym log without episodes yet fits every gym task: each is tried
+        tied = [t for t in order if distances[t] == distances[nearest]] if family == "gym" else [nearest]
+        for task in tied:
+            roots = {(task, s): found for s, found in _hypotheses(records, task, tasks[task], status).items()}
+            candidates += [c for c, found in roots.items() if c[1] in found]
+            own = own or roots.get((task, HEALTHY)) or next(iter(roots.values()))  # under the task's own facts
+            hypotheses.update(roots)
         if candidates:
             why_key = "replay_why_recognised"
         else:
@@ -319,11 +332,14 @@ def replay(records: Sequence[Mapping[str, float]], report: Report | Mapping[str,
         out["why"] = _t("replay_none_empty")
         return out
     rank = {t: i for i, t in enumerate(order)}
-    gravity = {c: (roots[c[1]].index(c[1]) if recognised and c[1] in roots.get(c[1], ()) else i)
+    gravity = {c: (hypotheses[c].index(c[1]) if c[1] in hypotheses.get(c, ()) else i)
                for i, c in enumerate(candidates)}  # the graver root, the earlier in the chain, first
 
     def nearest_first(c: tuple[str, str]) -> tuple:
-        return knob_distance(tasks[c[0]]["scenarios"][c[1]]["knobs"], knobs), gravity[c], rank.get(c[0], len(rank))
+        """Knobs first; then a failure the log shows before health (evidence before its absence), the graver root,
+        the nearer signature."""
+        return (knob_distance(tasks[c[0]]["scenarios"][c[1]]["knobs"], knobs), c[1] == HEALTHY, gravity[c],
+                rank.get(c[0], len(rank)))
 
     task, scenario = min(candidates, key=nearest_first)
     ref = tasks[task]["scenarios"][scenario]
