@@ -84,6 +84,14 @@ def test_a_gym_log_is_recognised_and_its_knobs_pick_the_scenario():
     assert found["signature"]["reward_per_step"]["log"] == 1.0
 
 
+def test_the_family_comes_from_the_metric_names():
+    full_gym_line = {STEP: 1, **{f"actor/m{i}": 0.0 for i in range(rp.FULL_LINE + 1)}}  # no episode has ended yet
+    assert rp.log_family([full_gym_line]) == "gym"
+    assert rp.log_family(_cartpole_like(steps=2)) == "gym"
+    assert rp.log_family([{STEP: 5, "actor/pg_loss": 0.5, "critic/score/mean": 0.0}]) == "token"  # an excerpt
+    assert rp.log_family([{**full_gym_line, "response_length/mean": 100.0}]) == "token"  # verl logs the lengths
+
+
 def test_the_knobs_decide_between_scenarios_the_same_facts_allow():
     """The same curves at the task's own lr: nothing says lr_too_high's lr, so its knobs are no longer nearest."""
     high = rp.knob_distance(rp.reference()["tasks"]["cartpole"]["scenarios"]["lr_too_high"]["knobs"],
