@@ -198,3 +198,20 @@ def test_the_cli_replay_in_chinese_and_as_json(capsys):
     assert result["replay"]["scenario"] == "lr_too_high" and result["replay"]["status"] == "replay"
     assert main([str(FIXTURES / "guide_11_4_example2.log"), "--json"]) == 0
     assert "replay" not in json.loads(capsys.readouterr().out)["results"][0]  # only when asked
+
+
+def test_the_scenario_matrix_counts_the_runs_that_replay_to_themselves(tmp_path):
+    from benchmarks.scenario_matrix import console_text, judge_cell, markdown
+    from playground.diagnose.sources import diagnose_run_dir
+
+    run = tmp_path / "cartpole_lr_too_high" / "0"
+    run.mkdir(parents=True)
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _cartpole_like(steps=25)))
+    (run / "run.json").write_text(json.dumps({
+        "status": "finished", "task": "cartpole", "family": "gym", "scenario": "lr_too_high", "seed": 1,
+        "score_target": 475.0, "max_entropy": math.log(2), "action_space": "discrete", "grad_clip_actor": 0.5}))
+    diagnose_run_dir(run)
+    assert console_text(run).startswith("step:1 - actor/lr:0.05 - ")
+    result = judge_cell("cartpole", "lr_too_high", run.parent, 0.0)
+    assert result["replay"] == 1 and result["replay_misses"] == []
+    assert "| cartpole | lr_too_high | 1/1 | 1/1 | 1/1 |" in markdown([result], 0.0)
