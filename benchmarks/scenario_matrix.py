@@ -8,6 +8,9 @@ as one batch of agents where they can), two multiruns at a time, and prints one 
 - `appears`: on how many seeds the id is found at all
 - `extra`: warnings outside the scenario's own diagnosis, id -> on how many seeds
 - `seconds_to_signature`: the median training seconds (timing_s/step summed) up to the id's first step
+- `replay`: on how many seeds the run, read back as verl console lines (its metrics.jsonl through the console
+  sink's format, its error last as a console shows it) and diagnosed as an external log, replays
+  (`playground.diagnose.replay`) to its own task and scenario
 
 then one line with the total wall time. The panel (seeds 101-110) was used for no scenario's tuning; `--seeds 1-10`
 is the development panel. `--tasks` and `--scenarios` pick a part; `--out` keeps every run dir.
@@ -27,8 +30,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from playground.config import known_options, scenarios_of
+from playground.diagnose.readers import parse_verl_text
+from playground.diagnose.replay import replay_read
+from playground.diagnose.sources import diagnose_read
 from playground.metrics import STEP
 from playground.runs import find_runs, read_findings, read_metrics_jsonl, read_run_info
+from playground.sinks import format_console_line
 
 ROOT = Path(__file__).resolve().parents[1]
 PANEL = tuple(range(101, 111))
@@ -64,6 +71,28 @@ def train_cell(task: str, scenario: str, seeds: tuple[int, ...], sweep_dir: Path
     return time.perf_counter() - start
 
 
+def console_text(run_dir: Path) -> str:
+    """The run as verl's console would have shown it: a `step:N - key:value` line per step, then the error it
+    stopped on (an out-of-memory or any other exception) as the last line of a traceback."""
+    records = read_metrics_jsonl(run_dir / "metrics.jsonl").records
+    lines = [format_console_line(r, int(r[STEP])) for r in records]
+    info = read_run_info(run_dir) or {}
+    if info.get("status") in ("oom", "failed") and info.get("error"):
+        lines.append(str(info["error"]))
+    return "\n".join(lines) + "\n"
+
+
+def replays_to(run_dir: Path) -> tuple[str | None, str | None]:
+    """(task, scenario) the run's console text replays to (None, None when it names none)."""
+    read = parse_verl_text(console_text(run_dir), name=run_dir.name)
+    try:
+        found = replay_read(read, diagnose_read(read))
+    except Exception as error:  # noqa: BLE001 - one run's replay failing must not lose the matrix's other figures
+        print(f"# {run_dir}: the replay failed: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
+        return None, f"failed ({type(error).__name__})"
+    return found["task"], found["scenario"]
+
+
 def judge_run(run_dir: Path, scenario: str) -> dict:
     """What one run's diagnosis says about its scenario."""
     report = read_findings(run_dir) or {}
@@ -78,7 +107,9 @@ def judge_run(run_dir: Path, scenario: str) -> dict:
         records = read_metrics_jsonl(run_dir / "metrics.jsonl").records
         seconds = sum(r.get("timing_s/step", 0.0) for r in records if 0 < r[STEP] <= first)
     root = not warnings if scenario == "healthy" else own is not None
+    replayed = replays_to(run_dir) if (run_dir / "metrics.jsonl").is_file() else (None, None)
     return {"seed": info.get("seed"), "status": info.get("status"), "root": root, "appears": first is not None,
+            "replay": replayed == (info.get("task"), scenario), "replayed": "/".join(map(str, replayed)),
             "extra": sorted(warnings - mine), "seconds": seconds,
             "roots": [d["root"]["id"] for d in diagnoses if d["root"].get("severity") in BAD]}
 
@@ -91,10 +122,11 @@ def judge_cell(task: str, scenario: str, sweep_dir: Path, wall: float) -> dict:
             extra[fid] = extra.get(fid, 0) + 1
     seconds = [r["seconds"] for r in runs if r["seconds"] is not None]
     return {"task": task, "scenario": scenario, "seeds": len(runs), "root": sum(r["root"] for r in runs),
-            "appears": sum(r["appears"] for r in runs), "extra": extra,
+            "appears": sum(r["appears"] for r in runs), "replay": sum(r["replay"] for r in runs), "extra": extra,
             "seconds_to_signature": round(statistics.median(seconds), 2) if seconds else None,
             "wall_s": round(wall, 1), "misses": [{"seed": r["seed"], "roots": r["roots"], "status": r["status"]}
-                                                 for r in runs if not r["root"]]}
+                                                 for r in runs if not r["root"]],
+            "replay_misses": [{"seed": r["seed"], "replayed": r["replayed"]} for r in runs if not r["replay"]]}
 
 
 def meets_bar(result: dict) -> bool:
@@ -104,18 +136,25 @@ def meets_bar(result: dict) -> bool:
     return result["root"] >= 0.9 * result["seeds"]
 
 
+def replay_meets_bar(result: dict) -> bool:
+    """The run replays to its own task and scenario from its console log on 9 of 10 seeds."""
+    return result.get("replay", 0) >= 0.9 * result["seeds"]
+
+
 def markdown(results: list[dict], wall: float) -> str:
-    """The matrix as a table (root, appears, extra warnings, seconds to the signature)."""
-    lines = ["| task | scenario | root | appears | extra warnings outside its diagnosis | s to signature |",
-             "|---|---|---|---|---|---|"]
+    """The matrix as a table (root, appears, replay, extra warnings, seconds to the signature)."""
+    lines = ["| task | scenario | root | appears | replay | extra warnings outside its diagnosis | s to signature |",
+             "|---|---|---|---|---|---|---|"]
     for r in results:
         extra = ", ".join(f"{fid} {n}" for fid, n in sorted(r["extra"].items(), key=lambda x: -x[1])) or "–"
         seconds = "–" if r["seconds_to_signature"] is None else f"{r['seconds_to_signature']:.1f}"
         mark = "" if meets_bar(r) else " ✗"
+        replay_mark = "" if replay_meets_bar(r) else " ✗"
         lines.append(f"| {r['task']} | {r['scenario']} | {r['root']}/{r['seeds']}{mark} | {r['appears']}/{r['seeds']} "
-                     f"| {extra} | {seconds} |")
-    lines.append(f"\n{sum(meets_bar(r) for r in results)} of {len(results)} cells meet the bar; {wall / 60:.1f} min "
-                 "of wall time.")
+                     f"| {r.get('replay', 0)}/{r['seeds']}{replay_mark} | {extra} | {seconds} |")
+    lines.append(f"\n{sum(meets_bar(r) for r in results)} of {len(results)} cells meet the bar; "
+                 f"{sum(map(replay_meets_bar, results))} of {len(results)} replay to themselves on 9/10 seeds; "
+                 f"{wall / 60:.1f} min of wall time.")
     return "\n".join(lines) + "\n"
 
 
@@ -134,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.markdown:
         args.markdown.write_text(markdown(results, wall))
     print(json.dumps({"figure": "scenario_matrix", "cells": len(results), "meet_the_bar": sum(map(meets_bar, results)),
+                      "replay_to_themselves": sum(map(replay_meets_bar, results)),
                       "seeds": len(args.seeds), "wall_s": round(wall, 1)}), flush=True)
     return 0
 

@@ -1,13 +1,24 @@
-"""External logs: a verl console log (path, upload or pasted text) drawn and diagnosed like a run."""
+"""External logs: a verl console log (path, upload or pasted text) drawn and diagnosed like a run, and replayed: the
+playground scenario nearest to its diagnosis (`playground.diagnose.replay`), which one button trains in the Lab and
+then its fix (two `python -m playground.train` runs through the Lab's launcher, the second queued after the first)."""
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
+from playground.diagnose.replay import replay_read, shown_value
+from playground.overrides import with_replaced
+
 import data
+import knobs
+import lab_run
+import launcher
 import sections
 import series
 import widgets
+
+REPLAY_MESSAGE = "external_replay_message"  # (kind, text) shown once: why the replay did not start
 
 
 def _log():
@@ -52,6 +63,66 @@ def render() -> None:
         if why:
             st.warning(widgets.t("diagnosis_failed", why=why))
         sections.draw_findings(report, None, key="external")
+    if report is not None:
+        draw_replay(_replay(log, report, (log.source, data.log_digest(log))))
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _replay(_log, _report: dict, key: tuple) -> dict:
+    """The log's replay, once per log (`key`: its source and digest): it diagnoses the log once per set of facts."""
+    return replay_read(_log, _report)
+
+
+def _replay_in_lab(found: dict) -> bool:
+    """Queue the scenario's run in the Lab (its short run where it has one, as the Lab's Train would), then the same
+    with its fix, compared with it; the Lab's fields show the scenario. Returns whether both were queued."""
+    task, scenario = found["task"], found["scenario"]
+    short = knobs.lab_config(task, scenario)
+    overrides = knobs.overrides_for(task, scenario, {k.name: short.value(k) for k in knobs.KNOBS})
+    try:
+        fix_items = launcher.fix_overrides(found["fix"]) if found["fix"] else []
+    except launcher.Refused as refused:
+        st.session_state[REPLAY_MESSAGE] = widgets.t("not_started", why=str(refused))
+        return False
+    if not lab_run.start(overrides, f"{task}-{scenario}"):
+        return False
+    lab_run.load_form(overrides)
+    if fix_items:
+        base = st.session_state[lab_run.VIEW]["run"]
+        return lab_run.start(with_replaced(overrides, fix_items), f"{task}-{scenario}-fix", base=base)
+    return True
+
+
+def draw_replay(found: dict) -> None:
+    """The replay block: the scenario, its knobs beside the log's, the commands, why this one, and the button."""
+    st.subheader(widgets.t("replay_title"))
+    lang = widgets.lang()
+    if found["status"] == "none":
+        st.info(found["why"].get(lang, ""))
+        return
+    st.markdown(widgets.t("replay_scenario", task=found["task"], scenario=found["scenario"], root=found["root"]))
+    match = {True: "=", False: "≠", None: ""}
+    rows = [{widgets.t("replay_knob"): k["name"], widgets.t("replay_in_scenario"): shown_value(k["scenario"]),
+             widgets.t("replay_in_log"): widgets.t("replay_not_in_log") if k["log"] is None else shown_value(k["log"]),
+             widgets.t("replay_match"): match[k["match"]]} for k in found["knobs"]]
+    st.dataframe(pd.DataFrame(rows), hide_index=True, key="external_replay_knobs")
+    st.caption(widgets.t("replay_command"))
+    st.code(found["command"], language="bash", wrap_lines=True)
+    if found["status"] == "replay":
+        st.caption(widgets.t("replay_fix_command"))
+        st.code(found["fix_command"] or widgets.t("replay_no_fix"), language="bash", wrap_lines=True)
+    st.caption(f"{widgets.t('replay_why')} {found['why'].get(lang, '')}")
+    for caveat in found["caveats"]:
+        st.warning(caveat.get(lang, ""), icon=":material/info:")
+    message = st.session_state.pop(REPLAY_MESSAGE, None) or st.session_state.pop(lab_run.MESSAGE, (None, None))[1]
+    if message:
+        st.error(message)
+    label = "replay_button" if found["status"] == "replay" and found["fix"] else "replay_button_alone"
+    if st.button(widgets.t(label), key="external_replay", help=widgets.t("replay_button_help"), type="primary",
+                 icon=":material/replay:"):
+        if _replay_in_lab(found):
+            st.switch_page("views/lab.py")
+        st.rerun()
 
 
 if __name__ == "__main__":

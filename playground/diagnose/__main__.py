@@ -1,4 +1,5 @@
-"""`python -m playground.diagnose PATH`: diagnose a run dir, a multirun dir, a metrics file or a verl log;
+"""`python -m playground.diagnose PATH`: diagnose a run dir, a multirun dir, a metrics file or a verl log (with
+`--replay`: and name the playground scenario that reproduces it small, with its fix: `diagnose/replay.py`);
 `python -m playground.diagnose --catalogue`: print the rules as one Markdown table (docs/catalogue.md).
 
 Exit code 0 whatever was found, 2 when nothing could be read.
@@ -7,14 +8,18 @@ Exit code 0 whatever was found, 2 when nothing could be read.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from playground.diagnose import catalogue_table
 from playground.diagnose.calibration import FAMILIES
-from playground.diagnose.readers import parse_verl_text
-from playground.diagnose.report import dumps, format_report
+from playground.diagnose.readers import parse_verl_text, path_kind, read_any
+from playground.diagnose.replay import format_replay, replay, replay_read
+from playground.diagnose.report import dumps, format_diagnosis, json_document
 from playground.diagnose.sources import diagnose_path, diagnose_read
+from playground.runs import METRICS, jsonable, read_metrics_jsonl
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -30,6 +35,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--catalogue", action="store_true",
                         help="print the diagnosis rules as one Markdown table (id, signature, thresholds per family, "
                              "fix, the guide's section) and exit; --lang picks its language")
+    parser.add_argument("--replay", action="store_true",
+                        help="after the report, the playground scenario nearest to the log's root finding (task, "
+                             "scenario, its knobs beside the log's), the command that trains it and its fix's")
     parser.add_argument("--lang", choices=("en", "zh"), default="en", help="language of the report")
     parser.add_argument("--family", choices=FAMILIES,
                         help="thresholds to use (default: from run.json, else the guide's llm values)")
@@ -58,18 +66,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         read = parse_verl_text(args.text, name="text")
         results = [("text", diagnose_read(read, family=args.family, loss_updates=args.loss_updates,
                                           max_response_length=args.max_response_length))]
+        reads = [read]
     else:
         try:
             results = diagnose_path(args.path, family=args.family, loss_updates=args.loss_updates,
                                     max_response_length=args.max_response_length)
+            reads = _reads(args.path, results) if args.replay else []
         except (FileNotFoundError, PermissionError, IsADirectoryError) as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
-    print(dumps(results) if args.json else format_report(results, args.lang))
+    replays = [replay_read(read, report) if hasattr(read, "records") else replay(read, report)
+               for read, (_, report) in zip(reads, results)] if args.replay else []
+    if args.json:
+        document = json_document(results)
+        for item, found in zip(document["results"], replays):
+            item["replay"] = found
+        print(json.dumps(jsonable(document), ensure_ascii=False, indent=1, allow_nan=False)
+              if replays else dumps(results))
+    else:
+        blocks = [format_diagnosis(source, report, args.lang) for source, report in results]
+        for i, found in enumerate(replays):
+            blocks[i] += "\n\n" + format_replay(found, args.lang)
+        print("\n\n".join(blocks))
     readable = any(d.steps or d.findings for _, d in results)
     if not readable:
         print(f"error: no metrics could be read from {args.path or 'the text'}", file=sys.stderr)
     return 0 if readable else 2
+
+
+def _reads(path: str, results: list) -> list:
+    """What each result was diagnosed from, for the replay: a run's records, else the log's read."""
+    if path_kind(Path(path)) in ("run", "runs"):
+        return [read_metrics_jsonl(Path(source) / METRICS).records if (Path(source) / METRICS).is_file() else []
+                for source, _ in results]
+    return [read_any(Path(path))]
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from benchmarks.scenario_matrix import replays_to
 from playground import failures
 from playground.config import CONF_DIR, check_scenario_applies, compose, known_options, scenarios_of
 from playground.diagnose import catalogue
@@ -114,12 +115,14 @@ def test_mountaincar_runs_no_learning_signal_by_default():
 def test_scenario_shows_its_id(train_run, task, sid):
     run_dir, info = run_scenario(train_run, task, sid, seed=CI_SEED, stop=True)
     assert_reproduced(run_dir, info, sid, stopped=True)
+    assert replays_to(run_dir) == (task, sid)  # read back as a verl console log, it replays to itself
 
 
 @pytest.mark.parametrize("task", HEALTHY)
 def test_healthy_run_has_no_warning(train_run, task):
     _, run_dir = train_run([f"task={task}", "scenario=healthy", f"trainer.seed={CI_SEED}"])
     assert_healthy(run_dir)
+    assert replays_to(run_dir) == (task, "healthy")
 
 
 # ---- slow: more seeds, the fixes -----------------------------------------------------------------------------
