@@ -47,7 +47,7 @@ EnvBackend = _choices("EnvBackend", ("auto", "torch", "gymnasium"))
 FilterMetric = _choices("FilterMetric", FILTER_METRICS)
 Objective = _choices("Objective", OBJECTIVES)
 FailureId = _choices("FailureId", FAILURE_IDS)
-RewardName = _choices("RewardName", ("exact_match",))
+RewardName = _choices("RewardName", ("exact_match", "countdown"))  # the token tasks' rules; countdown: TinyZero's
 NoiseType = _choices("NoiseType", ("normal", "cauchy"))
 # verl's `data.truncation`; the playground cuts "left" or "right", "error" refuses a long prompt
 Truncation = _choices("Truncation", ("error", "left", "right"))
