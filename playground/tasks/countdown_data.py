@@ -27,6 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from playground.tasks.countdown_reward import parse_ground_truth, prediction, score
 from playground.tasks.token_data import DIGITS, Example, PromptSet, Tokenizer
 
@@ -229,6 +231,12 @@ class CountdownPrompts(PromptSet):
 
     def target_ids(self, example: Example) -> list[int]:
         return self.tokenizer.encode(self.trace(example.answer, self._trace_rng)) + [self.tokenizer.eos_id]
+
+    def collate_targets(self, examples: Sequence[Example]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Right-pads the traces to the batch's longest (not `max_answer_tokens`): traces vary from 18 to 59 tokens,
+        and the SFT loss, masked, is the same while a batch costs about half the compute."""
+        rows = [self.target_ids(e) for e in examples]
+        return self._pad(rows, max(len(r) for r in rows), left=False)
 
     def predictions(self, texts: Sequence[str]) -> list[float | None]:
         """What verl's `maj@N` votes on: each answer's value (None without one)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 
 import numpy as np
@@ -177,3 +178,30 @@ def test_countdown_config_refuses_another_rule(overrides, message):
     validate(compose(["task=countdown"]))
     with pytest.raises(ConfigError, match=message):
         validate(compose(["task=countdown", *overrides]))
+
+
+# ---- a run end to end, on a tiny base (10 SFT steps of a 1-layer model: the plumbing, not the learning)
+
+TINY_COUNTDOWN = ["task=countdown", "task.num_val=8", "actor_rollout_ref.model.n_layer=1",
+                  "actor_rollout_ref.model.n_embd=32", "sft.eval_every=10", "sft.target_acc_lo=0.0",
+                  "data.train_batch_size=4", "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+                  "actor_rollout_ref.rollout.n=4", "actor_rollout_ref.rollout.val_kwargs.n=4",
+                  "trainer.total_training_steps=1", "trainer.test_freq=1"]
+
+
+def test_a_tiny_countdown_run_logs_pass_at_k_and_verls_val_core(train_run):
+    from playground.metrics import is_known
+    from playground.runs import read_metrics_jsonl
+
+    _, run_dir = train_run(TINY_COUNTDOWN)
+    records = read_metrics_jsonl(run_dir / "metrics.jsonl").records
+    val = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[0])  # as written, before the readers'
+    assert {"val/accuracy", "val/score", "val/pass@1", "val/pass@4", "val-core/countdown/reward/mean@4",
+            "val-core/countdown/reward/best@4/mean", "val-core/countdown/reward/maj@4/mean"} <= set(val)
+    # readers map verl's mean@N onto val/score (metrics.ALIAS_PATTERNS): the same number
+    assert val["val-core/countdown/reward/mean@4"] == pytest.approx(val["val/score"])
+    assert val["val/pass@1"] == pytest.approx(val["val/accuracy"])
+    assert val["val-core/countdown/reward/best@4/mean"] >= val["val-core/countdown/reward/mean@4"]
+    assert all(is_known(k) for r in records for k in r)
+    step = records[1]
+    assert step["response_length/max"] <= 64 and "critic/score/mean" in step
