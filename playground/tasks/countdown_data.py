@@ -33,7 +33,7 @@ from playground.tasks.countdown_reward import parse_ground_truth, prediction, sc
 from playground.tasks.token_data import DIGITS, Example, PromptSet, Tokenizer
 
 TAGS = ("<think>", "</think>", "<answer>", "</answer>")
-MAX_VALUE = 999  # an intermediate value has at most 3 digits: bounds the step length
+MAX_VALUE = 100  # intermediate values stay in [0, 100], as a player aiming at a target of at most 100 computes
 _TAG_SPLIT = re.compile("(" + "|".join(re.escape(t) for t in TAGS) + ")")
 
 
