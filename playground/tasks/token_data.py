@@ -336,32 +336,16 @@ class AdditionPrompts(PromptSet):
         return self.max_digits + 1  # a carry out of the top digit adds one
 
 
-def _countdown() -> type[PromptSet]:
-    from playground.tasks.countdown_data import CountdownPrompts  # imports this module: loaded when named
-
-    return CountdownPrompts
-
-
 PROMPT_SETS: dict[str, type[PromptSet]] = {"reverse": ReversePrompts, "addition": AdditionPrompts}
-LAZY_PROMPT_SETS = {"countdown": _countdown}
 
 
 def make_prompts(name: str, **knobs: Any) -> PromptSet:
-    """The prompt set `task.name` names, with its knobs (`PromptSet.knobs`), `num_train`, `num_val`, `seed`.
+    """The prompt set `task.name` names, with its knobs (`PromptSet.knobs`), `num_train`, `num_val`, `seed`
+    (countdown's: `prompt_sets.PROMPT_SETS`).
 
     Raises:
         ConfigError: an unknown name (checked before any model is built).
     """
-    if name in LAZY_PROMPT_SETS:
-        return LAZY_PROMPT_SETS[name]()(**knobs)
     if name not in PROMPT_SETS:
-        raise ConfigError(f"task.name={name!r} is out of range for token tasks: allowed one of "
-                          f"{sorted([*PROMPT_SETS, *LAZY_PROMPT_SETS])}")
+        raise ConfigError(f"task.name={name!r} is out of range for token tasks: allowed one of {sorted(PROMPT_SETS)}")
     return PROMPT_SETS[name](**knobs)
-
-
-def prompts_for_task(task: Any) -> PromptSet:
-    """The prompt set of a config's `task` section: `task.name`, its knobs, `task.num_val`, `task.data_seed`."""
-    cls = LAZY_PROMPT_SETS[task.name]() if task.name in LAZY_PROMPT_SETS else PROMPT_SETS.get(task.name)
-    knobs = {key: task[key] for key in cls.knobs} if cls is not None else {}
-    return make_prompts(task.name, **knobs, num_val=task.num_val, seed=task.data_seed)

@@ -44,8 +44,10 @@ from playground.models.tiny_gpt import (
 )
 from playground.perf import device_name, peak_flops
 from playground.tasks.base import Batch, Task
+from playground.tasks.countdown_reward import val_core_metrics
+from playground.tasks.prompt_sets import prompts_for_task
 from playground.tasks.sft import SFTConfig, build_base_model
-from playground.tasks.token_data import pass_at_k, prompts_for_task
+from playground.tasks.token_data import pass_at_k
 from playground.tasks.token_reward import TokenReward
 
 # On CPU a pass without gradients over many agents (rollout, old log-probs, reference, values, validation) runs in
@@ -341,7 +343,6 @@ class TokenTask(Task):
         for k in range(1, n + 1):
             metrics[f"val/pass@{k}"] = torch.tensor([sum(pass_at_k(n, c, k) for c in correct) / len(correct)])
         if self.data.val_core_source is not None:  # verl's names for the same validation (countdown)
-            from playground.tasks.countdown_reward import val_core_metrics
             preds = self.data.predictions(texts)
             core = val_core_metrics(self.data.val_core_source, val_score.tolist(),
                                     [preds[i:i + n] for i in range(0, len(preds), n)])
