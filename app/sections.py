@@ -39,6 +39,7 @@ RECOMMENDED: list[tuple[str, list[str | tuple[str, ...]]]] = [
 # on one chart, so the panel shows where the step's time went.
 PHASES = "timing_s/"
 NOT_DRAWN = {STEP}  # the x axis itself
+PASS_AT_K = re.compile(r"^val/pass@\d+$")
 MAX_POINTS = 1000  # per line; min and max of each bucket are kept (`series.downsample_index`)
 
 
@@ -92,7 +93,20 @@ def panel_list(choice: str, columns: Sequence[str]) -> list[tuple[str, list[str 
         return panels
     groups = metrics_by_group(columns)
     title = widgets.group_names().get(choice, widgets.t("group_other"))
-    return [(title, groups.get(choice, []))]
+    metrics = groups.get(choice, [])
+    return [(title, pass_at_k_chart(metrics) if choice == "val" else metrics)]
+
+
+def pass_at_k_chart(metrics: list[str]) -> list[str | tuple[str, ...]]:
+    """The validation group with its `val/pass@k` keys drawn as one chart, the pass@k curves: k = 1, 2, 4, ... and
+    the largest k (a run validating 16 samples a prompt logs 16 keys; one chart per k would bury the group)."""
+    ks = sorted(int(m.split("@")[1]) for m in metrics if PASS_AT_K.match(m))
+    if len(ks) < 2:
+        return metrics
+    shown = tuple(f"val/pass@{k}" for k in ks if k & (k - 1) == 0 or k == ks[-1])
+    at = next(i for i, m in enumerate(metrics) if PASS_AT_K.match(m))  # where the first pass@k key was
+    rest = [m for m in metrics if not PASS_AT_K.match(m)]
+    return rest[:at] + [shown] + rest[at:]
 
 
 def _data_range(long: pd.DataFrame) -> tuple[float, float]:

@@ -261,6 +261,11 @@ def _validate_token(cfg: DictConfig) -> None:
            "true only with reward_model.overlong_buffer.enable=true (it logs that penalty)")
     if _get(cfg, "world_model.enable"):
         raise ConfigError("world_model.enable=True is out of range for token tasks: allowed only on gym tasks")
+    # countdown scores with TinyZero's rule (many right equations: no per-position credit); the others exact match
+    rule = "countdown" if _get(cfg, "task.name") == "countdown" else "exact_match"
+    _check(cfg, "reward.name", lambda x: x == rule, f"{rule!r} for task.name={_get(cfg, 'task.name')}")
+    if rule == "countdown":
+        _check(cfg, "reward.partial_credit", lambda x: not x, "false for task countdown (TinyZero's rule)")
     _check_minibatches(cfg, _get(cfg, "data.train_batch_size"), "prompts", per_unit=n)
 
 

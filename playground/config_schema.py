@@ -50,7 +50,7 @@ Objective = _choices("Objective", OBJECTIVES)
 RolloutIsLevel = _choices("RolloutIsLevel", IS_LEVELS)
 BypassLossType = _choices("BypassLossType", LOSS_TYPES)
 FailureId = _choices("FailureId", FAILURE_IDS)
-RewardName = _choices("RewardName", ("exact_match",))
+RewardName = _choices("RewardName", ("exact_match", "countdown"))  # the token tasks' rules; countdown: TinyZero's
 NoiseType = _choices("NoiseType", ("normal", "cauchy"))
 # verl's `data.truncation`; the playground cuts "left" or "right", "error" refuses a long prompt
 Truncation = _choices("Truncation", ("error", "left", "right"))

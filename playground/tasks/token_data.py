@@ -121,6 +121,9 @@ class PromptSet:
 
     name: ClassVar[str]
     num_operands: ClassVar[int]
+    knobs: ClassVar[tuple[str, ...]] = ("min_digits", "max_digits")  # the task.* keys the constructor takes
+    rule = staticmethod(score)  # the reward rule: (response_text, answer, **reward keys) -> {"score", "acc"}
+    val_core_source: ClassVar[str | None] = None  # a data source logs verl's val-core/<source>/... keys
 
     def __init__(self, min_digits: int, max_digits: int, num_train: int | None = None, num_val: int = 512,
                  seed: int = 0):
@@ -196,7 +199,7 @@ class PromptSet:
         return [self.train[i] for i in idx.tolist()]
 
     def score(self, response_text: str, example: Example, **kwargs: Any) -> dict[str, float]:
-        return score(response_text, example.answer, **kwargs)
+        return self.rule(response_text, example.answer, **kwargs)
 
     def collate_prompts(
         self, examples: Sequence[Example], width: int | None = None, truncation: str = "error"
@@ -337,7 +340,8 @@ PROMPT_SETS: dict[str, type[PromptSet]] = {"reverse": ReversePrompts, "addition"
 
 
 def make_prompts(name: str, **knobs: Any) -> PromptSet:
-    """The prompt set `task.name` names, with knobs `min_digits`, `max_digits`, `num_train`, `num_val`, `seed`.
+    """The prompt set `task.name` names, with its knobs (`PromptSet.knobs`), `num_train`, `num_val`, `seed`
+    (countdown's: `prompt_sets.PROMPT_SETS`).
 
     Raises:
         ConfigError: an unknown name (checked before any model is built).

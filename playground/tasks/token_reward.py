@@ -26,9 +26,11 @@ from playground.tasks.token_data import score
 class TokenReward:
     """The reward of K agents' responses: the rule and the overlong shaping shared, scale and noise per agent."""
 
-    def __init__(self, cfgs: Sequence[DictConfig], device: torch.device):
+    def __init__(self, cfgs: Sequence[DictConfig], device: torch.device, rule=score):
+        """`rule`: the task's rule reward, `(response_text, answer, format_score=, partial_credit=)` ->
+        `{"score", "acc"}` (the prompt set's `rule`)."""
         cfg = cfgs[0]
-        self.device = device
+        self.device, self.rule_fn = device, rule
         # read once: the reward is scored per response
         self.rule = {"format_score": float(cfg.reward.format_score), "partial_credit": bool(cfg.reward.partial_credit)}
         self.scale = [float(c.reward.scale) for c in cfgs]
@@ -42,7 +44,7 @@ class TokenReward:
 
     def rule_scores(self, texts: Sequence[str], answers: Sequence[str]) -> dict[str, Tensor]:
         """The rule's `score` and `acc` of each response `(rows,)`, before any shaping."""
-        results = [score(text, answer, **self.rule) for text, answer in zip(texts, answers)]
+        results = [self.rule_fn(text, answer, **self.rule) for text, answer in zip(texts, answers)]
         return {key: torch.tensor([r[key] for r in results], device=self.device) for key in ("score", "acc")}
 
     def penalty(self, response_length: Tensor) -> Tensor:

@@ -47,8 +47,10 @@ from playground.models.tiny_gpt import (
 from playground.perf import device_name, peak_flops
 from playground.rollout_engine import DTYPES
 from playground.tasks.base import Batch, Task
+from playground.tasks.countdown_reward import val_core_metrics
+from playground.tasks.prompt_sets import prompts_for_task
 from playground.tasks.sft import SFTConfig, build_base_model
-from playground.tasks.token_data import make_prompts, pass_at_k
+from playground.tasks.token_data import pass_at_k
 from playground.tasks.token_reward import TokenReward
 
 # On CPU a pass without gradients over many agents (rollout, old log-probs, reference, values, validation) runs in
@@ -62,7 +64,7 @@ CPU_PASS_BYTES = 64 * 2**20
 def base_model_for(cfg: DictConfig):
     """The task's data, the model's config and the SFT base model (built once, then loaded from the cache)."""
     t, m = cfg.task, cfg.actor_rollout_ref.model
-    data = make_prompts(t.name, min_digits=t.min_digits, max_digits=t.max_digits, num_val=t.num_val, seed=t.data_seed)
+    data = prompts_for_task(t)
     model_cfg = GPTConfig(vocab_size=data.tokenizer.vocab_size, block_size=m.block_size, n_layer=m.n_layer,
                           n_head=m.n_head, n_embd=m.n_embd)
     return data, model_cfg, build_base_model(data, model_cfg, SFTConfig(**cfg.sft))
@@ -133,7 +135,7 @@ class TokenTask(Task):
         trainer_dtype = DTYPES[str(cfg.actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype)]
         self.trainer_precision = (contextlib.nullcontext if trainer_dtype == torch.float32 else
                                   functools.partial(torch.autocast, device.type, dtype=trainer_dtype))
-        self.reward = TokenReward(cfgs, device)
+        self.reward = TokenReward(cfgs, device, rule=self.data.rule)
         self.peak_flops = peak_flops(device_name(device), cfg.trainer.get("peak_flops"))
         self.rows_per_step = int(cfg.data.train_batch_size) * self.n
         # prompts per generation: dynamic sampling draws data.gen_batch_size (config.py allows it only then)
@@ -356,6 +358,11 @@ class TokenTask(Task):
         correct = acc.sum(-1).long().tolist()
         for k in range(1, n + 1):
             metrics[f"val/pass@{k}"] = torch.tensor([sum(pass_at_k(n, c, k) for c in correct) / len(correct)])
+        if self.data.val_core_source is not None:  # verl's names for the same validation (countdown)
+            preds = self.data.predictions(texts)
+            core = val_core_metrics(self.data.val_core_source, val_score.tolist(),
+                                    [preds[i:i + n] for i in range(0, len(preds), n)])
+            metrics.update({key: torch.tensor([value]) for key, value in core.items()})
         return metrics
 
 

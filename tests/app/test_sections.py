@@ -73,3 +73,12 @@ def test_a_log_without_perf_metrics_shows_its_phase_timings():
     assert perf == ("4 · Performance", [("timing_s/gen", "timing_s/adv", "timing_s/update_actor")])
     assert sections.chart_name(perf[1][0]) == "timing_s/* (gen, adv, update_actor)"
     assert sections.panel_list("recommended", [*columns, "timing_s/step"])[3][1] == ["timing_s/step"]
+
+
+def test_validation_group_draws_pass_at_k_as_one_chart():
+    columns = ["val/score", "val/accuracy", *(f"val/pass@{k}" for k in range(1, 17)),
+               "val-core/countdown/reward/mean@16"]
+    (_, metrics), = sections.panel_list("val", columns)
+    assert metrics == ["val/score", "val/accuracy", "val-core/countdown/reward/mean@16",
+                       ("val/pass@1", "val/pass@2", "val/pass@4", "val/pass@8", "val/pass@16")]
+    assert sections.panel_list("val", ["val/accuracy", "val/pass@1"])[0][1] == ["val/accuracy", "val/pass@1"]
