@@ -135,7 +135,8 @@ def rollout_precision(device: str, prompts: int = 256) -> dict[str, dict[str, fl
     `training/rollout_probs_diff_*` per rollout dtype, emitted and returned."""
     from playground.algos.rollout_debug import rollout_probs_diff
     from playground.config import compose
-    from playground.models.tiny_gpt import build_sequences, compute_log_prob, generate
+    from playground.models.generation import build_sequences, generate
+    from playground.models.tiny_gpt import compute_log_prob
     from playground.rollout_engine import RolloutSpec, RolloutWeights
     from playground.tasks.token_task import base_model_for
 

@@ -9,7 +9,7 @@ from torch import nn
 
 from playground.algos.rollout_debug import per_agent, rollout_probs_diff, trajectory_staleness
 from playground.config import ConfigError, compose, validate
-from playground.models.tiny_gpt import _pick_tokens
+from playground.models.generation import _pick_tokens
 from playground.rollout_engine import RolloutSpec, RolloutWeights
 from playground.runs import read_metrics_jsonl
 
@@ -138,7 +138,8 @@ def test_a_gym_rollout_is_the_trainer():
 # ---- the rollout's log-probs against the trainer's -------------------------------------------------------------------
 def _probs_diff_of(rollout_model, trainer_model) -> float:
     """Generate 8 responses with `rollout_model` and score them with `trainer_model`: verl's probs diff mean."""
-    from playground.models.tiny_gpt import build_sequences, compute_log_prob, generate
+    from playground.models.generation import build_sequences, generate
+    from playground.models.tiny_gpt import compute_log_prob
 
     prompt = torch.randint(3, 16, (8, 4), generator=torch.Generator().manual_seed(0))
     out = generate(rollout_model, prompt, torch.ones_like(prompt), max_new_tokens=6, eos_id=1, pad_id=0,

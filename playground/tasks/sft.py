@@ -18,7 +18,8 @@ from typing import Any
 
 import torch
 
-from playground.models.tiny_gpt import GPTConfig, TinyGPT, compute_log_prob, generate, position_ids_from_mask
+from playground.models.generation import generate
+from playground.models.tiny_gpt import GPTConfig, TinyGPT, compute_log_prob, position_ids_from_mask
 from playground.runs import write_atomic
 from playground.tasks.token_data import Example, PromptSet
 

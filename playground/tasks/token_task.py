@@ -33,16 +33,14 @@ from playground.config import uses_critic
 from playground.hparams import AgentHParams
 from playground.models import checkpointing
 from playground.models.agents import AgentView, stack_agents
+from playground.models.generation import GenerationOutput, build_sequences, generate
 from playground.models.tiny_gpt import (
-    GenerationOutput,
     GPTConfig,
     TinyGPTCritic,
-    build_sequences,
     compute_log_prob,
     compute_values,
     count_flops,
     count_params,
-    generate,
 )
 from playground.perf import device_name, peak_flops
 from playground.rollout_engine import DTYPES

@@ -9,13 +9,13 @@ import pytest
 import torch
 
 from playground.models.agents import AgentView, stack_agents
+from playground.models.generation import generate
 from playground.models.tiny_gpt import (
     GPTConfig,
     TinyGPT,
     TinyGPTCritic,
     compute_log_prob,
     compute_values,
-    generate,
     position_ids_from_mask,
 )
 

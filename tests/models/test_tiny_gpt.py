@@ -5,18 +5,17 @@ from __future__ import annotations
 import pytest
 import torch
 
+from playground.models.generation import build_sequences, generate
 from playground.models.tiny_gpt import (
     GPTConfig,
     KVCache,
     TinyGPT,
     TinyGPTCritic,
-    build_sequences,
     compute_log_prob,
     compute_values,
     count_flops,
     count_matmul_params,
     count_params,
-    generate,
     position_ids_from_mask,
 )
 
