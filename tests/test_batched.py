@@ -219,13 +219,13 @@ def _train_tokens(agents: list[list[str]], root: Path, extra: list[str]) -> tupl
 def test_batched_token_agents_match_their_solo_runs(tmp_path, monkeypatch, estimator, agent_chunk):
     """GRPO, and PPO with a critic; with `agent_chunk=1` every pass without gradients (rollout, old log-probs,
     reference, values, validation) runs one agent at a time (`AgentView`), as a large batch does on CPU."""
-    import playground.tasks.token_task as token_task
+    import playground.tasks.agent_passes as agent_passes
 
     extra = [f"algorithm.adv_estimator={estimator}"]
     for k, agent in enumerate(TOKEN_AGENTS):
         _train_tokens([agent], tmp_path / f"solo{k}", extra)
     if agent_chunk is not None:  # the bytes of one agent's smallest pass: one agent per chunk
-        monkeypatch.setattr(token_task, "CPU_PASS_BYTES", agent_chunk)
+        monkeypatch.setattr(agent_passes, "CPU_PASS_BYTES", agent_chunk)
     statuses, dirs = _train_tokens(TOKEN_AGENTS, tmp_path / "batch", extra)
     assert statuses == ["finished"] * 3
     for k, run_dir in enumerate(dirs):
