@@ -324,9 +324,11 @@ def replay(records: Sequence[Mapping[str, float]], report: Report | Mapping[str,
                     break
             if candidates:
                 break
-        if not candidates and nearest is not None:
+        # the nearest task that has a failure to replay (a task with only its healthy run has none)
+        with_failures = [t for t in order if any(s != HEALTHY for s in tasks[t]["scenarios"])]
+        if not candidates and with_failures:
             caveats.append(_t("replay_caveat_no_scenario", root=root))
-            candidates = [(nearest, s) for s in tasks[nearest]["scenarios"] if s != HEALTHY]
+            candidates = [(with_failures[0], s) for s in tasks[with_failures[0]]["scenarios"] if s != HEALTHY]
             why_key = "replay_why_knobs"
     if not candidates:
         out["why"] = _t("replay_none_empty")

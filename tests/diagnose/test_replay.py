@@ -127,6 +127,8 @@ def test_an_id_no_scenario_reproduces_names_the_nearest_by_knobs_with_a_caveat()
     assert found["root"] == "entropy_explosion" and found["status"] == "replay"
     assert found["scenario"] != "entropy_explosion" and found["task"] in TOKEN_TASKS
     assert any("No scenario reproduces entropy_explosion" in c["en"] for c in found["caveats"])
+    # these lengths are nearest countdown's, whose only scenario is healthy: the nearest task with a failure replays
+    assert set(rp.reference()["tasks"][found["task"]]["scenarios"]) - {"healthy"}
 
 
 def test_a_root_without_a_scenario_replays_the_next_failure_of_its_diagnosis():
