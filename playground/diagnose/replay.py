@@ -130,6 +130,16 @@ def log_signature(records: Sequence[Mapping[str, float]]) -> dict[str, float | N
             "response_length_max": max(responses) if responses else None}
 
 
+def named_task(records: Sequence[Mapping[str, float]], tasks: Mapping[str, Any]) -> str | None:
+    """The task a log names in its keys, where it does: the guide's `episode/success_rate_<task>` (§5; the playground's
+    gym runs log it) or verl's `val-core/<data_source>/...` whose data source is one of the tasks."""
+    for key in sorted({k for r in records for k in r}):
+        for prefix in ("episode/success_rate_", "val-core/"):
+            if key.startswith(prefix) and key[len(prefix):].split("/")[0] in tasks:
+                return key[len(prefix):].split("/")[0]
+    return None
+
+
 def signature_distance(features: Mapping[str, float | None], ranges: Mapping[str, Sequence[float]]) -> float | None:
     """How far the features lie outside a task's ranges, summed on an asinh scale (0: inside every range); None when
     they share no feature."""
@@ -287,6 +297,10 @@ def replay(records: Sequence[Mapping[str, float]], report: Report | Mapping[str,
     features = log_signature(records)
     distances = {t: signature_distance(features, e["signature"]) for t, e in tasks.items() if e["family"] == family}
     order = sorted(distances, key=lambda t: (distances[t] is None, distances[t] or 0.0))
+    named = named_task(records, tasks)
+    named = named if named in distances else None  # a task of the log's own family
+    if named:  # the log says which task it is: its signature need not (the probes' all look alike)
+        distances[named], order = 0.0, [named, *(t for t in order if t != named)]
     knobs = log_knobs(records)
     nearest = order[0] if order else None
     recognised = nearest is not None and (family == "gym" or (
@@ -297,7 +311,8 @@ def replay(records: Sequence[Mapping[str, float]], report: Report | Mapping[str,
     why_key = "replay_why_root"
     own: list[str] = []
     if recognised:  # a gym log without episodes yet fits every gym task: each is tried
-        tied = [t for t in order if distances[t] == distances[nearest]] if family == "gym" else [nearest]
+        same = [t for t in order if distances[t] == distances[nearest]]
+        tied = same if family == "gym" and not named else [nearest]
         for task in tied:
             roots = {(task, s): found for s, found in _hypotheses(records, task, tasks[task], status).items()}
             candidates += [c for c, found in roots.items() if c[1] in found]

@@ -163,7 +163,7 @@ def test_the_reference_is_from_development_seeds_and_covers_every_task_and_scena
     assert ref["format"] == rp.REFERENCE_FORMAT and ref["provenance"]["command"]
     seeds = ref["provenance"]["seeds"]
     assert seeds and not set(seeds) & set(rp.PANEL_SEEDS)
-    tasks = [t for t in known_options("task") if not t.startswith("probe") and scenarios_of(t)]
+    tasks = [t for t in known_options("task") if scenarios_of(t)]
     assert sorted(ref["tasks"]) == sorted(tasks)
     for task, entry in ref["tasks"].items():
         assert list(entry["scenarios"]) == scenarios_of(task), task
@@ -217,3 +217,17 @@ def test_the_scenario_matrix_counts_the_runs_that_replay_to_themselves(tmp_path)
     result = judge_cell("cartpole", "lr_too_high", run.parent, 0.0)
     assert result["replay"] == 1 and result["replay_misses"] == []
     assert "| cartpole | lr_too_high | 1/1 | 1/1 | 1/1 |" in markdown([result], 0.0)
+
+
+def test_a_log_that_names_its_task_replays_that_task():
+    """The guide's `episode/success_rate_<task>` (and verl's `val-core/<data_source>/...`) name the task: the probes'
+    signatures look alike (one step, reward 1), their names do not."""
+    tasks = rp.reference()["tasks"]
+    assert rp.named_task([{STEP: 1, "episode/success_rate_probe4": 1.0}], tasks) == "probe4"
+    assert rp.named_task([{STEP: 1, "val-core/countdown/reward/mean@16": 0.2}], tasks) == "countdown"
+    assert rp.named_task([{STEP: 1, "val-core/gsm8k/reward/mean@1": 0.2}], tasks) is None  # not a playground task
+    records = [{STEP: s, "critic/score/mean": 1.0, "critic/rewards/mean": 1.0, "episode/reward/mean": 1.0,
+                "episode/length/mean": 1.0, "episode/length/max": 1.0, "episode/success_rate_probe4": 1.0}
+               for s in range(1, 21)]
+    found = rp.replay(records, {"diagnoses": [], "findings": []})
+    assert (found["task"], found["scenario"]) == ("probe4", "healthy")
