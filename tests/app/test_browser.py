@@ -170,6 +170,7 @@ def test_lab_trains_watches_it_break_and_fixes_it(tmp_path, shots):
     assert "lr_too_high" not in {f["id"] for f in read_findings(fixed)["findings"]}
 
 
+@pytest.mark.slow  # CI: the Sweeps page's map in AppTest (views/test_sweeps.py), batched sweeps in test_batched.py
 def test_sweep_from_the_page_maps_its_runs(tmp_path, shots):
     from playwright.sync_api import expect, sync_playwright
 

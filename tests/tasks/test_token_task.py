@@ -75,7 +75,8 @@ def test_healthy_reverse_lifts_accuracy(estimator, train_run):
     assert info["stop_reason"].startswith("stop_on_score")
 
 
-@pytest.mark.parametrize("estimator", ["grpo", "gae"])
+# CI keeps GRPO (verl's LLM default); PPO with a critic on addition runs with the slow tests
+@pytest.mark.parametrize("estimator", ["grpo", pytest.param("gae", marks=pytest.mark.slow)])
 def test_healthy_addition_lifts_accuracy_clearly_above_the_base(estimator, train_run):
     # from the 0.309 base (torch 2.13's SFT), the better of the last two validations at step 40 measured
     # 0.39-0.43 with GRPO (seeds 0-3) and 0.40-0.44 with GAE (seeds 1-3): +0.07 at the least; one validation
