@@ -145,6 +145,7 @@ def _peak_gb(run_dir) -> float:
     return max(r.get("perf/max_memory_allocated_gb", 0.0) for r in records)
 
 
+@pytest.mark.slow  # CI keeps the consequence: checkpointing clears the out_of_memory scenario (the test below)
 def test_gradient_checkpointing_lowers_the_updates_peak_memory(train_run):
     """The guard measures a checkpointed backward where it peaks (a block recomputed); without checkpointing it
     measures before backward, a lower bound of that run's peak. Measured: 0.155 GiB against 0.090 GiB."""

@@ -206,6 +206,7 @@ def test_sweep_from_the_page_maps_its_runs(tmp_path, shots):
 SUBMIT = ".st-key-workshop_submit button"
 
 
+@pytest.mark.slow  # CI: the same wrong-then-right check in AppTest (views/test_workshop.py), job stops in test_launcher
 def test_workshop_wrong_then_right_diagnosis_and_the_explorer_stops_its_run(tmp_path, shots):
     from playwright.sync_api import expect, sync_playwright
 
