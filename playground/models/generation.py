@@ -18,9 +18,12 @@ from playground.models.tiny_gpt import KVCache, TinyGPT, position_ids_from_mask
 @dataclass
 class GenerationOutput:
     responses: torch.Tensor  # (bs, max_new_tokens) long; pad_id after EOS
-    response_mask: torch.Tensor  # (bs, max_new_tokens) long; 1 up to and including EOS
-    response_length: torch.Tensor  # (bs,) long; == max_new_tokens means the limit was hit
+    response_mask: torch.Tensor  # (bs, max_new_tokens) long; 1 on the policy's tokens, up to and including EOS
+    response_length: torch.Tensor  # (bs,) long; tokens in the response; == max_new_tokens means the limit was hit
     log_probs: torch.Tensor  # (bs, max_new_tokens) the log-probs the rollout reports (`logprobs_mode`); 0 where masked
+    # (bs, max_new_tokens) long; 1 on every response token the model reads: the policy's and, in a multi-turn episode
+    # (`multi_turn.generate_episodes`), the environment's replies too. Single-turn it is `response_mask`
+    attention_mask: torch.Tensor
 
 
 def _uniforms(generators: Sequence[torch.Generator | None], drawing: Sequence[bool], rows: int,
@@ -150,12 +153,12 @@ def generate(
             num_valid = num_valid + alive.long()
         else:
             ids, mask = torch.cat([ids, tokens[:, None]], 1), torch.cat([mask, new_mask], 1)
-    return GenerationOutput(responses, response_mask, response_mask.sum(-1), log_probs)
+    return GenerationOutput(responses, response_mask, response_mask.sum(-1), log_probs, response_mask)
 
 
 def build_sequences(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, gen: GenerationOutput
                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Prompt + response as verl's batch: `input_ids`, `attention_mask`, `position_ids`, each `(bs, P + R)`."""
     input_ids = torch.cat([prompt_ids, gen.responses], dim=1)
-    attention_mask = torch.cat([prompt_mask.long(), gen.response_mask], dim=1)
+    attention_mask = torch.cat([prompt_mask.long(), gen.attention_mask], dim=1)
     return input_ids, attention_mask, position_ids_from_mask(attention_mask)

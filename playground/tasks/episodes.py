@@ -8,6 +8,10 @@ whose reply is appended to the context (through the generation's KV cache) befor
 episode ends at EOS, when a reply says `done`, at `actor_rollout_ref.rollout.multi_turn.max_assistant_turns`, or at the
 response length cap.
 
+A multi-turn prompt set (`token_data.PromptSet` subclass, registered in `prompt_sets.PROMPT_SETS`) has the class
+attribute `turn_end_tokens: ClassVar[tuple[str, ...]]` (tokens of its tokenizer) and the method
+`new_episode(self, example: Example) -> Episode`.
+
 Two implementations meet it: the calculator tool task and the FrozenLake text game.
 """
 
@@ -31,7 +35,11 @@ class Episode(Protocol):
         """The environment's reply to one assistant turn (its decoded text, the turn-end token included)."""
         ...
 
-    def outcome(self) -> dict[str, float]:
+    def outcome(self, last_turn: str) -> dict[str, float]:
         """At the episode's end: at least `score` (the reward trained on) and `acc` (1.0 on success, else 0.0);
-        a tool task adds `tool_calls`."""
+        a tool task adds `tool_calls`.
+
+        `last_turn`: the assistant's text after the environment's last reply that `step` never saw (decoded, EOS
+        dropped): the turn EOS ended, the one the length cap cut, or the one that reached `max_assistant_turns` (its
+        turn-end token included); "" when a reply with `done` ended the episode."""
         ...
