@@ -7,10 +7,10 @@ on slippery ice the player moves in the intended direction with probability 1/3 
 1/3, the draw being gymnasium's `categorical_sample` (the first outcome whose cumulative probability exceeds a
 uniform u), so the same uniforms give the same moves (tests/tasks/test_frozenlake.py steps both side by side).
 
-The maps are RAGEN's `generate_random_map` (ragen/env/frozen_lake/utils.py): gymnasium's generator (each tile frozen
-with probability p, redrawn until the goal is reachable) but with the start and the goal on random distinct tiles
-rather than in opposite corners, so that the way to go depends on the board and not only on the size. Drawn with
-Python's `random` rather than numpy: the same logic, not the same maps as RAGEN's for a seed.
+The maps are gymnasium's `generate_random_map` (each tile frozen with probability p, the start top left and the goal
+bottom right, redrawn until the goal is reachable), or RAGEN's variant of it (ragen/env/frozen_lake/utils.py: start
+and goal on random distinct tiles, so the way to go depends on the board alone). Drawn with Python's `random` rather
+than numpy: the same logic, not the same maps for a seed.
 """
 
 from __future__ import annotations
@@ -72,15 +72,18 @@ def goal_distances(lake: LakeMap) -> dict[tuple[int, int], int]:
     return dist
 
 
-def generate_map(size: int, p: float, rng: random.Random) -> LakeMap:
-    """A random solvable map: tiles frozen with probability p, start and goal on distinct random tiles (RAGEN's
-    generator), redrawn until the goal is reachable from the start."""
+def generate_map(size: int, p: float, rng: random.Random, random_start_goal: bool = False) -> LakeMap:
+    """A random solvable map, each tile frozen with probability p, redrawn until the goal is reachable from the start:
+    gymnasium's `generate_random_map` (start top left, goal bottom right), or with `random_start_goal` RAGEN's (start
+    and goal on distinct random tiles)."""
     while True:
         board = [["F" if rng.random() < p else "H" for _ in range(size)] for _ in range(size)]
-        start = (rng.randrange(size), rng.randrange(size))
-        goal = (rng.randrange(size), rng.randrange(size))
-        if start == goal:
-            continue
+        start, goal = (0, 0), (size - 1, size - 1)
+        if random_start_goal:
+            start = (rng.randrange(size), rng.randrange(size))
+            goal = (rng.randrange(size), rng.randrange(size))
+            if start == goal:
+                continue
         board[start[0]][start[1]], board[goal[0]][goal[1]] = "S", "G"
         lake = LakeMap(tuple("".join(row) for row in board))
         if start in goal_distances(lake):

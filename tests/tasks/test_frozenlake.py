@@ -24,7 +24,7 @@ def test_step_matches_gymnasium(is_slippery):
     uniforms gymnasium's generator draws: `reset(seed)` takes one (the start tile), each `step` one more."""
     rng = random.Random(1)
     for game_seed in range(40):
-        lake = generate_map(4, 0.7, rng) if game_seed else LakeMap(tuple(MAPS["4x4"]))
+        lake = generate_map(4, 0.7, rng, random_start_goal=True) if game_seed else LakeMap(tuple(MAPS["4x4"]))
         env = FrozenLakeEnv(desc=list(lake.rows), is_slippery=is_slippery)
         state, _ = env.reset(seed=game_seed)
         uniforms, _ = seeding.np_random(game_seed)
@@ -66,13 +66,18 @@ def test_goal_distances_on_gymnasium_map():
     assert (1, 1) not in dist and (3, 0) not in dist  # holes are never on a route
 
 
-def test_generated_maps_are_solvable_and_seeded():
-    maps = [generate_map(4, 0.8, random.Random(s)) for s in range(200)]
+@pytest.mark.parametrize("random_start_goal", [False, True])
+def test_generated_maps_are_solvable_and_seeded(random_start_goal):
+    maps = [generate_map(4, 0.8, random.Random(s), random_start_goal) for s in range(200)]
     for lake in maps:
         assert sorted("".join(lake.rows).replace("H", "").replace("F", "")) == ["G", "S"]
         assert lake.find("S") in goal_distances(lake)
-    assert maps == [generate_map(4, 0.8, random.Random(s)) for s in range(200)]
-    assert len({lake.find("S") for lake in maps}) > 8 and len({lake.find("G") for lake in maps}) > 8  # RAGEN's
+    assert maps == [generate_map(4, 0.8, random.Random(s), random_start_goal) for s in range(200)]
+    starts, goals = {lake.find("S") for lake in maps}, {lake.find("G") for lake in maps}
+    if random_start_goal:  # RAGEN's
+        assert len(starts) > 8 and len(goals) > 8
+    else:  # gymnasium's
+        assert starts == {(0, 0)} and goals == {(3, 3)}
     holes = np.mean(["".join(m.rows).count("H") / 14 for m in maps])
     assert 0.1 < holes < 0.25  # about 1 - p, a little fewer: maps with many holes are more often redrawn
 
@@ -105,7 +110,7 @@ def test_scripted_player_replays_on_slippery_ice():
     """The uniforms it returns replay its game: a slippery shortest-route player still often reaches the goal."""
     rng, wins = random.Random(4), 0
     for _ in range(200):
-        lake = generate_map(4, 0.8, rng)
+        lake = generate_map(4, 0.8, rng, random_start_goal=True)  # routes of 1-10 moves; corner to corner takes 6
         moves = scripted_moves(lake, "shortest", 10, rng, is_slippery=True)
         end = _play(lake, moves, is_slippery=True)
         assert end.terminated or len(moves) == 10

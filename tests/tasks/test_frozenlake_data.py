@@ -44,7 +44,7 @@ def test_episode_reaches_the_goal():
     assert replies[0].text == "____\nPO_O\n___O\nO__G\n" and not replies[0].done
     assert [r.reward for r in replies] == [0, 0, 0, 0, 0, 1.0]
     assert replies[-1].done and replies[-1].text.endswith("O__√\n")
-    assert ep.outcome() == {"score": 1.0, "acc": 1.0}
+    assert ep.outcome("") == {"score": 1.0, "acc": 1.0}
     with pytest.raises(RuntimeError, match="over"):
         ep.step("Up")
 
@@ -52,13 +52,27 @@ def test_episode_reaches_the_goal():
 def test_episode_hole_invalid_turns_and_step_limit():
     ep = _episode()
     assert ep.step("Right").reward == 0 and ep.step("Down").done  # (0,1) -> (1,1), a hole
-    assert ep.outcome() == {"score": 0.0, "acc": 0.0}
+    assert ep.outcome("") == {"score": 0.0, "acc": 0.0}
     ep = _episode(max_steps=3, format_penalty=-0.25)
     reply = ep.step("_Down")  # a board character before the action: invalid, the player stays put
     assert reply.reward == -0.25 and reply.text == render(GYM_4X4, (0, 0)) and not reply.done
     assert not ep.step("Left").done  # a bump into the border: valid, stays put
     assert ep.step("Down").done  # the third turn ends it
-    assert ep.outcome() == {"score": -0.25, "acc": 0.0}
+    assert ep.outcome("") == {"score": -0.25, "acc": 0.0}
+
+
+def test_outcome_plays_the_unseen_last_turn():
+    """The loop hands outcome() the turn it never stepped (max_assistant_turns reached after it): it still moves."""
+    ep = _episode()
+    for action in ["Down", "Down", "Right", "Right", "Down"]:
+        ep.step(action)
+    assert ep.outcome("Right") == {"score": 1.0, "acc": 1.0}
+    ep = _episode()
+    assert ep.outcome("_O") == {"score": -0.1, "acc": 0.0}  # cut by the length cap: an invalid turn
+    ep = _episode()
+    ep.step("Right")
+    ep.step("Down")  # into the hole: done
+    assert ep.outcome("") == {"score": 0.0, "acc": 0.0}
 
 
 def test_prompt_set_splits_and_examples(prompts):
@@ -95,7 +109,8 @@ def test_trace_masks_all_but_the_actions(prompts):
 def test_trace_shares(prompts):
     """detour_rate and fail_rate set the shares: no failures without fail_rate, about 0.3 at 0.3."""
     def success_and_extra(fail_rate, detour_rate):
-        p = FrozenLakePrompts(num_train=300, num_val=40, fail_rate=fail_rate, detour_rate=detour_rate)
+        p = FrozenLakePrompts(num_train=300, num_val=40, fail_rate=fail_rate, detour_rate=detour_rate,
+                              random_start_goal=True)
         rng, wins, extra = random.Random(0), 0, 0
         for ex in p.train:
             ids, _ = p.trace(ex, rng)
@@ -110,8 +125,8 @@ def test_trace_shares(prompts):
     assert wins > 0.99 and 0.4 < extra < 0.6  # one map's route is 10 moves: its detour runs out of turns
 
 
-def test_collate_sft(prompts):
-    ids, attention, loss_mask = prompts.collate_sft(prompts.train[:8])
+def test_collate_sft_targets(prompts):
+    ids, attention, loss_mask = prompts.collate_sft_targets(prompts.train[:8])
     assert ids.shape == attention.shape == loss_mask.shape and ids.shape[1] % 21 == 0
     assert torch.equal(loss_mask.bool(), torch.isin(ids, torch.tensor([prompts.tokenizer.stoi[a]
                                                                        for a in ACTION_NAMES])))
