@@ -67,7 +67,9 @@ METRIC_GROUPS: dict[str, list[str]] = {
     "length": [*_stats("response_length", ["clip_ratio"]), "response/aborted_ratio",
                *_stats("response_length_non_aborted", ["clip_ratio"]), *_stats("prompt_length", ["clip_ratio"]),
                *_stats("training/num_turns")],
-    "episode": [*_stats("episode/reward"), *_stats("episode/length"), "episode/success_rate"],
+    # the guide's §5 (multi-turn token tasks and gym episodes) and verl's tool agent loop's tool calls per trajectory
+    "episode": [*_stats("episode/reward"), *_stats("episode/length"), "episode/success_rate",
+                *_stats("tool_call_counts")],
     "timing": [*(f"timing_s/{p}" for p in TIMING_PHASES), *(f"timing_per_token_ms/{p}" for p in PER_TOKEN_PHASES),
                "timing_s/agent_loop/*"],
     "perf": [
@@ -76,6 +78,7 @@ METRIC_GROUPS: dict[str, list[str]] = {
         "perf/max_memory_allocated_gb", "perf/max_memory_reserved_gb", "perf/cpu_memory_used_gb",
     ],
     "training": [STEP, "training/epoch", "train/num_gen_batches", "train/zero_adv_group_ratio",
+                 "train/group_reward_std/mean",
                  "training/filter_groups/*"],
     # the rollout engine against the trainer (verl's calculate_debug_metrics; the async trainers' staleness)
     "rollout": ["training/rollout_probs_diff_mean", "training/rollout_probs_diff_max",
