@@ -27,7 +27,8 @@ CONF_DIR = os.environ.get("PLAYGROUND_CONF_DIR", str(Path(__file__).resolve().pa
 LOGGERS = ("console", "jsonl", "file", "tensorboard", "wandb", "mlflow", "swanlab")
 # Keys that act only on token tasks (a gym run with one of them set is refused, not ignored).
 TOKEN_ONLY = ("actor_rollout_ref.model.enable_gradient_checkpointing", "critic.model.enable_gradient_checkpointing",
-              "algorithm.filter_groups.enable", "reward_model.overlong_buffer.enable")
+              "algorithm.filter_groups.enable", "reward_model.overlong_buffer.enable",
+              "actor_rollout_ref.rollout.multi_turn.enable")
 # The rollout as the trainer, the only setting a gym task takes (its rollout is the trainer's policy itself).
 ROLLOUT_AS_TRAINER = {"actor_rollout_ref.rollout.top_k": (-1, 0),
                       "actor_rollout_ref.rollout.dtype": ("float32", "fp32"),
@@ -261,6 +262,9 @@ def _validate_token(cfg: DictConfig) -> None:
            "true only with reward_model.overlong_buffer.enable=true (it logs that penalty)")
     if _get(cfg, "world_model.enable"):
         raise ConfigError("world_model.enable=True is out of range for token tasks: allowed only on gym tasks")
+    for limit in ("max_assistant_turns", "max_user_turns"):  # multi_turn.enable: prompt_sets.check_multi_turn
+        _check(cfg, f"actor_rollout_ref.rollout.multi_turn.{limit}", lambda x: x is None or x >= 1,
+               "null (no limit) or an integer >= 1")
     # countdown scores with TinyZero's rule (many right equations: no per-position credit); the others exact match
     rule = "countdown" if _get(cfg, "task.name") == "countdown" else "exact_match"
     _check(cfg, "reward.name", lambda x: x == rule, f"{rule!r} for task.name={_get(cfg, 'task.name')}")

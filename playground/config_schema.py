@@ -136,6 +136,13 @@ class ValKwargsConfig:
 
 
 @dataclass
+class MultiTurnConfig:
+    enable: bool = MISSING
+    max_assistant_turns: int | None = MISSING
+    max_user_turns: int | None = MISSING
+
+
+@dataclass
 class RolloutConfig:
     temperature: float = MISSING
     top_p: float = MISSING
@@ -149,6 +156,7 @@ class RolloutConfig:
     load_format: LoadFormat = MISSING
     n: int = MISSING
     val_kwargs: ValKwargsConfig = field(default_factory=ValKwargsConfig)
+    multi_turn: MultiTurnConfig = field(default_factory=MultiTurnConfig)
 
 
 @dataclass

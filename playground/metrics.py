@@ -28,7 +28,7 @@ GROUP_TITLES: dict[str, dict[str, str]] = {
     "critic": {"en": "Critic (value)", "zh": "Critic 指标（价值网络）"},
     "reward": {"en": "Rewards and advantages", "zh": "奖励与优势指标"},
     "length": {"en": "Sequence lengths", "zh": "序列长度指标"},
-    "episode": {"en": "Episodes", "zh": "Episode 指标"},
+    "episode": {"en": "Episodes and turns", "zh": "Episode 与轮次指标"},
     "timing": {"en": "Timing", "zh": "时间性能指标"},
     "perf": {"en": "System performance", "zh": "系统性能指标"},
     "training": {"en": "Training control", "zh": "训练控制指标"},
@@ -65,9 +65,11 @@ METRIC_GROUPS: dict[str, list[str]] = {
         "actor/reward_kl_penalty", "actor/reward_kl_penalty_coeff",
     ],
     "length": [*_stats("response_length", ["clip_ratio"]), "response/aborted_ratio",
-               *_stats("response_length_non_aborted", ["clip_ratio"]), *_stats("prompt_length", ["clip_ratio"]),
-               *_stats("training/num_turns")],
-    "episode": [*_stats("episode/reward"), *_stats("episode/length"), "episode/success_rate"],
+               *_stats("response_length_non_aborted", ["clip_ratio"]), *_stats("prompt_length", ["clip_ratio"])],
+    # the guide's §5 (gym episodes and multi-turn token tasks), verl's turns and tool calls per trajectory (its agent
+    # loop), and RAGEN's within-group reward spread (the echo trap's first sign)
+    "episode": [*_stats("episode/reward"), *_stats("episode/length"), "episode/success_rate",
+                *_stats("training/num_turns"), *_stats("tool_call_counts"), "train/group_reward_std/mean"],
     "timing": [*(f"timing_s/{p}" for p in TIMING_PHASES), *(f"timing_per_token_ms/{p}" for p in PER_TOKEN_PHASES),
                "timing_s/agent_loop/*"],
     "perf": [

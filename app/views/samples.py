@@ -1,4 +1,5 @@
-"""Samples: a token run's rollouts beside the step they came from; a gym run's episode returns and lengths."""
+"""Samples: a token run's rollouts beside the step they came from (a multi-turn task's episodes turn by turn, the
+environment's replies marked); a gym run's episode returns and lengths."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import data
 import series
 import widgets
 
+# a multi-turn task's samples add their verl turn count and tool calls (and `turns`, drawn below the table)
+EPISODE_COLUMNS = ["num_turns", "tool_calls"]
 TOKEN_METRICS = ["critic/score/mean", "val/accuracy", "response_length/mean", "actor/entropy_loss",
                  "response_length/clip_ratio", "actor/pg_loss"]
 
@@ -40,10 +43,28 @@ def _token(run: str, label: str, frame: pd.DataFrame) -> None:
         st.vega_lite_chart(spec=charts.to_spec(chart), width="stretch")
     at_step = samples[pd.to_numeric(samples["step"], errors="coerce") == step]
     st.subheader(widgets.t("samples_at", step=step, n=len(at_step)))
-    columns = ["prompt", "response", "reward", "truncated", "answer"]
+    episodes = "turns" in at_step and at_step["turns"].notna().any()  # a multi-turn task's rows
+    columns = ["prompt", "response", "reward", "truncated", "answer", *(EPISODE_COLUMNS if episodes else [])]
     st.dataframe(at_step[columns], hide_index=True, width="stretch", key="samples_table",
                  column_config={"truncated": st.column_config.CheckboxColumn(),
                                 "reward": st.column_config.NumberColumn(format="%.3f")})
+    if episodes:
+        _episodes(at_step)
+
+
+def _episodes(at_step: pd.DataFrame) -> None:
+    """Each multi-turn sample turn by turn: the assistant's turns as the policy wrote them, the environment's replies
+    marked (they are read by the model but never trained on)."""
+    st.subheader(widgets.t("samples_episodes"))
+    for number, (_, row) in enumerate(at_step.iterrows(), start=1):
+        title = widgets.t("samples_episode", i=number, prompt=row["prompt"], turns=int(row["num_turns"]),
+                          calls=int(row["tool_calls"]), reward=float(row["reward"]))
+        with st.expander(title, expanded=number == 1):
+            for turn in row["turns"]:
+                env = turn["role"] == "env"
+                label = widgets.t("samples_env_turn" if env else "samples_assistant_turn")
+                text = turn["text"].replace("`", "'")
+                st.markdown(f"> **{label}** `{text}`" if env else f"**{label}** `{text}`")
 
 
 def _gym(label: str, frame: pd.DataFrame) -> None:

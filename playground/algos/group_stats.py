@@ -19,6 +19,9 @@ from playground.algos.advantages import group_row_stats
 from playground.algos.dapo import filter_groups
 
 ZERO_ADV_RATIO = "critic/advantages/zero_adv_ratio"  # verl PR #5770's name
+# RAGEN's early signal of the echo trap (Wang et al. 2025, arXiv:2504.20073, §4: the within-group reward std falls
+# before entropy does, then the gradient spikes; StarPO-S filters groups by it). verl has no key: the playground's name
+GROUP_REWARD_STD = "train/group_reward_std/mean"
 
 
 def zero_adv_share(scores: Tensor, index: Tensor, atol: float = 0.0) -> Tensor:
@@ -58,3 +61,16 @@ def zero_std_group_ratio(scores: Sequence[float] | Tensor, index: Sequence[int] 
     if values.numel() == 0:
         return float("nan")
     return 1 - len(filter_groups(values, ids).groups) / len(torch.unique(ids))
+
+
+def group_reward_std(scores: Tensor, index: Tensor) -> Tensor:
+    """`(*lead,)` the mean over prompt groups of the (unbiased, as GRPO's denominator) std of their responses' rewards:
+    RAGEN's within-group reward spread (`GROUP_REWARD_STD`). A group of one has no spread: 0.
+
+    Args:
+        scores: `(*lead, bs)` each response's reward (its token-level rewards summed).
+        index: `(bs,)` its prompt's group id (verl's `uid`).
+    """
+    count, _, std = group_row_stats(scores, index)
+    std = torch.where(count == 1, torch.zeros_like(std), std)
+    return (std / count).sum(-1) / (1 / count).sum(-1)  # each group weighs 1 whatever its size

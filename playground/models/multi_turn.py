@@ -2,7 +2,7 @@
 tool_agent_loop.py`) builds them: the policy writes an assistant turn, the environment answers, and so on.
 
 Every row is decoded token by token, all rows (prompts and K stacked agents) in one batch, as `generation.generate`
-does. A row's assistant turn ends at one of the task's turn-end tokens; the row's `Episode` then replies, and the reply's
+does. A row's assistant turn ends at one of the task's turn-end tokens; its `Episode` then replies, and the reply's
 tokens are fed through the model one a step as forced tokens (their keys and values enter the same cache, the context is
 never re-encoded). The row's `responses` hold the assistant's and the environment's tokens in order; `response_mask` is
 1 only on the assistant's (verl's multi-turn `response_mask`), `attention_mask` on both; the environment's tokens get

@@ -10,10 +10,14 @@ from typing import Any
 
 from playground.config import ConfigError
 from playground.tasks import token_data
+from playground.tasks.agent_loop import is_multi_turn
+from playground.tasks.calc_data import CalcPrompts
 from playground.tasks.countdown_data import CountdownPrompts
 from playground.tasks.token_data import PromptSet
 
-PROMPT_SETS: dict[str, type[PromptSet]] = {**token_data.PROMPT_SETS, "countdown": CountdownPrompts}
+# multi-turn prompt sets (`episodes.py`): calc
+PROMPT_SETS: dict[str, type[PromptSet]] = {**token_data.PROMPT_SETS, "countdown": CountdownPrompts,
+                                           "calc": CalcPrompts}
 
 
 def prompts_for_task(task: Any) -> PromptSet:
@@ -27,3 +31,24 @@ def prompts_for_task(task: Any) -> PromptSet:
                           f"{sorted(PROMPT_SETS)}")
     cls = PROMPT_SETS[task.name]
     return cls(**{key: task[key] for key in cls.knobs}, num_val=task.num_val, seed=task.data_seed)
+
+
+def check_multi_turn(cfg: Any) -> None:
+    """`actor_rollout_ref.rollout.multi_turn.enable` is on exactly for a multi-turn task, whose episodes' outcome is the
+    score (so the text rule's `reward.format_score` and `reward.partial_credit` stay off). Checked before the base is
+    built (here, not in `config.validate`: the config module sits below the tasks).
+
+    Raises:
+        ConfigError: the first key out of range.
+    """
+    name = cfg.task.name
+    multi = name in PROMPT_SETS and is_multi_turn(PROMPT_SETS[name])
+    enable = cfg.actor_rollout_ref.rollout.multi_turn.enable
+    if bool(enable) != multi:
+        why = "a multi-turn task: its environment replies between turns" if multi else "a single-turn task: no reply"
+        raise ConfigError(f"actor_rollout_ref.rollout.multi_turn.enable={enable!r} is out of range: allowed "
+                          f"{str(multi).lower()} for task.name={name} ({why})")
+    if multi and (cfg.reward.format_score != 0 or cfg.reward.partial_credit):
+        raise ConfigError(f"reward.format_score={cfg.reward.format_score!r}, reward.partial_credit="
+                          f"{cfg.reward.partial_credit!r} are out of range for task {name}: allowed 0 and false (its "
+                          "episodes' outcome is the score)")

@@ -21,6 +21,7 @@ import torch
 from playground.models.generation import generate
 from playground.models.tiny_gpt import GPTConfig, TinyGPT, compute_log_prob, position_ids_from_mask
 from playground.runs import write_atomic
+from playground.tasks.agent_loop import is_multi_turn, run_episodes
 from playground.tasks.token_data import Example, PromptSet
 
 # Bump when a change here or in the model alters the weights a config produces: old cache entries then miss.
@@ -67,13 +68,19 @@ def cache_key(task: PromptSet, model_cfg: GPTConfig, sft_cfg: SFTConfig) -> str:
 
 @torch.no_grad()
 def greedy_accuracy(model: TinyGPT, task: PromptSet, examples: list[Example], batch_size: int = 512) -> float:
-    """Exact-match accuracy of greedy responses (verl's val_kwargs: temperature 0, n 1)."""
+    """Exact-match accuracy of greedy responses (verl's val_kwargs: temperature 0, n 1); a multi-turn task's episodes
+    run with its environment, scored by their outcome's `acc`."""
     was_training = model.training
     model.eval()
     correct = 0.0
     for start in range(0, len(examples), batch_size):
         chunk = examples[start:start + batch_size]
         prompt_ids, prompt_mask = task.collate_prompts(chunk)
+        if is_multi_turn(task):
+            _, traces = run_episodes(model, task, chunk, prompt_ids, prompt_mask, max_new_tokens=task.max_answer_tokens,
+                                     do_sample=False)
+            correct += sum(trace.outcome["acc"] for trace in traces)
+            continue
         out = generate(model, prompt_ids, prompt_mask, max_new_tokens=task.max_answer_tokens,
                        eos_id=task.tokenizer.eos_id, pad_id=task.tokenizer.pad_id, do_sample=False)
         for text, ex in zip(task.decode_responses(out.responses), chunk, strict=True):
@@ -83,14 +90,15 @@ def greedy_accuracy(model: TinyGPT, task: PromptSet, examples: list[Example], ba
 
 
 def sft_loss(model: TinyGPT, task: PromptSet, examples: list[Example]) -> torch.Tensor:
-    """Token-mean cross-entropy on answer + EOS given the left-padded prompt (the RL batch layout)."""
+    """Token-mean cross-entropy on the demonstration's trained tokens (answer + EOS; a multi-turn trace's assistant
+    turns, not its environment's replies) given the left-padded prompt (the RL batch layout)."""
     prompt_ids, prompt_mask = task.collate_prompts(examples)  # (bs, P)
-    target_ids, target_mask = task.collate_targets(examples)  # (bs, A)
+    target_ids, target_mask, loss_mask = task.collate_sft_targets(examples)  # (bs, A)
     input_ids = torch.cat([prompt_ids, target_ids], dim=1)  # (bs, P + A), as build_sequences lays out a rollout
     attention_mask = torch.cat([prompt_mask, target_mask], dim=1)
     log_probs, _ = compute_log_prob(model, input_ids, attention_mask, position_ids_from_mask(attention_mask),
                                     target_ids)
-    return -(log_probs * target_mask).sum() / target_mask.sum()
+    return -(log_probs * loss_mask).sum() / loss_mask.sum()
 
 
 def train_sft(task: PromptSet, model_cfg: GPTConfig, sft_cfg: SFTConfig) -> tuple[TinyGPT, dict[str, Any]]:

@@ -236,6 +236,13 @@ class PromptSet:
         """
         return self._pad([self.target_ids(e) for e in examples], self.max_answer_tokens, left=False)
 
+    def collate_sft_targets(self, examples: Sequence[Example]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The SFT demonstrations: ids, attention mask and loss mask, right-padded. The loss mask is the attention mask
+        here; a multi-turn prompt set puts 0 on its environment's replies (verl's multi-turn SFT trains the
+        assistant's tokens only)."""
+        ids, mask = self.collate_targets(examples)
+        return ids, mask, mask
+
     def decode_responses(self, responses: torch.Tensor) -> list[str]:
         """Decodes each row of `(bs, response_length)` token ids."""
         return [self.tokenizer.decode(row) for row in responses.tolist()]

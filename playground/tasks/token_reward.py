@@ -62,7 +62,9 @@ class TokenReward:
         """
         scores, level_scores, extra = [], [], []
         for k, agent in enumerate(batch["agents"]):
-            rule = self.rule_scores(batch["response_text"][k], batch["ground_truth"][k])
+            rule = (self.rule_scores(batch["response_text"][k], batch["ground_truth"][k])
+                    if "episode_score" not in batch else  # a multi-turn task: its episodes' outcomes
+                    {"score": batch["episode_score"][k], "acc": batch["episode_acc"][k]})
             length = batch["response_length"][k]
             penalty = self.penalty(length)
             reward = rule["score"] + penalty
@@ -85,8 +87,9 @@ class TokenReward:
 
 
 def _on_last_token(values: Tensor, mask: Tensor) -> Tensor:
-    """`(rows,)` values placed on each row's last valid response token: `(rows, T)` (verl's outcome reward)."""
-    last = (mask.sum(-1).long() - 1).clamp(min=0)
+    """`(rows,)` values placed on each row's last valid response token: `(rows, T)` (verl's outcome reward). A
+    multi-turn row's mask has holes (the environment's replies): its last assistant token (position 0 for none)."""
+    last = (mask.bool() * torch.arange(1, mask.shape[-1] + 1, device=mask.device)).amax(-1).sub(1).clamp(min=0)
     out = torch.zeros_like(mask)
     out[torch.arange(len(last)), last] = values
     return out

@@ -27,7 +27,13 @@ import torch
 from omegaconf import DictConfig
 from torch import Tensor
 
-from playground.algos.group_stats import ZERO_ADV_RATIO, zero_adv_share, zero_std_group_ratio
+from playground.algos.group_stats import (
+    GROUP_REWARD_STD,
+    ZERO_ADV_RATIO,
+    group_reward_std,
+    zero_adv_share,
+    zero_std_group_ratio,
+)
 from playground.algos.masked import masked_stats
 from playground.config import uses_critic
 from playground.hparams import AgentHParams
@@ -43,10 +49,11 @@ from playground.models.tiny_gpt import (
 )
 from playground.perf import device_name, peak_flops
 from playground.rollout_engine import DTYPES
+from playground.tasks.agent_loop import episode_fields, episode_metrics, episode_sample, is_multi_turn, run_episodes
 from playground.tasks.agent_passes import AgentPasses, CriticView, Params, flat_rows
 from playground.tasks.base import Batch, Task
 from playground.tasks.countdown_reward import val_core_metrics
-from playground.tasks.prompt_sets import prompts_for_task
+from playground.tasks.prompt_sets import check_multi_turn, prompts_for_task
 from playground.tasks.sft import SFTConfig, build_base_model
 from playground.tasks.token_data import pass_at_k
 from playground.tasks.token_reward import TokenReward
@@ -56,6 +63,7 @@ def base_model_for(cfg: DictConfig):
     """The task's data, the model's config and the SFT base model (built once, then loaded from the cache)."""
     t, m = cfg.task, cfg.actor_rollout_ref.model
     data = prompts_for_task(t)
+    check_multi_turn(cfg)
     model_cfg = GPTConfig(vocab_size=data.tokenizer.vocab_size, block_size=m.block_size, n_layer=m.n_layer,
                           n_head=m.n_head, n_embd=m.n_embd)
     return data, model_cfg, build_base_model(data, model_cfg, SFTConfig(**cfg.sft))
@@ -129,6 +137,10 @@ class TokenTask(Task):
         self.prompts_drawn = [0] * self.num_agents
         self.prompts_before_step = [0] * self.num_agents  # training/epoch counts the prompts of earlier steps
         self.rows_per_unit = self.n  # ppo_mini_batch_size counts prompts: × rollout.n sequences (verl)
+        # a multi-turn task's episodes (verl's agent loop): its environment replies between the assistant's turns
+        self.multi_turn = is_multi_turn(self.data)
+        turns = cfg.actor_rollout_ref.rollout.multi_turn
+        self.turn_limits = {"max_assistant_turns": turns.max_assistant_turns, "max_user_turns": turns.max_user_turns}
 
     # ---- run.json facts -----------------------------------------------------------------------------
     def describe(self) -> dict:
@@ -147,11 +159,13 @@ class TokenTask(Task):
     # ---- gen / reward -------------------------------------------------------------------------------
     @torch.no_grad()
     def _generate(self, agents: list[int], examples: list[list], *, temperature: float, top_p: float,
-                  do_sample: bool, model=None, top_k: int = -1) -> tuple[Tensor, Tensor, GenerationOutput]:
+                  do_sample: bool, model=None, top_k: int = -1
+                  ) -> tuple[Tensor, Tensor, GenerationOutput, list | None]:
         """Generate for each agent's prompts (`examples[i]`: agent `agents[i]`'s), with its own sampling generator;
         the outputs are agent-major `(len(agents)·rows, ...)`. `model`: a plain model that generates instead of the
         agents' (one agent's rows). The log-probs are the rollout's `logprobs_mode`; the agents' rows run on the
-        rollout's weights (`rollout_model`)."""
+        rollout's weights (`rollout_model`). A multi-turn task runs its episodes (`agent_loop.run_episodes`) and
+        returns their traces (`models.multi_turn.EpisodeTrace`, one per row, agent-major); a single-turn task None."""
         data, rollout = self.cfg.data, self.cfg.actor_rollout_ref.rollout
         width = data.max_prompt_length + data.max_response_length
         was_training = self.model.training
@@ -163,17 +177,22 @@ class TokenTask(Task):
                                                                 truncation=data.truncation)
             prompt_ids, prompt_mask = prompt_ids.to(self.device), prompt_mask.to(self.device)
             net = self.passes.view(self.rollout_model, [agents[i] for i in chunk]) if model is None else model
-            out = generate(net, prompt_ids, prompt_mask,
-                           max_new_tokens=data.max_response_length, eos_id=self.tokenizer.eos_id,
-                           pad_id=self.tokenizer.pad_id, temperature=temperature, top_p=top_p,
-                           top_k=top_k, logprobs_mode=str(rollout.logprobs_mode), do_sample=do_sample,
-                           generator=[self.sample_gens[agents[i]] for i in chunk])
-            parts.append((prompt_ids, prompt_mask, out))
+            sampling = dict(max_new_tokens=data.max_response_length, temperature=temperature, top_p=top_p,
+                            top_k=top_k, logprobs_mode=str(rollout.logprobs_mode), do_sample=do_sample,
+                            generator=[self.sample_gens[agents[i]] for i in chunk])
+            if self.multi_turn:
+                out, traces = run_episodes(net, self.data, flat, prompt_ids, prompt_mask, **self.turn_limits,
+                                           **sampling)
+            else:
+                out, traces = generate(net, prompt_ids, prompt_mask, eos_id=self.tokenizer.eos_id,
+                                       pad_id=self.tokenizer.pad_id, **sampling), None
+            parts.append((prompt_ids, prompt_mask, out, traces))
         self.model.train(was_training)
-        ids, masks, outs = zip(*parts)
+        ids, masks, outs, traces = zip(*parts)
         fields = (f.name for f in dataclasses.fields(GenerationOutput))
         return torch.cat(ids), torch.cat(masks), GenerationOutput(
-            *(torch.cat([getattr(out, name) for out in outs]) for name in fields))
+            *(torch.cat([getattr(out, name) for out in outs]) for name in fields)), (
+            [trace for part in traces for trace in part] if self.multi_turn else None)
 
     def generate(self, agents: Sequence[int] | None = None) -> Batch:
         """Each agent samples its prompts, repeats each `rollout.n` times (interleaved, one uid per prompt) and
@@ -188,16 +207,18 @@ class TokenTask(Task):
         examples = [[e for e in self.data.sample(bs, self.prompt_gens[k]) for _ in range(self.n)] for k in agents]
         uid = torch.arange(bs, device=self.device).repeat_interleave(self.n).expand(len(agents), -1)
         rollout = self.cfg.actor_rollout_ref.rollout
-        prompt_ids, prompt_mask, out = self._generate(agents, examples, temperature=self.temperature,
-                                                      top_p=float(rollout.top_p), do_sample=True,
-                                                      top_k=int(rollout.top_k))
+        prompt_ids, prompt_mask, out, traces = self._generate(agents, examples, temperature=self.temperature,
+                                                              top_p=float(rollout.top_p), do_sample=True,
+                                                              top_k=int(rollout.top_k))
         input_ids, attention_mask, position_ids = build_sequences(prompt_ids, prompt_mask, out)
         rows = lambda x: x.view(len(agents), -1, *x.shape[1:])  # noqa: E731 - (K·bs, ...) -> (K, bs, ...)
         extra = {"reward_baselines": self._greedy_rewards(agents, examples)} if self.greedy_baseline else {}
+        if traces is not None:
+            extra.update(episode_fields(traces, len(agents), self.device))
         return {**extra, "input_ids": rows(input_ids), "attention_mask": rows(attention_mask),
                 "position_ids": rows(position_ids), "responses": rows(out.responses),
                 "response_mask": rows(out.response_mask.float()), "rollout_log_probs": rows(out.log_probs), "uid": uid,
-                "prompt_length": rows(prompt_mask.sum(-1)), "response_length": rows(out.response_mask.sum(-1)),
+                "prompt_length": rows(prompt_mask.sum(-1)), "response_length": rows(out.response_length),
                 "ground_truth": [[e.answer for e in r] for r in examples],
                 "prompt_text": [[e.prompt for e in r] for r in examples], "agents": agents}
 
@@ -206,12 +227,15 @@ class TokenTask(Task):
         the reward function (× reward.scale, without the injected noise), repeated over the prompt's `rollout.n`
         rows: `(len(agents), rows)`."""
         prompts = [r[::self.n] for r in examples]
-        _, _, out = self._generate(agents, prompts, temperature=self.temperature, top_p=1.0, do_sample=False)
+        _, _, out, traces = self._generate(agents, prompts, temperature=self.temperature, top_p=1.0, do_sample=False)
         texts = self.data.decode_responses(out.responses.cpu())
         lengths = out.response_length.view(len(agents), -1)
         per_agent = len(prompts[0])
-        rewards = [self.reward.reward(texts[k * per_agent:(k + 1) * per_agent], [e.answer for e in prompts[k]],
-                                      lengths[k]) * self.reward.scale[agent] for k, agent in enumerate(agents)]
+        outcomes = None if traces is None else torch.tensor([t.outcome["score"] for t in traces], device=self.device)
+        rewards = [(self.reward.reward(texts[k * per_agent:(k + 1) * per_agent], [e.answer for e in prompts[k]],
+                                       lengths[k]) if outcomes is None else
+                    outcomes[k * per_agent:(k + 1) * per_agent] + self.reward.penalty(lengths[k]))
+                   * self.reward.scale[agent] for k, agent in enumerate(agents)]
         return torch.stack(rewards).repeat_interleave(self.n, dim=1)
 
     def compute_scores(self, batch: Batch) -> None:
@@ -272,12 +296,16 @@ class TokenTask(Task):
         out.update({f"global_seqlen/{s}": tokens for s in ("min", "max", "balanced_min", "balanced_max", "mean")})
         out["global_seqlen/minmax_diff"] = torch.zeros_like(tokens)
         # verl's V1 trainer logs the turns of every trajectory; a single-turn answer is 2 (the prompt and the reply)
-        out.update({f"training/num_turns/{s}": torch.full_like(tokens, 2.0) for s in ("mean", "max", "min")})
+        if "num_turns" in batch:
+            out.update(episode_metrics(batch, self.data.name))
+        else:
+            out.update({f"training/num_turns/{s}": torch.full_like(tokens, 2.0) for s in ("mean", "max", "min")})
         if self.n > 1:  # groups whose rewards are all equal: GRPO gives each of their responses advantage 0
             uid, seq_rewards = batch["uid"][0], batch["token_level_rewards"].sum(-1)
             out["train/zero_adv_group_ratio"] = torch.tensor([zero_std_group_ratio(r, uid) for r in seq_rewards],
                                                              device=self.device)
             out[ZERO_ADV_RATIO] = zero_adv_share(seq_rewards.double(), uid).float()  # verl PR #5770: the responses
+            out[GROUP_REWARD_STD] = group_reward_std(seq_rewards.double(), uid).float()  # RAGEN's echo-trap signal
         return out
 
     def token_counts(self, batch: Batch) -> dict[str, list[int]]:
@@ -300,6 +328,7 @@ class TokenTask(Task):
             out.append([{"step": step, "prompt": batch["prompt_text"][k][i], "answer": batch["ground_truth"][k][i],
                          "response": batch["response_text"][k][i], "reward": float(scores[i]),
                          "truncated": bool(resp_len[i] == limit),
+                         **({} if "episodes" not in batch else episode_sample(batch, k, i, self.tokenizer.decode)),
                          **({} if penalty is None else {"overlong_reward": float(penalty[k][i]),
                                                         "overlong": bool(penalty[k][i] < 0)})}
                         for i in range(count)])
@@ -322,12 +351,13 @@ class TokenTask(Task):
         once = (self.num_agents > 1 and not do_sample and self.rollout_model is self.model
                 and self._agents_are_the_base())
         agents = [0] if once else list(range(self.num_agents))
-        _, _, out = self._generate(agents, [examples] * len(agents),
+        _, _, out, traces = self._generate(agents, [examples] * len(agents),
                                    temperature=float(vk.temperature) if do_sample else 1.0,
                                    top_p=float(vk.top_p), do_sample=do_sample, model=self.ref_model if once else None)
         texts = self.data.decode_responses(out.responses.cpu())
-        per_agent = [self._val_metrics(texts[k * len(examples):(k + 1) * len(examples)], examples, n)
-                     for k in range(len(agents))]
+        outcomes = None if traces is None else [t.outcome for t in traces]
+        rows = [slice(k * len(examples), (k + 1) * len(examples)) for k in range(len(agents))]
+        per_agent = [self._val_metrics(texts[r], examples, n, None if outcomes is None else outcomes[r]) for r in rows]
         if once:
             per_agent *= self.num_agents
         return {key: torch.cat([metrics[key] for metrics in per_agent]) for key in per_agent[0]}
@@ -337,8 +367,11 @@ class TokenTask(Task):
         base = dict(self.ref_model.named_parameters())
         return all(torch.equal(p, base[name].expand_as(p)) for name, p in self.model.named_parameters())
 
-    def _val_metrics(self, texts: list[str], examples: list, n: int) -> dict[str, Tensor]:
-        rule = self.reward.rule_scores(texts, [ex.answer for ex in examples])  # verl's val-core: acc, before shaping
+    def _val_metrics(self, texts: list[str], examples: list, n: int, outcomes: list | None = None
+                     ) -> dict[str, Tensor]:
+        """`outcomes`: a multi-turn task's episodes' outcomes, scored instead of the texts."""
+        rule = (self.reward.rule_scores(texts, [ex.answer for ex in examples]) if outcomes is None else  # val-core
+                {key: torch.tensor([o[key] for o in outcomes]) for key in ("score", "acc")})
         val_score, acc = rule["score"].cpu().view(-1, n), rule["acc"].cpu().view(-1, n)
         metrics = {"val/score": val_score.mean().view(1), "val/accuracy": acc.mean().view(1)}
         correct = acc.sum(-1).long().tolist()

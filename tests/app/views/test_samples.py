@@ -48,3 +48,21 @@ def test_largest_jumps_are_ringed_on_the_chart_they_are_read_from(app, tree):
     steps = ", ".join(f"{int(s)} ({c:+.3g})" for s, c in zip(expected["step"], expected["change"], strict=True))
     assert f"at steps {steps};" in caption
     assert pd.Series(rings["step"]).is_monotonic_increasing
+
+
+def test_a_multi_turn_run_shows_its_episodes_turn_by_turn(app, tree):
+    path = tree["token"] / "samples.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    for row in rows:  # as task=calc logs them: one tool call, the calculator's reply, the answer
+        turns = [{"role": "assistant", "text": "<tool>2*3</tool>"}, {"role": "env", "text": "<result>6</result>"},
+                 {"role": "assistant", "text": "<answer>6</answer>"}]
+        row.update(turns=turns, num_turns=4, tool_calls=1, response="".join(t["text"] for t in turns))
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    at = show(app.run(), tree["token"]).switch_page("views/samples.py").run()
+    assert not at.exception
+    table = at.dataframe[0].value
+    assert list(table["num_turns"]) == [4] * 4 and list(table["tool_calls"]) == [1] * 4
+    assert [e.label for e in at.expander][:1] == ["Episode 1 · 50 + 0 = · 4 turns · 1 tool calls · reward 1.000"]
+    shown = [m.value for m in at.expander[0].markdown]
+    assert shown == ["**assistant** `<tool>2*3</tool>`", "> **environment** `<result>6</result>`",
+                     "**assistant** `<answer>6</answer>`"]  # the environment's reply quoted: marked, not trained on

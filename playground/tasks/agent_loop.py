@@ -1,0 +1,68 @@
+"""A prompt set's episodes, generated: the bridge between a multi-turn prompt set (`episodes.py`) and the agent loop
+on the KV cache (`models.multi_turn.generate_episodes`), used by the RL rollout and the SFT base's evaluation."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from playground.models.generation import GenerationOutput
+from playground.models.multi_turn import EpisodeTrace, generate_episodes
+from playground.tasks.token_data import Example, PromptSet
+
+
+def is_multi_turn(prompts: PromptSet | type[PromptSet]) -> bool:
+    """Whether a prompt set runs episodes: it has `turn_end_tokens` and `new_episode` (`episodes.py`)."""
+    return hasattr(prompts, "new_episode") and hasattr(prompts, "turn_end_tokens")
+
+
+def run_episodes(model, prompts: PromptSet, examples: Sequence[Example], prompt_ids: torch.Tensor,
+                 prompt_mask: torch.Tensor, *, max_assistant_turns: int | None = None,
+                 max_user_turns: int | None = None, **generation: Any) -> tuple[GenerationOutput, list[EpisodeTrace]]:
+    """One fresh episode per example (rows of a group never share one), generated with the prompt set's tokenizer and
+    turn-end tokens; `generation`: `generate_episodes`'s sampling keywords and `max_new_tokens`."""
+    tok = prompts.tokenizer
+    return generate_episodes(model, prompt_ids, prompt_mask, [prompts.new_episode(e) for e in examples],
+                             turn_end_ids=[tok.stoi[t] for t in prompts.turn_end_tokens], encode=tok.encode,
+                             decode=tok.decode, eos_id=tok.eos_id, pad_id=tok.pad_id,
+                             max_assistant_turns=max_assistant_turns, max_user_turns=max_user_turns, **generation)
+
+
+def episode_fields(traces: list[EpisodeTrace], num_agents: int, device: torch.device) -> dict[str, Any]:
+    """A multi-turn batch's per-row facts, `(K, rows)`: the outcome's `episode_score` (the rule's score, which the
+    reward manager scores instead of a text rule) and `episode_acc`, verl's `num_turns`, `tool_calls`; and the traces
+    themselves (per agent, for the metrics and the samples)."""
+    def values(get) -> torch.Tensor:
+        return torch.tensor([float(get(t)) for t in traces], device=device).view(num_agents, -1)
+    per_agent = len(traces) // num_agents
+    return {"episode_score": values(lambda t: t.outcome["score"]), "episode_acc": values(lambda t: t.outcome["acc"]),
+            "num_turns": values(lambda t: t.num_turns), "tool_calls": values(lambda t: t.outcome.get("tool_calls", 0)),
+            "episodes": [traces[i:i + per_agent] for i in range(0, len(traces), per_agent)]}
+
+
+def episode_metrics(batch: dict[str, Any], task_name: str) -> dict[str, torch.Tensor]:
+    """A multi-turn batch's episodes, per agent `(K,)`: verl's `training/num_turns/*` and `tool_call_counts/*`
+    (`metric_utils.compute_data_metrics`), and the guide's §5 `episode/reward/*` (the reward manager's score of a whole
+    episode, `critic/score`'s), `episode/length/*` (its assistant turns: the agent's actions, as a gym episode's steps)
+    and `episode/success_rate_<task>` (the outcome's `acc`)."""
+    turns = batch["num_turns"]
+    assistant = torch.tensor([[t.assistant_turns for t in agent] for agent in batch["episodes"]],
+                             dtype=turns.dtype, device=turns.device)
+    out = {}
+    for prefix, values in (("training/num_turns", turns), ("tool_call_counts", batch["tool_calls"]),
+                           ("episode/reward", batch["scores"].sum(-1)), ("episode/length", assistant)):
+        out.update({f"{prefix}/mean": values.mean(-1), f"{prefix}/max": values.amax(-1),
+                    f"{prefix}/min": values.amin(-1)})
+    out[f"episode/success_rate_{task_name}"] = batch["episode_acc"].mean(-1)
+    return out
+
+
+def episode_sample(batch: dict[str, Any], k: int, i: int, decode) -> dict[str, Any]:
+    """Agent k's row i for the Samples page: its turns in order, `{"role": "assistant" | "env", "text": ...}` (the
+    environment's replies marked), its verl turn count and tool calls."""
+    trace: EpisodeTrace = batch["episodes"][k][i]
+    ids = batch["responses"][k][i].tolist()
+    turns = [{"role": role, "text": decode(ids[start:end])} for role, start, end in trace.spans]
+    return {"turns": turns, "num_turns": trace.num_turns, "tool_calls": int(trace.outcome.get("tool_calls", 0))}
