@@ -13,11 +13,12 @@ from playground.tasks import token_data
 from playground.tasks.agent_loop import is_multi_turn
 from playground.tasks.calc_data import CalcPrompts
 from playground.tasks.countdown_data import CountdownPrompts
+from playground.tasks.frozenlake_data import FrozenLakePrompts
 from playground.tasks.token_data import PromptSet
 
-# multi-turn prompt sets (`episodes.py`): calc
+# multi-turn prompt sets (`episodes.py`): calc, frozenlake
 PROMPT_SETS: dict[str, type[PromptSet]] = {**token_data.PROMPT_SETS, "countdown": CountdownPrompts,
-                                           "calc": CalcPrompts}
+                                           "calc": CalcPrompts, "frozenlake": FrozenLakePrompts}
 
 
 def prompts_for_task(task: Any) -> PromptSet:
