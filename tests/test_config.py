@@ -101,6 +101,7 @@ ALLOWED = {
     "addition": ["healthy", "lr_too_high"],
     "countdown": ["healthy"],
     "calc": ["healthy"],
+    "frozenlake": ["healthy"],
     "cartpole": ["healthy", "lr_too_high", "lr_too_low", "critic_undertrained", "entropy_collapse",
                  "vanishing_gradient", "grad_clip_saturation", "advantage_not_normalized",
                  "reward_variance_too_large", "training_crash"],
