@@ -14,7 +14,8 @@ with nothing to decide, and every assistant token here is a decision (the loss t
 that holds anything before its action (board characters) is invalid: the player stays put, the turn counts towards
 `max_steps`, and it costs `format_penalty` (RAGEN's `es_manager.format_penalty`, -0.1 per turn with an invalid
 action). The reward is gymnasium's, 1 on reaching the goal; an episode's score is that plus its penalties, its
-`acc` 1.0 on success.
+`acc` 1.0 on success, all of it at the episode's end (`outcome`; each reply's own reward is 0), as RAGEN's default
+(`use_turn_scores: False`).
 
 Maps: gymnasium's generator (start top left, goal bottom right), or RAGEN's with `random_start_goal`
 (`frozenlake.generate_map`), drawn from `seed` and deduplicated; the first `num_val` are validation, the rest
@@ -91,12 +92,13 @@ class FrozenLakeEpisode:
             raise RuntimeError("the FrozenLake episode is over (its last reply said done); no further turn")
         self.turns += 1
         if assistant_turn in ACTION_NAMES:
-            reward = self.game.step(ACTION_NAMES.index(assistant_turn), self.rng.random()).reward
+            self.game.step(ACTION_NAMES.index(assistant_turn), self.rng.random())
         else:  # anything but one action: the player stays put
             self.invalid_turns += 1
-            reward = self.format_penalty
         self.done = self.game.terminated or self.turns >= self.max_steps
-        return EnvReply(render(self.game.lake, self.game.cell), reward, self.done)
+        # the turn's reward is 0: the goal's 1 and the penalties all count in `outcome` (RAGEN's default,
+        # agent_proxy.use_turn_scores=False: "the sum of scores as the reward for the last turn")
+        return EnvReply(render(self.game.lake, self.game.cell), 0.0, self.done)
 
     @property
     def success(self) -> bool:

@@ -42,7 +42,7 @@ def test_episode_reaches_the_goal():
     ep = _episode()
     replies = [ep.step(a) for a in ["Down", "Down", "Right", "Right", "Down", "Right"]]
     assert replies[0].text == "____\nPO_O\n___O\nO__G\n" and not replies[0].done
-    assert [r.reward for r in replies] == [0, 0, 0, 0, 0, 1.0]
+    assert [r.reward for r in replies] == [0.0] * 6  # the goal's reward is the outcome's: one place, not two
     assert replies[-1].done and replies[-1].text.endswith("O__√\n")
     assert ep.outcome("") == {"score": 1.0, "acc": 1.0}
     with pytest.raises(RuntimeError, match="over"):
@@ -51,11 +51,11 @@ def test_episode_reaches_the_goal():
 
 def test_episode_hole_invalid_turns_and_step_limit():
     ep = _episode()
-    assert ep.step("Right").reward == 0 and ep.step("Down").done  # (0,1) -> (1,1), a hole
+    assert not ep.step("Right").done and ep.step("Down").done  # (0,1) -> (1,1), a hole
     assert ep.outcome("") == {"score": 0.0, "acc": 0.0}
     ep = _episode(max_steps=3, format_penalty=-0.25)
     reply = ep.step("_Down")  # a board character before the action: invalid, the player stays put
-    assert reply.reward == -0.25 and reply.text == render(GYM_4X4, (0, 0)) and not reply.done
+    assert reply.reward == 0.0 and reply.text == render(GYM_4X4, (0, 0)) and not reply.done
     assert not ep.step("Left").done  # a bump into the border: valid, stays put
     assert ep.step("Down").done  # the third turn ends it
     assert ep.outcome("") == {"score": -0.25, "acc": 0.0}
