@@ -214,7 +214,7 @@ class TokenTask(Task):
         rows = lambda x: x.view(len(agents), -1, *x.shape[1:])  # noqa: E731 - (K·bs, ...) -> (K, bs, ...)
         extra = {"reward_baselines": self._greedy_rewards(agents, examples)} if self.greedy_baseline else {}
         if traces is not None:
-            extra.update(episode_fields(traces, len(agents), self.device))
+            extra.update(episode_fields(traces, len(agents), out.responses.shape[1], self.device))
         return {**extra, "input_ids": rows(input_ids), "attention_mask": rows(attention_mask),
                 "position_ids": rows(position_ids), "responses": rows(out.responses),
                 "response_mask": rows(out.response_mask.float()), "rollout_log_probs": rows(out.log_probs), "uid": uid,
