@@ -231,7 +231,8 @@ class TokenTask(Task):
         texts = self.data.decode_responses(out.responses.cpu())
         lengths = out.response_length.view(len(agents), -1)
         per_agent = len(prompts[0])
-        outcomes = None if traces is None else torch.tensor([t.outcome["score"] for t in traces], device=self.device)
+        outcomes = None if traces is None else torch.tensor(  # the episode's outcome and its turns' rewards
+            [t.outcome["score"] + sum(r for _, r in t.turn_rewards) for t in traces], device=self.device)
         rewards = [(self.reward.reward(texts[k * per_agent:(k + 1) * per_agent], [e.answer for e in prompts[k]],
                                        lengths[k]) if outcomes is None else
                     outcomes[k * per_agent:(k + 1) * per_agent] + self.reward.penalty(lengths[k]))
