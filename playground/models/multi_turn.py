@@ -34,7 +34,8 @@ class EpisodeTrace:
     spans: list[tuple[str, int, int]] = field(default_factory=list)  # (role "assistant" | "env", start, end) in order
     assistant_turns: int = 0
     user_turns: int = 0  # the environment's replies that entered the context (verl's user_turns)
-    turn_rewards: list[float] = field(default_factory=list)  # each reply's `EnvReply.reward`
+    # each reply's `EnvReply.reward`, with the position of the turn-end token it answers (where it is rewarded)
+    turn_rewards: list[tuple[int, float]] = field(default_factory=list)
     outcome: dict[str, float] = field(default_factory=dict)  # `Episode.outcome`
 
     @property
@@ -132,7 +133,7 @@ def generate_episodes(
                 finish_after[i] = t
                 continue
             trace.user_turns += 1
-            trace.turn_rewards.append(float(reply.reward))
+            trace.turn_rewards.append((t, float(reply.reward)))
             forced[i, t + 1:end] = torch.tensor(reply_ids, dtype=torch.long, device=device)
             forced_until[i] = end
             if end > t + 1:

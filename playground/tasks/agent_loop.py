@@ -30,14 +30,20 @@ def run_episodes(model, prompts: PromptSet, examples: Sequence[Example], prompt_
                              max_assistant_turns=max_assistant_turns, max_user_turns=max_user_turns, **generation)
 
 
-def episode_fields(traces: list[EpisodeTrace], num_agents: int, device: torch.device) -> dict[str, Any]:
+def episode_fields(traces: list[EpisodeTrace], num_agents: int, width: int, device: torch.device) -> dict[str, Any]:
     """A multi-turn batch's per-row facts, `(K, rows)`: the outcome's `episode_score` (the rule's score, which the
-    reward manager scores instead of a text rule) and `episode_acc`, verl's `num_turns`, `tool_calls`; and the traces
-    themselves (per agent, for the metrics and the samples)."""
+    reward manager scores instead of a text rule) and `episode_acc`, verl's `num_turns`, `tool_calls`; `turn_rewards`
+    `(K, rows, width)`, each reply's reward on the turn-end token it answers (0 elsewhere: a task that rewards only the
+    episode's end); and the traces themselves (per agent, for the metrics and the samples)."""
     def values(get) -> torch.Tensor:
         return torch.tensor([float(get(t)) for t in traces], device=device).view(num_agents, -1)
     per_agent = len(traces) // num_agents
+    turn_rewards = torch.zeros(len(traces), width, device=device)
+    for row, trace in enumerate(traces):
+        for position, reward in trace.turn_rewards:
+            turn_rewards[row, position] += reward
     return {"episode_score": values(lambda t: t.outcome["score"]), "episode_acc": values(lambda t: t.outcome["acc"]),
+            "turn_rewards": turn_rewards.view(num_agents, per_agent, width),
             "num_turns": values(lambda t: t.num_turns), "tool_calls": values(lambda t: t.outcome.get("tool_calls", 0)),
             "episodes": [traces[i:i + per_agent] for i in range(0, len(traces), per_agent)]}
 

@@ -81,6 +81,9 @@ class TokenReward:
             mask = batch["response_mask"][k]
             scores.append(_on_last_token(reward, mask))
             level_scores.append(_on_last_token(trained, mask))
+            if "turn_rewards" in batch:  # a multi-turn task's EnvReply.reward on its turn-end tokens, scaled likewise
+                scores[-1] = scores[-1] + batch["turn_rewards"][k]
+                level_scores[-1] = level_scores[-1] + batch["turn_rewards"][k] * self.scale[agent]
             extra.append(info)
         batch["scores"], batch["token_level_scores"] = torch.stack(scores), torch.stack(level_scores)
         batch["reward_extra_info"] = {key: torch.stack([info[key] for info in extra]) for key in extra[0]}

@@ -214,7 +214,7 @@ class TokenTask(Task):
         rows = lambda x: x.view(len(agents), -1, *x.shape[1:])  # noqa: E731 - (K·bs, ...) -> (K, bs, ...)
         extra = {"reward_baselines": self._greedy_rewards(agents, examples)} if self.greedy_baseline else {}
         if traces is not None:
-            extra.update(episode_fields(traces, len(agents), self.device))
+            extra.update(episode_fields(traces, len(agents), out.responses.shape[1], self.device))
         return {**extra, "input_ids": rows(input_ids), "attention_mask": rows(attention_mask),
                 "position_ids": rows(position_ids), "responses": rows(out.responses),
                 "response_mask": rows(out.response_mask.float()), "rollout_log_probs": rows(out.log_probs), "uid": uid,
@@ -231,7 +231,8 @@ class TokenTask(Task):
         texts = self.data.decode_responses(out.responses.cpu())
         lengths = out.response_length.view(len(agents), -1)
         per_agent = len(prompts[0])
-        outcomes = None if traces is None else torch.tensor([t.outcome["score"] for t in traces], device=self.device)
+        outcomes = None if traces is None else torch.tensor(  # the episode's outcome and its turns' rewards
+            [t.outcome["score"] + sum(r for _, r in t.turn_rewards) for t in traces], device=self.device)
         rewards = [(self.reward.reward(texts[k * per_agent:(k + 1) * per_agent], [e.answer for e in prompts[k]],
                                        lengths[k]) if outcomes is None else
                     outcomes[k * per_agent:(k + 1) * per_agent] + self.reward.penalty(lengths[k]))

@@ -66,7 +66,7 @@ def test_turns_masks_and_forced_tokens_by_hand(use_kv_cache):
     # verl: user turns + assistant turns + 1; a single-turn answer counts 2
     assert [t.num_turns for t in traces] == [4, 3, 2]
     assert [(t.assistant_turns, t.user_turns) for t in traces] == [(2, 1), (1, 1), (1, 0)]
-    assert traces[0].turn_rewards == [0.5] and traces[0].outcome == {"score": 1.0, "acc": 0.0}
+    assert traces[0].turn_rewards == [(1, 0.5)] and traces[0].outcome == {"score": 1.0, "acc": 0.0}
     _, attention, _ = build_sequences(*mixed_prompts(batch=3, width=3), out)
     assert attention[:, 3:].tolist() == out.attention_mask.tolist()
 

@@ -93,9 +93,10 @@ def test_multi_turn_enable_must_match_the_task():
         check_multi_turn(compose(["task=calc", "reward.format_score=0.1"]))
 
 
-TINY_CALC = ["task=calc", "task.num_val=16", "sft.max_steps=60", "sft.eval_every=60", "data.train_batch_size=4",
-             "actor_rollout_ref.rollout.n=4", "actor_rollout_ref.actor.ppo_mini_batch_size=4",
-             "trainer.total_training_steps=2", "trainer.test_freq=2", "actor_rollout_ref.model.n_embd=32"]
+TINY_CALC = ["task=calc", "task.num_val=16", "sft.max_steps=40", "sft.eval_every=40", "sft.batch_size=16",
+             "data.train_batch_size=4", "actor_rollout_ref.rollout.n=4",
+             "actor_rollout_ref.actor.ppo_mini_batch_size=4", "trainer.total_training_steps=2", "trainer.test_freq=2",
+             "actor_rollout_ref.model.n_embd=32"]
 
 
 def test_a_tiny_multi_turn_run_logs_its_episodes(train_run):
@@ -113,3 +114,21 @@ def test_a_tiny_multi_turn_run_logs_its_episodes(train_run):
         assert "".join(t["text"] for t in sample["turns"]) == sample["response"]
         assert sample["num_turns"] == 1 + len(sample["turns"])
     assert any(t["role"] == "env" for s in samples for t in s["turns"])  # the base calls its tool
+
+
+def test_turn_rewards_sit_on_their_turn_end_tokens_and_the_outcome_on_the_last_assistant_token():
+    from playground.tasks.agent_loop import episode_fields
+    from playground.tasks.token_reward import TokenReward
+    from tests.models.test_multi_turn import END, FakeEpisode, run
+
+    x = 4
+    script = [[5, END, x, x, 6, 2, 3, 3, 3, 3]]  # "2=" -> env "77" (reward 0.5) -> "3" EOS
+    _, traces = run(script, [FakeEpisode([("77", False)])])
+    batch = episode_fields(traces, 1, 10, torch.device("cpu"))
+    out, _ = run(script, [FakeEpisode([("77", False)])])
+    cfg = compose(["task=calc", "reward.scale=2.0"])
+    batch.update(agents=[0], response_mask=out.response_mask[None].float(), response_length=out.response_length[None])
+    TokenReward([cfg], torch.device("cpu")).score_batch(batch, [torch.Generator()])
+    # FakeEpisode's outcome score is its number of steps (1.0): on token 5 (the EOS), the reply's 0.5 on token 1
+    assert batch["scores"][0, 0].tolist() == [0, 0.5, 0, 0, 0, 1.0, 0, 0, 0, 0]
+    assert batch["token_level_scores"][0, 0].tolist() == [0, 1.0, 0, 0, 0, 2.0, 0, 0, 0, 0]  # × reward.scale
