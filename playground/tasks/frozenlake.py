@@ -153,8 +153,8 @@ def scripted_moves(lake: LakeMap, mode: str, max_steps: int, rng: random.Random,
     size = lake.size
     turn_at = rng.randrange(dist[game.cell])  # the move that detours or fails, among the shortest route's
     wander = False
-    actions: list[tuple[int, float]] = []
-    while not game.terminated and len(actions) < max_steps:
+    moves: list[tuple[int, float]] = []
+    while not game.terminated and len(moves) < max_steps:
         here = game.cell
         safe = [a for a in range(4) if lake.tile(move(here, a, size)) != "H"]
         nearer = [a for a in safe if dist.get(move(here, a, size), 1 << 30) < dist.get(here, 1 << 30)]
@@ -162,9 +162,9 @@ def scripted_moves(lake: LakeMap, mode: str, max_steps: int, rng: random.Random,
         aside = [a for a in safe if a not in nearer] or safe or list(range(4))  # moves that do not near the goal
         if wander or not nearer:  # a slip can leave the player where the goal is out of reach
             choice = rng.choice(aside)
-        elif mode == "detour" and len(actions) == turn_at:
+        elif mode == "detour" and len(moves) == turn_at:
             choice = rng.choice(aside)
-        elif mode == "fail" and len(actions) >= turn_at and holes:
+        elif mode == "fail" and len(moves) >= turn_at and holes:
             choice = rng.choice(holes)
         elif mode == "fail" and dist[here] == 1:  # the route is over without a hole beside it: wander instead
             wander = True
@@ -172,6 +172,6 @@ def scripted_moves(lake: LakeMap, mode: str, max_steps: int, rng: random.Random,
         else:
             choice = rng.choice(nearer)
         u = rng.random()
-        actions.append((choice, u))
+        moves.append((choice, u))
         game.step(choice, u)
-    return actions
+    return moves
