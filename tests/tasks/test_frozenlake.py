@@ -95,9 +95,11 @@ def test_scripted_player():
         lake = generate_map(4, 0.8, rng)
         shortest = goal_distances(lake)[lake.find("S")]
         moves = scripted_moves(lake, "shortest", 10, rng)
-        assert len(moves) == shortest and _play(lake, moves).lake.tile(_play(lake, moves).cell) == "G"
+        end = _play(lake, moves)
+        assert len(moves) == shortest and end.lake.tile(end.cell) == "G"
         moves = scripted_moves(lake, "detour", 10, rng)
-        assert shortest + 1 <= len(moves) <= shortest + 2 and _play(lake, moves).lake.tile(_play(lake, moves).cell) == "G"
+        end = _play(lake, moves)
+        assert shortest + 1 <= len(moves) <= shortest + 2 and end.lake.tile(end.cell) == "G"
         moves = scripted_moves(lake, "fail", 10, rng)
         end = _play(lake, moves)
         assert end.lake.tile(end.cell) != "G"

@@ -57,8 +57,8 @@ def test_a_tiny_run_logs_episodes_that_replay(train_run):
     _, run_dir = train_run(TINY)
     records = read_metrics_jsonl(run_dir / "metrics.jsonl").records
     step = records[1]
-    for key in ("training/num_turns/mean", "episode/length/max", "episode/reward/min", "episode/success_rate_frozenlake",
-                "train/group_reward_std/mean"):
+    for key in ("training/num_turns/mean", "episode/length/max", "episode/reward/min",
+                "episode/success_rate_frozenlake", "train/group_reward_std/mean"):
         assert key in step, key
     assert all(is_known(k) for r in records for k in r)
     data = FrozenLakePrompts(num_train=10, num_val=2)  # only its episodes are used: the map comes from the sample
