@@ -14,7 +14,7 @@ WARNING_IDS = (
     "lr_too_high", "lr_too_low", "critic_undertrained", "entropy_collapse", "no_learning_signal",
     "overly_deterministic", "vanishing_gradient", "grad_clip_saturation", "unstable_policy_loss",
     "advantage_not_normalized", "reward_variance_too_large", "kl_drift", "response_truncation",
-    "prompt_truncation", "rollout_mismatch",
+    "prompt_truncation", "rollout_mismatch", "tool_skip_collapse",
 )
 # Failures read from real verl logs that no playground scenario reproduces yet (issue 25 item 3): the diagnosis
 # reports them, `scenario=<id>` does not exist for them.
@@ -66,4 +66,5 @@ TITLES: dict[str, dict[str, str]] = {
     "rollout_mismatch": {"en": "rollout and trainer disagree (training-inference mismatch)",
                          "zh": "rollout 与训练端概率不一致（训推不一致）"},
     "off_policy_staleness": {"en": "stale rollouts (off-policy by lag)", "zh": "rollout 陈旧（滞后导致离策略）"},
+    "tool_skip_collapse": {"en": "the policy stops calling its tool", "zh": "策略不再调用工具"},
 }

@@ -100,7 +100,7 @@ ALLOWED = {
     "acrobot": ["healthy", "critic_undertrained", "entropy_collapse", "advantage_not_normalized"],
     "addition": ["healthy", "lr_too_high"],
     "countdown": ["healthy"],
-    "calc": ["healthy"],
+    "calc": ["healthy", "tool_skip_collapse"],
     "frozenlake": ["healthy"],
     "cartpole": ["healthy", "lr_too_high", "lr_too_low", "critic_undertrained", "entropy_collapse",
                  "vanishing_gradient", "grad_clip_saturation", "advantage_not_normalized",

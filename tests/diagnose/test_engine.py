@@ -50,6 +50,9 @@ def run(n: int = 12, **over) -> list[dict[str, float]]:
 
 
 FLAT = {"critic/score/mean": 0.1}  # a stalled score
+# verl's agent loop metrics of a policy that stops calling its tool: 2.5 turns and 0.25 calls an episode -> 2 and 0
+SKIPPING = {"training/num_turns/mean": lambda s: max(2.0, 2.5 - 0.1 * s),
+            "tool_call_counts/mean": lambda s: max(0.0, 0.25 - 0.05 * s)}
 TARGET = {"score_target": 1.0}
 
 
@@ -168,6 +171,9 @@ CASES = {  # id: (records, info, near-miss records, near-miss info)
                                             "training/rollout_probs_diff_mean": 0.007}), {},
                              run(**{"training/off_policy/trajectory_staleness/mean": 1.0,
                                     "training/rollout_probs_diff_mean": 0.007}), {}),
+    # a tool task's episodes fall to one assistant turn (num_turns 2) with no tool call, the score flat; near miss:
+    # the same fall while the score rises (a policy that learned to answer without its tool)
+    "tool_skip_collapse": (run(**FLAT, **SKIPPING), {}, run(**SKIPPING), {}),
     "prompt_truncation": (run(**{"prompt_length/clip_ratio": 0.2}), {},
                           run(**{"prompt_length/clip_ratio": 0.05}), {}),
     "converged": (run(**{"actor/ppo_kl": 5e-5, "actor/pg_clipfrac": 0.01, "critic/score/mean": 1.0}), TARGET,
