@@ -9,17 +9,17 @@ from __future__ import annotations
 
 INFO_IDS = ("healthy", "inconclusive", "converged", "value_drift", "generation_bottleneck", "update_bottleneck",
             "low_mfu")
-CRITICAL_IDS = ("training_crash", "out_of_memory", "gradient_explosion")
+CRITICAL_IDS = ("training_crash", "out_of_memory", "gradient_explosion", "degenerate_rollout")
 WARNING_IDS = (
     "lr_too_high", "lr_too_low", "critic_undertrained", "entropy_collapse", "no_learning_signal",
     "overly_deterministic", "vanishing_gradient", "grad_clip_saturation", "unstable_policy_loss",
     "advantage_not_normalized", "reward_variance_too_large", "kl_drift", "response_truncation",
-    "prompt_truncation", "rollout_mismatch", "tool_skip_collapse",
+    "prompt_truncation", "rollout_mismatch", "off_policy_staleness", "tool_skip_collapse",
 )
 # Failures read from real verl logs that no playground scenario reproduces yet (issue 25 item 3): the diagnosis
 # reports them, `scenario=<id>` does not exist for them.
-LOG_ONLY_WARNING_IDS = ("entropy_explosion", "off_policy_staleness")
-LOG_ONLY_CRITICAL_IDS = ("degenerate_rollout",)
+LOG_ONLY_WARNING_IDS = ("entropy_explosion",)
+LOG_ONLY_CRITICAL_IDS: tuple[str, ...] = ()
 LOG_ONLY_IDS = (*LOG_ONLY_WARNING_IDS, *LOG_ONLY_CRITICAL_IDS)
 FAILURE_IDS = (*INFO_IDS, *WARNING_IDS, *LOG_ONLY_WARNING_IDS, *CRITICAL_IDS, *LOG_ONLY_CRITICAL_IDS)
 # The ids a scenario reproduces: every non-info id but the log-only ones, plus the healthy baseline.

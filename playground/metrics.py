@@ -35,7 +35,6 @@ GROUP_TITLES: dict[str, dict[str, str]] = {
     "rollout": {"en": "Rollout vs trainer", "zh": "Rollout 与训练端对比"},
     "world_model": {"en": "World model", "zh": "World Model 指标"},
     "val": {"en": "Validation", "zh": "验证指标"},
-    "rollout_corr": {"en": "Rollout vs trainer (rollout correction)", "zh": "Rollout 与训练端（rollout correction）"},
 }
 GROUPS: dict[str, str] = {group: titles["en"] for group, titles in GROUP_TITLES.items()}  # the English titles
 
@@ -79,15 +78,12 @@ METRIC_GROUPS: dict[str, list[str]] = {
     ],
     "training": [STEP, "training/epoch", "train/num_gen_batches", "train/zero_adv_group_ratio",
                  "training/filter_groups/*"],
-    # the rollout engine against the trainer (verl's calculate_debug_metrics; the async trainers' staleness)
-    "rollout": ["training/rollout_probs_diff_mean", "training/rollout_probs_diff_max",
-                "training/rollout_probs_diff_std", "training/rollout_probs_diff_valid",
-                "training/rollout_actor_probs_pearson_corr", "training/off_policy/*"],
-    "world_model": ["world_model/loss", "world_model/grad_norm"],
-    "val": ["val/score", "val/accuracy", "val/pass@k", "val-core/<source>/<var>/<stat>@N", "val-aux/*"],
-    # verl's rollout correction (`algorithm.rollout_correction`, playground/algos/rollout_corr.py): the rollout's
-    # log-probs against the trainer's, the IS weights and the rejection
-    "rollout_corr": [
+    # the rollout engine against the trainer: verl's calculate_debug_metrics, the async trainers' staleness, and verl's
+    # rollout correction (`algorithm.rollout_correction`, playground/algos/rollout_corr.py: the rollout's log-probs
+    # against the trainer's, the IS weights and the rejection). One group: they read the same gap
+    "rollout": [
+        "training/rollout_probs_diff_mean", "training/rollout_probs_diff_max", "training/rollout_probs_diff_std",
+        "training/rollout_probs_diff_valid", "training/rollout_actor_probs_pearson_corr", "training/off_policy/*",
         *(f"rollout_corr/{k}" for k in ("kl", "k3_kl", "chi2_token", "chi2_seq", "log_ppl_diff", "log_ppl_abs_diff",
                                         "rollout_is_mean", "rollout_is_std", "rollout_is_max", "rollout_is_min",
                                         "rollout_is_eff_sample_size", "rollout_is_ratio_fraction_high",
@@ -96,6 +92,8 @@ METRIC_GROUPS: dict[str, list[str]] = {
                                         "rollout_rs_seq_masked_fraction")),
         "rollout_corr/<policy>_ppl", "rollout_corr/rollout_is_seq_*", "rollout_corr/rollout_rs_<option>_*",
     ],
+    "world_model": ["world_model/loss", "world_model/grad_norm"],
+    "val": ["val/score", "val/accuracy", "val/pass@k", "val-core/<source>/<var>/<stat>@N", "val-aux/*"],
 }
 
 # Keys with a per-task or per-k suffix are declared by their family name above and matched here.

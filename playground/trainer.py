@@ -59,7 +59,9 @@ class Trainer:
         self.kl_in_reward = KLInReward(self.cfg.algorithm.kl_ctrl.type, agent_hp, hp.kl_penalty, self.num_agents,
                                        device) if hp.use_kl_in_reward else None
         self.estimator = AdvantageEstimator(hp)
-        self.rollout_corr = RolloutCorrection(self.cfg)  # algorithm.rollout_correction (verl's rollout_corr_helper)
+        # algorithm.rollout_correction (verl's rollout_corr_helper): built only where the rollout hands on its log-probs
+        # (a correction, or rollout.calculate_log_probs' metrics-only mode); nothing else reads it
+        self.rollout_corr = RolloutCorrection(self.cfg) if self.rollout.keep_log_probs else None
         # measured from here on: the models and the optimizers' state are the run's baseline
         self.memory = MemoryGuard([c.trainer.memory_limit_gb for c in cfgs], device)
         task.watch_memory(self.memory)
@@ -144,7 +146,8 @@ class Trainer:
             batch = self._generate(timed, metrics)  # gen, reward
             if batch is None:  # every agent still training ended its sampling at the cap
                 return [{} for _ in range(self.num_agents)]
-            if self.rollout_corr.bypass_mode:  # verl: the rollout's log-probs are the old ones, not recomputed
+            bypass = self.rollout_corr is not None and self.rollout_corr.bypass_mode
+            if bypass:  # verl: the rollout's log-probs are the old ones, not recomputed
                 self.rollout_corr.apply_bypass_mode(batch)
             else:
                 with timed("old_log_prob"):
@@ -158,7 +161,8 @@ class Trainer:
                 with timed("values"):
                     self.critic.compute_values(batch)
             with timed("adv"):
-                metrics.update(self.rollout_corr.apply(batch))  # decoupled: IS weights, rejection, rollout_corr/*
+                if self.rollout_corr is not None:  # decoupled: IS weights, rejection, rollout_corr/*
+                    metrics.update(self.rollout_corr.apply(batch))
                 metrics.update(compute_advantage(batch, task, self.estimator, self.kl_in_reward))
             if self.critic is not None:
                 with timed("update_critic"):
@@ -167,7 +171,8 @@ class Trainer:
                 with timed("update_actor"):
                     metrics.update(self.actor.update(batch, self.active, self.memory,
                                                      entropy_before=metrics.get("actor/entropy_loss", [None])[0],
-                                                     rollout_correction=self.rollout_corr.bypass_settings()))
+                                                     rollout_correction=self.rollout_corr.bypass_settings()
+                                                     if bypass else None))
             if self.world_model is not None:
                 metrics.update(self.world_model.update(batch, self.active))
         if "actor/entropy_loss" in metrics:  # (bypass mode measures it in the update, absent before critic_warmup)

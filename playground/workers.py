@@ -121,11 +121,13 @@ class TaskRollout:
     def __init__(self, task: Task, cfg: DictConfig):
         self.task, self.spec = task, RolloutSpec.from_cfg(cfg)
         self.keep_log_probs = self.spec.calculate_log_probs or rollout_correction_on(cfg)
-        self.weights = None  # a task without a model of its own to copy (gym) rolls out with the trainer's policy
-        if task.rollout_model is not None:
+        # a rollout that matches the trainer (the default) generates with the actor's own model: no copy, nothing to
+        # sync; a task without a model of its own to copy (gym) always rolls out with the trainer's policy
+        self.weights = None
+        if task.rollout_model is not None and self.spec.owns_weights:
             self.weights = RolloutWeights(task.rollout_model, self.spec)
             task.rollout_model = self.weights.model
-        elif self.spec.owns_weights:
+        elif task.rollout_model is None and self.spec.owns_weights:
             raise ValueError(f"actor_rollout_ref.rollout.{{dtype,staleness,weight_sync}}: a {task.family} task's "
                              "rollout is the trainer's policy itself: allowed only float32, 0 and full")
 

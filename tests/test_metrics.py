@@ -37,3 +37,13 @@ def test_non_finite_values_round_trip_through_json_strings(value, encoded):
     assert to_json_value(value) == encoded
     decoded = from_json_value(encoded)
     assert decoded == value or (math.isnan(value) and math.isnan(decoded))
+
+
+def test_the_rollout_engine_and_its_correction_are_one_panel_group():
+    """The Panels page shows the rollout-vs-trainer probes, the staleness and verl's rollout_corr/* in one group."""
+    from playground.metrics import GROUP_TITLES, group_of
+
+    keys = ["training/rollout_probs_diff_mean", "training/off_policy/trajectory_staleness/mean", "rollout_corr/kl",
+            "rollout_corr/rollout_log_ppl", "rollout_corr/rollout_is_seq_mean"]
+    assert {group_of(k) for k in keys} == {"rollout"}
+    assert [g for g in GROUP_TITLES if g.startswith("rollout")] == ["rollout"]

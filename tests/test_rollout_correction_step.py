@@ -53,6 +53,14 @@ def test_bypass_skips_the_recompute_and_trains_against_the_rollout(tmp_path):
 
 
 def test_metrics_only_when_the_correction_is_off_and_the_rollout_reports_its_log_probs(tmp_path):
-    (record,) = _trainer(tmp_path).train_step(1)
+    (record,) = _trainer(tmp_path, "actor_rollout_ref.rollout.calculate_log_probs=true").train_step(1)
     assert record["rollout_corr/kl"] == pytest.approx(-SHIFT, abs=1e-5)
     assert not any(key.startswith(("rollout_corr/rollout_is", "rollout_corr/rollout_rs")) for key in record)
+
+
+def test_nothing_reads_the_rollouts_log_probs_when_neither_is_asked(tmp_path):
+    """The default: no correction and no calculate_log_probs, so no RolloutCorrection is built and no rollout_corr/*."""
+    trainer = _trainer(tmp_path)
+    assert trainer.rollout_corr is None and trainer.rollout.weights is None  # the rollout shares the actor's model
+    (record,) = trainer.train_step(1)
+    assert not any(key.startswith("rollout_corr/") for key in record)

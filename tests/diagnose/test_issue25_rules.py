@@ -183,6 +183,28 @@ def test_the_garbage_collapse_is_a_degenerate_rollout():
                                             info={"max_entropy": math.log(10)}).ids()
 
 
+def test_a_rollout_whose_weights_never_arrived_is_a_degenerate_rollout_not_a_mismatch():
+    """verl's load_format=dummy with a broken sync: the trainer is sharp, the rollout samples uniformly (its own
+    log-perplexity ln V), its probabilities are apart from the trainer's on every token; a small vocabulary ends some
+    uniform responses by chance (token family: 0.5 of them at the cap)."""
+    vocab = math.log(17)
+    garbage = steps(6, **{"actor/entropy": 1.7, "critic/score/mean": 0.0, "critic/rewards/max": 0.0,
+                          "critic/rewards/min": 0.0, "critic/rewards/std": 0.0, "response_length/clip_ratio": 0.65,
+                          "response_length/max": 8.0, "response_length/min": 1.0, "response_length/mean": 6.7,
+                          "rollout_corr/rollout_log_ppl": vocab, "training/rollout_probs_diff_mean": 0.07,
+                          "rollout_corr/chi2_token": 3.0})
+    report = diagnose(garbage, family="token", info={"max_entropy": vocab})
+    assert report.roots()[0] == "degenerate_rollout" and "rollout_mismatch" not in report.ids()
+    assert "actor_rollout_ref.rollout.weight_sync=full" in next(f.fix for f in report.findings
+                                                                if f.id == "degenerate_rollout")
+    # a rollout as sharp as a healthy one (0.6 of the maximum) with the same gap is a mismatch, not garbage
+    sharp = [dict(r, **{"rollout_corr/rollout_log_ppl": 0.6 * vocab}) for r in garbage]
+    report = diagnose(sharp, family="token", info={"max_entropy": vocab})
+    assert "degenerate_rollout" not in report.ids() and "rollout_mismatch" in report.ids()
+    # the guide's "every response at the cap" is the LLM families' (a 32k vocabulary never samples its end token)
+    assert "degenerate_rollout" not in diagnose(garbage, family="llm", info={"max_entropy": vocab}).ids()
+
+
 @pytest.mark.parametrize("key", ["critic/advantages/zero_adv_ratio", "train/zero_adv_group_ratio",
                                  "frac_reward_zero_std"])
 def test_a_batch_of_zero_advantages_with_a_flat_score_has_no_learning_signal(key):
