@@ -77,7 +77,13 @@ def test_worksheets_ask_the_same_questions_in_both_languages(ex):
     assert f"playground.exercise start {ex.number}" in ex.worksheet("zh")
 
 
-@pytest.mark.parametrize("ex", EXERCISES, ids=_ids(EXERCISES))
+# calc's mystery needs its 200-step SFT base (~21 s on one core, then cached) and ~12 multi-turn steps: slow; CI
+# checks its collapse by the reward arithmetic (tests/scenarios/test_calc_scenarios.py)
+SLOW_MYSTERIES = {"11_calc_toolshy"}
+MYSTERY_RUNS = [pytest.param(ex, marks=pytest.mark.slow) if ex.id in SLOW_MYSTERIES else ex for ex in EXERCISES]
+
+
+@pytest.mark.parametrize("ex", MYSTERY_RUNS, ids=_ids(EXERCISES))
 def test_the_shortened_mystery_run_shows_the_expected_failure(ex, tmp_path):
     run_dir, status, _ = start(ex, tmp_path, steps=ex.steps["test"], stop_on_finding=True, progress_bar=False)
     assert run_dir == mystery_dir(ex, tmp_path)
