@@ -1,8 +1,9 @@
 """The SFT "base model" for token-task RL: a tiny GPT trained on demonstrations until it solves part of val.
 
 Like verl's SFT trainer (`verl/trainer/fsdp_sft_trainer.py`): cross-entropy on the response tokens only.
-Unlike it, training stops as soon as greedy validation accuracy first reaches a target, so RL starts
-from a partial solver, and the weights are cached on disk keyed by every setting that shaped them.
+Unlike it, training by default stops as soon as greedy validation accuracy first reaches a target, so RL starts
+from a partial solver, and the weights are cached on disk keyed by every setting that shaped them. A task whose base
+needs long training (countdown) instead runs verl's warm-up + cosine schedule to its end (`stop_at_target=false`).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -18,6 +20,7 @@ from typing import Any
 
 import torch
 
+from playground.config import ConfigError
 from playground.models.generation import generate
 from playground.models.tiny_gpt import GPTConfig, TinyGPT, compute_log_prob, position_ids_from_mask
 from playground.runs import write_atomic
@@ -39,6 +42,42 @@ class SFTConfig:
     target_acc_hi: float = 0.7  # ...and fail if that eval overshot past this: RL needs room to improve
     max_steps: int = 3000  # fail if the target is not reached by then
     seed: int = 0  # model init and batch order
+    # verl's SFT optimizer (`optim.lr_scheduler`, `optim.warmup_steps_ratio`, `optim.min_lr_ratio`): "constant" is
+    # lr from step 1; "cosine" warms up linearly over warmup_steps_ratio * max_steps, then decays to
+    # min_lr_ratio * lr at max_steps
+    lr_scheduler: str = "constant"
+    warmup_steps_ratio: float = 0.0
+    min_lr_ratio: float = 0.0
+    # False: train all max_steps (a decaying schedule's whole length), then require the last eval in the window
+    stop_at_target: bool = True
+
+    def __post_init__(self) -> None:
+        if self.lr_scheduler not in LR_SCHEDULERS:
+            raise ConfigError(f"sft.lr_scheduler={self.lr_scheduler!r} is out of range: allowed one of {LR_SCHEDULERS}")
+        for key in ("warmup_steps_ratio", "min_lr_ratio"):
+            if not 0.0 <= getattr(self, key) < 1.0:
+                raise ConfigError(f"sft.{key}={getattr(self, key)} is out of range: allowed [0, 1)")
+        if self.lr_scheduler == "constant" and (self.warmup_steps_ratio or self.min_lr_ratio):
+            raise ConfigError("sft.warmup_steps_ratio and sft.min_lr_ratio need sft.lr_scheduler=cosine, got "
+                              f"constant with {self.warmup_steps_ratio}, {self.min_lr_ratio}")
+        if not self.stop_at_target and self.max_steps % self.eval_every:
+            raise ConfigError(f"sft.stop_at_target=false judges the eval at sft.max_steps={self.max_steps}: it must "
+                              f"be a multiple of sft.eval_every={self.eval_every}")
+
+    def lr_at(self, step: int) -> float:
+        """The learning rate of optimizer step `step` (1-based), as verl's `get_cosine_schedule_with_warmup`."""
+        if self.lr_scheduler == "constant":
+            return self.lr
+        warmup = int(self.warmup_steps_ratio * self.max_steps)
+        if step <= warmup:
+            return self.lr * step / warmup
+        progress = (step - warmup) / max(1, self.max_steps - warmup)
+        return self.lr * (self.min_lr_ratio + (1 - self.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+LR_SCHEDULERS = ("constant", "cosine")
+# the keys added after the first cached bases: left out of the cache key at these values, so those bases keep theirs
+_LATER_KEYS = {"lr_scheduler": "constant", "warmup_steps_ratio": 0.0, "min_lr_ratio": 0.0, "stop_at_target": True}
 
 
 @dataclass
@@ -61,8 +100,9 @@ def cache_root(cache_dir: Path | str | None = None) -> Path:
 
 def cache_key(task: PromptSet, model_cfg: GPTConfig, sft_cfg: SFTConfig) -> str:
     """Hash of everything that determines the base model's weights."""
-    blob = json.dumps({"task": task.config, "model": dataclasses.asdict(model_cfg),
-                       "sft": dataclasses.asdict(sft_cfg), "version": SFT_CODE_VERSION}, sort_keys=True)
+    sft = {k: v for k, v in dataclasses.asdict(sft_cfg).items() if k not in _LATER_KEYS or v != _LATER_KEYS[k]}
+    blob = json.dumps({"task": task.config, "model": dataclasses.asdict(model_cfg), "sft": sft,
+                       "version": SFT_CODE_VERSION}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -102,7 +142,8 @@ def sft_loss(model: TinyGPT, task: PromptSet, examples: list[Example]) -> torch.
 
 
 def train_sft(task: PromptSet, model_cfg: GPTConfig, sft_cfg: SFTConfig) -> tuple[TinyGPT, dict[str, Any]]:
-    """Trains from scratch until the first eval with accuracy >= target_acc_lo. Deterministic on CPU."""
+    """Trains from scratch until the first eval with accuracy >= target_acc_lo (or, with `stop_at_target` off,
+    for max_steps, judging the last eval). Deterministic on CPU."""
     if model_cfg.vocab_size != task.tokenizer.vocab_size:
         raise ValueError(f"model vocab_size {model_cfg.vocab_size} != tokenizer vocab_size {task.tokenizer.vocab_size}")
     if model_cfg.block_size < task.max_prompt_tokens + task.max_answer_tokens:
@@ -117,6 +158,8 @@ def train_sft(task: PromptSet, model_cfg: GPTConfig, sft_cfg: SFTConfig) -> tupl
     history: list[tuple[int, float]] = []
     model.train()
     for step in range(1, sft_cfg.max_steps + 1):
+        for group in optimizer.param_groups:
+            group["lr"] = sft_cfg.lr_at(step)
         loss = sft_loss(model, task, task.sample(sft_cfg.batch_size, generator))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -126,7 +169,7 @@ def train_sft(task: PromptSet, model_cfg: GPTConfig, sft_cfg: SFTConfig) -> tupl
             continue
         acc = greedy_accuracy(model, task, task.val)
         history.append((step, acc))
-        if acc < sft_cfg.target_acc_lo:
+        if acc < sft_cfg.target_acc_lo or (not sft_cfg.stop_at_target and step < sft_cfg.max_steps):
             continue
         if acc > sft_cfg.target_acc_hi:
             raise RuntimeError(f"SFT overshot the target window: val accuracy {acc:.3f} at step {step} is above "
@@ -135,6 +178,10 @@ def train_sft(task: PromptSet, model_cfg: GPTConfig, sft_cfg: SFTConfig) -> tupl
         model.eval()
         return model, {"val_accuracy": acc, "steps": step, "seconds": time.perf_counter() - t0, "history": history}
     best = max(history, key=lambda h: h[1], default=(0, 0.0))
+    if not sft_cfg.stop_at_target:
+        raise RuntimeError(f"SFT ended below the target: val accuracy {history[-1][1]:.3f} at sft.max_steps="
+                           f"{sft_cfg.max_steps} < sft.target_acc_lo={sft_cfg.target_acc_lo} (best {best[1]:.3f} at "
+                           f"step {best[0]}); raise max_steps or lr")
     raise RuntimeError(f"SFT never reached val accuracy {sft_cfg.target_acc_lo} within sft.max_steps="
                        f"{sft_cfg.max_steps} (best {best[1]:.3f} at step {best[0]}); raise max_steps or lr, "
                        "or make the task easier")

@@ -183,7 +183,7 @@ def test_countdown_config_refuses_another_rule(overrides, message):
 # ---- a run end to end, on a tiny base (10 SFT steps of a 1-layer model: the plumbing, not the learning)
 
 TINY_COUNTDOWN = ["task=countdown", "task.num_val=8", "actor_rollout_ref.model.n_layer=1",
-                  "actor_rollout_ref.model.n_embd=32", "sft.eval_every=10", "sft.target_acc_lo=0.0",
+                  "actor_rollout_ref.model.n_embd=32", "sft.eval_every=10", "sft.max_steps=10", "sft.target_acc_lo=0.0",
                   "data.train_batch_size=4", "actor_rollout_ref.actor.ppo_mini_batch_size=4",
                   "actor_rollout_ref.rollout.n=4", "actor_rollout_ref.rollout.val_kwargs.n=4",
                   "trainer.total_training_steps=1", "trainer.test_freq=1"]

@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import math
 
 import pytest
 import torch
 
+from playground.config import ConfigError
 from playground.models.tiny_gpt import GPTConfig, TinyGPT
-from playground.tasks.sft import SFTConfig, build_base_model, cache_key, greedy_accuracy, sft_loss
+from playground.tasks.sft import (
+    SFT_CODE_VERSION,
+    SFTConfig,
+    build_base_model,
+    cache_key,
+    greedy_accuracy,
+    sft_loss,
+)
 from playground.tasks.token_data import Example, make_prompts
 
 # reverse-3 with a 1-layer d32 model at lr 3e-3 reaches 0.3 in about 45 steps (under a second; the first
@@ -120,3 +130,45 @@ def test_default_addition_base_is_partial(tmp_path):
     base = build_base_model(task, GPTConfig(vocab_size=17, block_size=24), SFTConfig(lr=1e-3, eval_every=10),
                             cache_dir=tmp_path)
     assert 0.3 <= base.val_accuracy <= 0.7 and not math.isnan(base.seconds)
+
+
+def test_cosine_schedule_by_hand():
+    """verl's warm-up + cosine: linear to lr over 10 % of the steps, then half a cosine down to min_lr_ratio * lr."""
+    cfg = SFTConfig(lr=1.0, lr_scheduler="cosine", warmup_steps_ratio=0.1, min_lr_ratio=0.1, max_steps=100)
+    assert [cfg.lr_at(s) for s in (1, 5, 10)] == pytest.approx([0.1, 0.5, 1.0])
+    assert cfg.lr_at(55) == pytest.approx(0.1 + 0.9 * 0.5)  # half-way through the decay: cos(pi / 2) = 0
+    assert cfg.lr_at(100) == pytest.approx(0.1)
+    assert SFTConfig(lr=0.5).lr_at(1) == SFTConfig(lr=0.5).lr_at(3000) == 0.5
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"lr_scheduler": "linear"}, "sft.lr_scheduler='linear' is out of range"),
+    ({"lr_scheduler": "cosine", "warmup_steps_ratio": 1.0}, "sft.warmup_steps_ratio=1.0 is out of range"),
+    ({"warmup_steps_ratio": 0.1}, "need sft.lr_scheduler=cosine"),
+    ({"stop_at_target": False, "max_steps": 25, "eval_every": 10}, "multiple of sft.eval_every=10"),
+])
+def test_bad_schedule_is_refused(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        SFTConfig(**overrides)
+
+
+def test_cache_keys_of_bases_made_before_the_schedule_keys_are_unchanged(task):
+    """The schedule keys at their defaults are left out of the hash: the bases cached before them keep their key."""
+    fields = ("lr", "weight_decay", "batch_size", "grad_clip", "eval_every", "target_acc_lo", "target_acc_hi",
+              "max_steps", "seed")
+    blob = json.dumps({"task": task.config, "model": dataclasses.asdict(MODEL),
+                       "sft": {k: getattr(SFT, k) for k in fields}, "version": SFT_CODE_VERSION}, sort_keys=True)
+    assert cache_key(task, MODEL, SFT) == hashlib.sha256(blob.encode()).hexdigest()[:16]
+    assert cache_key(task, MODEL, SFT) != cache_key(task, MODEL, dataclasses.replace(SFT, stop_at_target=False))
+
+
+def test_training_to_the_end_judges_the_last_eval(task, tmp_path):
+    """stop_at_target=false runs every step of the schedule (past the first eval in the window) and keeps the end."""
+    to_end = dataclasses.replace(SFT, lr_scheduler="cosine", warmup_steps_ratio=0.1, stop_at_target=False,
+                                 max_steps=20, eval_every=10, target_acc_lo=0.0)
+    base = build_base_model(task, MODEL, to_end, cache_dir=tmp_path)
+    assert base.steps == 20 and [s for s, _ in base.history] == [10, 20]
+    assert base.val_accuracy == base.history[-1][1] == greedy_accuracy(base.model, task, task.val)
+    with pytest.raises(RuntimeError, match="ended below the target"):
+        build_base_model(task, MODEL, dataclasses.replace(to_end, max_steps=10, target_acc_lo=1.0),
+                         cache_dir=tmp_path)
