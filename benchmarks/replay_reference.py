@@ -11,7 +11,8 @@ panel 101-110, which judges the replay) and writes, per task:
 
 The file records the command and seeds it came from. It trains nothing: run the matrix first.
 `--refresh-scenarios WHY` rebuilds only the scenario entries (config-derived) of the existing file, for a scenario added
-since the matrix ran whose dev runs fall inside the task's kept signature.
+since the matrix ran whose dev runs fall inside the task's kept signature; `--merge` adds the tasks of the given runs (a
+task added since the matrix ran, trained alone on the development seeds) and keeps the file's other tasks.
 """
 
 from __future__ import annotations
@@ -75,11 +76,28 @@ def refresh_scenarios(out: Path, why: str) -> int:
     return 0
 
 
+def merge_tasks(out: Path, by_task: dict[str, list[Path]], command: str, seeds: set[int]) -> int:
+    """The existing reference with the runs' tasks added (a task added since the matrix ran: its dev runs alone)."""
+    document = yaml.safe_load(out.read_text(encoding="utf-8"))
+    provenance = document["provenance"]
+    if not seeds <= set(provenance["seeds"]):
+        raise SystemExit(f"the runs' seeds {sorted(seeds)} are not the reference's {provenance['seeds']}")
+    provenance["command"] += f"; {', '.join(sorted(by_task))} (a later addition, its entry alone): {command}"
+    document["tasks"] = dict(sorted({**document["tasks"],
+                                     **{task: task_entry(task, runs) for task, runs in by_task.items()}}.items()))
+    write(out, document)
+    print(f"wrote {out}: {', '.join(sorted(by_task))} from {sum(map(len, by_task.values()))} runs merged")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.replay_reference", description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=Path, action="append", help="a dev-seed matrix's --out dir")
     parser.add_argument("--command", help="the command(s) that trained those runs (provenance)")
     parser.add_argument("--out", type=Path, default=replay.REFERENCE_PATH)
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the existing file's other tasks: the runs' tasks join it (or replace their entries), "
+                             "and --command is appended to its provenance")
     parser.add_argument("--refresh-scenarios", metavar="WHY",
                         help="train nothing, read no runs: rewrite each task's scenario entries (knobs, facts, fix: "
                              "the composed config's) in the existing file, keeping the facts and signatures its runs "
@@ -99,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
         if info.get("task") and info.get("status") in ("finished", "diverged", "oom"):
             by_task.setdefault(info["task"], []).append(run)
             seeds.add(int(info["seed"]))
+    if args.merge:
+        return merge_tasks(args.out, by_task, args.command, seeds)
     missing = [t for t in known_options("task") if scenarios_of(t) and t not in by_task]
     if missing:
         print(f"# no dev runs of {missing}: they are left out of the reference", file=sys.stderr)

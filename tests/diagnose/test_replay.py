@@ -231,3 +231,36 @@ def test_a_log_that_names_its_task_replays_that_task():
                for s in range(1, 21)]
     found = rp.replay(records, {"diagnoses": [], "findings": []})
     assert (found["task"], found["scenario"]) == ("probe4", "healthy")
+
+
+def test_merging_a_later_tasks_dev_runs_keeps_the_other_tasks(tmp_path):
+    """`benchmarks.replay_reference --merge`: a task added after the matrix ran joins the reference from its own dev
+    runs; the stored tasks stay as they were, the provenance says how it came in, and a panel seed is refused."""
+    import yaml
+
+    from benchmarks.replay_reference import main as write_reference
+
+    out = tmp_path / "reference.yaml"
+    out.write_text(rp.REFERENCE_PATH.read_text(encoding="utf-8"), encoding="utf-8")
+
+    def fake_run(name: str, seed: int) -> None:
+        run = tmp_path / "runs" / name
+        run.mkdir(parents=True)
+        (run / "run.json").write_text(json.dumps({
+            "task": "reverse", "seed": seed, "status": "finished", "action_space": "token",
+            "max_entropy": 2.833, "score_metric": "val/accuracy"}))
+        (run / "metrics.jsonl").write_text("\n".join(json.dumps(
+            {STEP: s, "prompt_length/mean": 7.0, "response_length/max": 6.0 + s}) for s in (1, 2)) + "\n")
+
+    fake_run("a", 1)
+    args = ["--runs", str(tmp_path / "runs"), "--command", "train reverse", "--out", str(out), "--merge"]
+    assert write_reference(args) == 0
+    stored, merged = (yaml.safe_load(p.read_text(encoding="utf-8")) for p in (rp.REFERENCE_PATH, out))
+    assert set(merged["tasks"]) == set(stored["tasks"])
+    assert all(merged["tasks"][t] == stored["tasks"][t] for t in stored["tasks"] if t != "reverse")
+    assert merged["tasks"]["reverse"]["signature"] == {"prompt_length_mean": [7.0, 7.0],
+                                                        "response_length_max": [8.0, 8.0]}
+    assert merged["tasks"]["reverse"]["dev_runs"] == 1 and merged["provenance"]["command"].endswith(": train reverse")
+    fake_run("b", 101)
+    with pytest.raises(SystemExit, match="panel seed"):
+        write_reference(args)
