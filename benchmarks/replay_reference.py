@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--command", help="the command(s) that trained those runs (provenance)")
     parser.add_argument("--out", type=Path, default=replay.REFERENCE_PATH)
     parser.add_argument("--merge", action="store_true",
-                        help="keep the existing file's other tasks: the runs' tasks join it (or replace their entries), "
+                        help="keep the existing file's other tasks: the runs' tasks join it (or replace theirs), "
                              "and --command is appended to its provenance")
     parser.add_argument("--refresh-scenarios", metavar="WHY",
                         help="train nothing, read no runs: rewrite each task's scenario entries (knobs, facts, fix: "
