@@ -203,6 +203,9 @@ def test_a_rollout_whose_weights_never_arrived_is_a_degenerate_rollout_not_a_mis
     assert "degenerate_rollout" not in report.ids() and "rollout_mismatch" in report.ids()
     # the guide's "every response at the cap" is the LLM families' (a 32k vocabulary never samples its end token)
     assert "degenerate_rollout" not in diagnose(garbage, family="llm", info={"max_entropy": vocab}).ids()
+    # the trainer near-uniform too (a rollout temperature far above 1: exercise 07) is a sampling knob's, not a sync's
+    hot = [dict(r, **{"actor/entropy": 0.95 * vocab}) for r in garbage]
+    assert "degenerate_rollout" not in diagnose(hot, family="token", info={"max_entropy": vocab}).ids()
 
 
 @pytest.mark.parametrize("key", ["critic/advantages/zero_adv_ratio", "train/zero_adv_group_ratio",
