@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 import torch
 
 from playground.tasks.episodes import EnvReply
-from playground.tasks.token_data import DIGITS, Example, PromptSet, Tokenizer
+from playground.tasks.token_data import DIGITS, Example, NumberPrompts, Tokenizer
 
 TAGS = ("<tool>", "</tool>", "<result>", "</result>", "<answer>", "</answer>")
 _TAG_SPLIT = re.compile("(" + "|".join(re.escape(t) for t in TAGS) + ")")
@@ -82,7 +82,7 @@ class CalcEpisode:
         return {"score": correct, "acc": correct, "tool_calls": float(self.tool_calls)}
 
 
-class CalcPrompts(PromptSet):
+class CalcPrompts(NumberPrompts):
     """Multiply two numbers of min_digits..max_digits digits (no leading zero); traces with and without the tool."""
 
     name = "calc"
@@ -103,12 +103,6 @@ class CalcPrompts(PromptSet):
     @property
     def config(self) -> dict[str, Any]:
         return {**super().config, "tool_share": self.tool_share}
-
-    def count(self, k: int) -> int:
-        return 10 if k == 1 else 9 * 10 ** (k - 1)
-
-    def operand(self, k: int, index: int) -> str:
-        return str(index if k == 1 else 10 ** (k - 1) + index)
 
     def make_example(self, operands: tuple[str, ...]) -> Example:
         a, b = operands

@@ -311,7 +311,17 @@ class ReversePrompts(PromptSet):
         return self.max_digits
 
 
-class AdditionPrompts(PromptSet):
+class NumberPrompts(PromptSet):
+    """Prompts over whole numbers: an operand of k digits has no leading zero (k = 1 is 0-9)."""
+
+    def count(self, k: int) -> int:
+        return 10 if k == 1 else 9 * 10 ** (k - 1)
+
+    def operand(self, k: int, index: int) -> str:
+        return str(index if k == 1 else 10 ** (k - 1) + index)
+
+
+class AdditionPrompts(NumberPrompts):
     """Add two numbers: prompt "47+85=", answer "231", the sum 132 written least-significant digit first.
 
     Each operand has min_digits..max_digits digits and no leading zero. The sum is reversed so that each answer
@@ -323,12 +333,6 @@ class AdditionPrompts(PromptSet):
 
     def __init__(self, min_digits: int = 3, max_digits: int = 3, **kwargs: Any):
         super().__init__(min_digits, max_digits, **kwargs)
-
-    def count(self, k: int) -> int:
-        return 10 if k == 1 else 9 * 10 ** (k - 1)
-
-    def operand(self, k: int, index: int) -> str:
-        return str(index if k == 1 else 10 ** (k - 1) + index)
 
     def make_example(self, operands: tuple[str, ...]) -> Example:
         a, b = operands
