@@ -114,13 +114,16 @@ def generate_episodes(
         log_probs[:, t] = torch.where(policy, sampled_log_probs, torch.zeros_like(sampled_log_probs))
         eos = policy & (tokens == eos_id)
         ended = policy & torch.isin(tokens, turn_end)
-        # one host sync a step: the rows whose turn ended here, and which agents still run
-        for i in ended.nonzero().flatten().tolist():
+        # one host sync a step: the rows whose turn ended here (their tokens so far), and which agents still run
+        ended_rows = ended.nonzero().flatten().tolist()
+        so_far = responses[ended_rows, :t + 1].tolist() if ended_rows else []
+        fed_rows, fed_cols, fed_ids = [], [], []  # the replies' tokens, written into `forced` at once
+        for i, row in zip(ended_rows, so_far, strict=True):
             trace, start = traces[i], turn_start[i]
             trace.spans.append(("assistant", start, t + 1))
             trace.assistant_turns += 1
             turn_start[i] = t + 1
-            text = decode(responses[i, start:t + 1].tolist())
+            text = decode(row[start:])
             if (t + 1 >= max_new_tokens or (max_assistant_turns and trace.assistant_turns >= max_assistant_turns)
                     or (max_user_turns and trace.user_turns >= max_user_turns)):
                 finish_after[i] = t  # verl: TERMINATED before any tool runs; the turn goes to outcome()
@@ -134,13 +137,17 @@ def generate_episodes(
                 continue
             trace.user_turns += 1
             trace.turn_rewards.append((t, float(reply.reward)))
-            forced[i, t + 1:end] = torch.tensor(reply_ids, dtype=torch.long, device=device)
+            fed_rows += [i] * len(reply_ids)
+            fed_cols += range(t + 1, end)
+            fed_ids += reply_ids
             forced_until[i] = end
             if end > t + 1:
                 trace.spans.append(("env", t + 1, end))
             turn_start[i] = end
             if reply.done:
                 finish_after[i] = end - 1
+        if fed_ids:
+            forced[fed_rows, fed_cols] = torch.tensor(fed_ids, dtype=torch.long, device=device)
         done = done | eos | (t >= finish_after)
         if t == max_new_tokens - 1:
             break
