@@ -38,10 +38,13 @@ def episode_fields(traces: list[EpisodeTrace], num_agents: int, width: int, devi
     def values(get) -> torch.Tensor:
         return torch.tensor([float(get(t)) for t in traces], device=device).view(num_agents, -1)
     per_agent = len(traces) // num_agents
+    # every reply's reward in one write (this runs each step): (row, turn-end position, reward) over all traces
+    placed = [(row, position, reward) for row, trace in enumerate(traces) for position, reward in trace.turn_rewards]
     turn_rewards = torch.zeros(len(traces), width, device=device)
-    for row, trace in enumerate(traces):
-        for position, reward in trace.turn_rewards:
-            turn_rewards[row, position] += reward
+    if placed:
+        rows, positions, rewards = zip(*placed)
+        turn_rewards.index_put_((torch.tensor(rows, device=device), torch.tensor(positions, device=device)),
+                                torch.tensor(rewards, dtype=turn_rewards.dtype, device=device), accumulate=True)
     return {"episode_score": values(lambda t: t.outcome["score"]), "episode_acc": values(lambda t: t.outcome["acc"]),
             "turn_rewards": turn_rewards.view(num_agents, per_agent, width),
             "num_turns": values(lambda t: t.num_turns), "tool_calls": values(lambda t: t.outcome.get("tool_calls", 0)),
