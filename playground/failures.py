@@ -15,6 +15,7 @@ WARNING_IDS = (
     "overly_deterministic", "vanishing_gradient", "grad_clip_saturation", "unstable_policy_loss",
     "advantage_not_normalized", "reward_variance_too_large", "kl_drift", "response_truncation",
     "prompt_truncation", "rollout_mismatch", "off_policy_staleness", "tool_skip_collapse",
+    "echo_trap",
 )
 # Failures read from real verl logs that no playground scenario reproduces yet (issue 25 item 3): the diagnosis
 # reports them, `scenario=<id>` does not exist for them.
@@ -67,4 +68,5 @@ TITLES: dict[str, dict[str, str]] = {
                          "zh": "rollout 与训练端概率不一致（训推不一致）"},
     "off_policy_staleness": {"en": "stale rollouts (off-policy by lag)", "zh": "rollout 陈旧（滞后导致离策略）"},
     "tool_skip_collapse": {"en": "the policy stops calling its tool", "zh": "策略不再调用工具"},
+    "echo_trap": {"en": "the agent repeats itself (RAGEN's echo trap)", "zh": "智能体陷入重复（RAGEN 的回声陷阱）"},
 }

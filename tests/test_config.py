@@ -101,7 +101,7 @@ ALLOWED = {
     "addition": ["healthy", "lr_too_high"],
     "countdown": ["healthy"],
     "calc": ["healthy", "tool_skip_collapse"],
-    "frozenlake": ["healthy"],
+    "frozenlake": ["healthy", "echo_trap"],
     "cartpole": ["healthy", "lr_too_high", "lr_too_low", "critic_undertrained", "entropy_collapse",
                  "vanishing_gradient", "grad_clip_saturation", "advantage_not_normalized",
                  "reward_variance_too_large", "training_crash"],

@@ -8,6 +8,7 @@ logic.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -145,11 +146,11 @@ class Frac(Node):
 
 
 class Trend(Node):
-    """drop | rising | not_rising | swing | falls_then_rises of a series over the window; improving | not_improving
+    """drop | rising | not_rising | swing | spike | falls_then_rises of a series over the window; improving | not_improving
     of it over the whole log (a finished run: all of it; a run being watched: so far), whatever the window;
     not_improving_since from the window's first step to the log's end (what followed the window)."""
 
-    MIN_VALUES = {"drop": 2, "rising": 3, "not_rising": 3, "swing": 3, "falls_then_rises": 5, "improving": 3,
+    MIN_VALUES = {"drop": 2, "rising": 3, "not_rising": 3, "swing": 3, "spike": 3, "falls_then_rises": 5, "improving": 3,
                   "not_improving": 3, "not_improving_since": 3}
     NEGATED = ("not_rising", "not_improving", "not_improving_since")  # true when unknown: "not shown to rise"
     FIFTHS = ("drop", "falls_then_rises", "improving", "not_improving", "not_improving_since")  # compare fifths
@@ -169,8 +170,9 @@ class Trend(Node):
             log.reading_shape = False
 
     def measure(self, log: Log, values: list[float]) -> float | None:
-        """drop: the fraction lost; rising: the rise in units of its scale; swing: mean |change|;
-        falls_then_rises: how far both ends sit above the minimum, relative to it."""
+        """drop: the fraction lost; rising: the rise in units of its scale; swing: mean |change|; spike: the
+        window's largest value over its median (unknown where the median is 0: a window mostly without the quantity
+        has no level to spike from); falls_then_rises: how far both ends sit above the minimum, relative to it."""
         n = len(values)
         if n < self.MIN_VALUES[self.kind]:
             return None
@@ -179,6 +181,10 @@ class Trend(Node):
         a, b = sum(values[:k]) / k, sum(values[-k:]) / k
         if self.kind == "drop":
             return None if a <= 0 else 1 - b / a
+        if self.kind == "spike":
+            # the median, not the mean: the spike itself must not raise the level it is measured against
+            middle = statistics.median(values)
+            return max(values) / middle if middle > 0 else None
         if self.kind == "swing":
             return sum(abs(y - x) for x, y in zip(values[:-1], values[1:], strict=True)) / (n - 1)
         if self.kind == "falls_then_rises":
@@ -208,6 +214,7 @@ class Trend(Node):
             return [{"metric": metric, "step": step, "value": values[-1], "status": None,
                      "range": f"{self.series.label_for(log)} trend: too few values to tell ({len(values)})"}]
         word = {"drop": "falls by >", "rising": "rises by >", "not_rising": "rises by <=", "swing": "swings by >",
+                "spike": "peaks above its median by a factor >",
                 "falls_then_rises": "falls, then rises by >", "improving": "has risen since the start by >",
                 "not_improving": "has risen since the start by <=",
                 "not_improving_since": "has risen since the window's start by <="}[self.kind]
@@ -272,7 +279,7 @@ def compile_condition(spec: Any, defs: Mapping[str, Any], thresholds: Mapping[st
             return MetricSet(kind, list(spec[kind]))
     if "frac" in spec:
         return Frac(sub(spec["frac"]), _number(spec["ge"], thresholds)[0])
-    for kind, key in (("drop", "gt"), ("swing", "gt"), ("rising", "by"), ("not_rising", "by"), ("improving", "by"),
+    for kind, key in (("drop", "gt"), ("swing", "gt"), ("spike", "gt"), ("rising", "by"), ("not_rising", "by"), ("improving", "by"),
                       ("not_improving", "by"), ("not_improving_since", "by"), ("falls_then_rises", "by")):
         if kind in spec:
             number, text = _number(spec.get(key, 0.05), thresholds)

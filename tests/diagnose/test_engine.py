@@ -53,6 +53,10 @@ FLAT = {"critic/score/mean": 0.1}  # a stalled score
 # verl's agent loop metrics of a policy that stops calling its tool: 2.5 turns and 0.25 calls an episode -> 2 and 0
 SKIPPING = {"training/num_turns/mean": lambda s: max(2.0, 2.5 - 0.1 * s),
             "tool_call_counts/mean": lambda s: max(0.0, 0.25 - 0.05 * s)}
+# RAGEN's echo trap in a multi-turn run: the within-group reward spread falls, then the entropy, then the gradient
+# spikes (10x its level at step 10)
+ECHOING = {"training/num_turns/mean": 9.0, "train/group_reward_std/mean": lambda s: max(0.05, 0.4 - 0.06 * s),
+           "actor/entropy": lambda s: max(0.1, 0.8 - 0.08 * s), "actor/grad_norm": lambda s: 5.0 if s == 10 else 0.5}
 TARGET = {"score_target": 1.0}
 
 
@@ -174,6 +178,9 @@ CASES = {  # id: (records, info, near-miss records, near-miss info)
     # a tool task's episodes fall to one assistant turn (num_turns 2) with no tool call, the score flat; near miss:
     # the same fall while the score rises (a policy that learned to answer without its tool)
     "tool_skip_collapse": (run(**FLAT, **SKIPPING), {}, run(**SKIPPING), {}),
+    # the trap with the score flat; near miss: the same fall of spread and entropy with no spike (a policy that
+    # settles without its gradient breaking out)
+    "echo_trap": (run(14, **FLAT, **ECHOING), {}, run(14, **FLAT, **(ECHOING | {"actor/grad_norm": 0.5})), {}),
     "prompt_truncation": (run(**{"prompt_length/clip_ratio": 0.2}), {},
                           run(**{"prompt_length/clip_ratio": 0.05}), {}),
     "converged": (run(**{"actor/ppo_kl": 5e-5, "actor/pg_clipfrac": 0.01, "critic/score/mean": 1.0}), TARGET,
