@@ -29,6 +29,9 @@ DEMO_RUNS = [
     ("cartpole-critic_undertrained", ["task=cartpole", "scenario=critic_undertrained"]),
     ("mountaincar-no_learning_signal", ["task=mountaincar"]),
     ("reverse-lr_too_high", ["task=reverse", "scenario=lr_too_high"]),
+    # multi-turn: the tool the policy stops calling, the game it stops exploring (each builds its SFT base first)
+    ("calc-tool_skip_collapse", ["task=calc", "scenario=tool_skip_collapse"]),
+    ("frozenlake-echo_trap", ["task=frozenlake", "scenario=echo_trap"]),
 ]
 
 
