@@ -30,7 +30,7 @@ def _warnings(run_dir) -> list[str]:
 
 def test_the_scenario_is_the_healthy_run_with_an_sft_sized_step_on_half_the_games():
     healthy, trap = compose(["task=frozenlake"]), compose(SCENARIO)
-    assert trap.actor_rollout_ref.actor.optim.lr == 10 * healthy.actor_rollout_ref.actor.optim.lr
+    assert trap.actor_rollout_ref.actor.optim.lr == pytest.approx(10 * healthy.actor_rollout_ref.actor.optim.lr)
     assert trap.actor_rollout_ref.actor.optim.lr >= healthy.sft.lr  # a step of the SFT's size
     assert trap.data.train_batch_size == healthy.data.train_batch_size // 2
     assert trap.algorithm.adv_estimator == healthy.algorithm.adv_estimator == "grpo"
