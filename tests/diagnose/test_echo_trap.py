@@ -78,3 +78,9 @@ def test_spike_is_the_peak_over_the_median(values, holds):
         log.append({STEP: float(i), "actor/grad_norm": v})
     condition = compile_condition({"spike": "actor/grad_norm", "gt": 3.0}, {}, {})
     assert condition.over(log, range(len(values))) is holds
+
+
+def test_a_score_still_rising_below_its_target_does_not_hide_it():
+    # frozenlake panel seed 102: val/accuracy 0.36 -> 0.53 -> 0.55 while every map's games came to one walk
+    rising = steps(score=lambda s: min(0.55, 0.35 + 0.01 * s))
+    assert "echo_trap" in diagnose(rising, family="token", info=TARGET).ids()
