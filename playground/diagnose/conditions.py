@@ -146,12 +146,13 @@ class Frac(Node):
 
 
 class Trend(Node):
-    """drop | rising | not_rising | swing | spike | falls_then_rises of a series over the window; improving | not_improving
-    of it over the whole log (a finished run: all of it; a run being watched: so far), whatever the window;
+    """drop | rising | not_rising | swing | spike | falls_then_rises of a series over the window; improving |
+    not_improving of it over the whole log (a finished run: all of it; a run being watched: so far), whatever the
+    window;
     not_improving_since from the window's first step to the log's end (what followed the window)."""
 
-    MIN_VALUES = {"drop": 2, "rising": 3, "not_rising": 3, "swing": 3, "spike": 3, "falls_then_rises": 5, "improving": 3,
-                  "not_improving": 3, "not_improving_since": 3}
+    MIN_VALUES = {"drop": 2, "rising": 3, "not_rising": 3, "swing": 3, "spike": 3, "falls_then_rises": 5,
+                  "improving": 3, "not_improving": 3, "not_improving_since": 3}
     NEGATED = ("not_rising", "not_improving", "not_improving_since")  # true when unknown: "not shown to rise"
     FIFTHS = ("drop", "falls_then_rises", "improving", "not_improving", "not_improving_since")  # compare fifths
 
@@ -176,15 +177,15 @@ class Trend(Node):
         n = len(values)
         if n < self.MIN_VALUES[self.kind]:
             return None
+        if self.kind == "spike":
+            # the median, not the mean: the spike itself must not raise the level it is measured against
+            middle = statistics.median(values)
+            return max(values) / middle if middle > 0 else None
         # whole-run and falling measures compare fifths (the run's start and end); window rises compare thirds
         k = max(1, n // (5 if self.kind in self.FIFTHS else 3))
         a, b = sum(values[:k]) / k, sum(values[-k:]) / k
         if self.kind == "drop":
             return None if a <= 0 else 1 - b / a
-        if self.kind == "spike":
-            # the median, not the mean: the spike itself must not raise the level it is measured against
-            middle = statistics.median(values)
-            return max(values) / middle if middle > 0 else None
         if self.kind == "swing":
             return sum(abs(y - x) for x, y in zip(values[:-1], values[1:], strict=True)) / (n - 1)
         if self.kind == "falls_then_rises":
@@ -279,7 +280,8 @@ def compile_condition(spec: Any, defs: Mapping[str, Any], thresholds: Mapping[st
             return MetricSet(kind, list(spec[kind]))
     if "frac" in spec:
         return Frac(sub(spec["frac"]), _number(spec["ge"], thresholds)[0])
-    for kind, key in (("drop", "gt"), ("swing", "gt"), ("spike", "gt"), ("rising", "by"), ("not_rising", "by"), ("improving", "by"),
+    for kind, key in (("drop", "gt"), ("swing", "gt"), ("spike", "gt"), ("rising", "by"), ("not_rising", "by"),
+                      ("improving", "by"),
                       ("not_improving", "by"), ("not_improving_since", "by"), ("falls_then_rises", "by")):
         if kind in spec:
             number, text = _number(spec.get(key, 0.05), thresholds)

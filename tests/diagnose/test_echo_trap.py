@@ -1,5 +1,5 @@
 """`echo_trap` (RAGEN, Wang et al. 2025): a multi-turn agent repeats one action sequence whatever the state; the
-within-group reward spread falls, then the entropy, then the gradient spikes, and the score gains nothing. The root
+within-group reward spread falls, then the entropy, then the gradient spikes, below the score's target. The root
 over what it leaves (a near-deterministic policy, saturated clipping, vanishing gradients); n/a on single-turn logs."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""frozenlake's scenarios: echo_trap, an SFT-sized step (lr 3e-3, 10x the healthy run's) on half the games a step, falls into RAGEN's
-echo trap (the within-group reward spread collapses, then the entropy, then the gradient spikes); the catalogue's fix
-clears it. CI trains the scenario once (panel seed 101, stopped at its finding: ~15 steps, ~40 s with the SFT base
-built, ~45 s more); the fix and the healthy run (60 steps) are `slow`."""
+"""frozenlake's scenarios: echo_trap, an SFT-sized step (lr 3e-3, 10x the healthy run's) on half the games a step,
+falls into RAGEN's echo trap (the within-group reward spread collapses, then the entropy, then the gradient spikes);
+the catalogue's fix clears it. CI trains the scenario once (panel seed 101, stopped at its finding: ~15 steps, ~40 s
+with the SFT base built, ~45 s more); the fix and the healthy run (60 steps) are `slow`."""
 
 from __future__ import annotations
 
