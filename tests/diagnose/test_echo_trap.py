@@ -84,3 +84,9 @@ def test_a_score_still_rising_below_its_target_does_not_hide_it():
     # frozenlake panel seed 102: val/accuracy 0.36 -> 0.53 -> 0.55 while every map's games came to one walk
     rising = steps(score=lambda s: min(0.55, 0.35 + 0.01 * s))
     assert "echo_trap" in diagnose(rising, family="token", info=TARGET).ids()
+
+
+def test_single_turn_runs_log_two_turns_and_are_not_judged():
+    # verl's V1 trainer (and the playground) log training/num_turns/mean = 2 for every single-turn answer
+    one_turn = [r | {"training/num_turns/mean": 2.0} for r in steps()]
+    assert "echo_trap" not in diagnose(one_turn, family="token", info=TARGET).ids()
