@@ -1,7 +1,7 @@
-"""frozenlake's scenarios: echo_trap, an SFT-sized step (lr 3e-3, 10x the healthy run's) on half the games a step,
-falls into RAGEN's echo trap (the within-group reward spread collapses, then the entropy, then the gradient spikes);
-the catalogue's fix clears it. CI trains the scenario once (panel seed 101, stopped at its finding: ~15 steps, ~40 s
-with the SFT base built, ~45 s more); the fix and the healthy run (60 steps) are `slow`."""
+"""frozenlake's scenarios: echo_trap, an SFT-sized step (lr 3e-3, 7x the healthy run's) on a quarter of its games a
+step, falls into RAGEN's echo trap (the within-group reward spread collapses, then the entropy, then the gradient
+spikes); the catalogue's fix clears it. CI trains the scenario once (panel seed 101, stopped at its finding: ~15
+steps, ~40 s with the SFT base built, ~45 s more); the fix and the healthy run (60 steps) are `slow`."""
 
 from __future__ import annotations
 
@@ -28,11 +28,12 @@ def _warnings(run_dir) -> list[str]:
     return [f["id"] for f in _report(run_dir)["findings"] if severity(f["id"]) != "info"]
 
 
-def test_the_scenario_is_the_healthy_run_with_an_sft_sized_step_on_half_the_games():
+def test_the_scenario_is_the_healthy_run_with_an_sft_sized_step_on_a_quarter_of_the_games():
     healthy, trap = compose(["task=frozenlake"]), compose(SCENARIO)
-    assert trap.actor_rollout_ref.actor.optim.lr == pytest.approx(10 * healthy.actor_rollout_ref.actor.optim.lr)
+    assert trap.actor_rollout_ref.actor.optim.lr >= 5 * healthy.actor_rollout_ref.actor.optim.lr
     assert trap.actor_rollout_ref.actor.optim.lr >= healthy.sft.lr  # a step of the SFT's size
-    assert trap.data.train_batch_size == healthy.data.train_batch_size // 2
+    assert trap.data.train_batch_size == healthy.data.train_batch_size // 4
+    assert trap.actor_rollout_ref.actor.ppo_mini_batch_size == trap.data.train_batch_size  # one update a step
     assert trap.algorithm.adv_estimator == healthy.algorithm.adv_estimator == "grpo"
 
 
