@@ -281,8 +281,8 @@ def compile_condition(spec: Any, defs: Mapping[str, Any], thresholds: Mapping[st
     if "frac" in spec:
         return Frac(sub(spec["frac"]), _number(spec["ge"], thresholds)[0])
     for kind, key in (("drop", "gt"), ("swing", "gt"), ("spike", "gt"), ("rising", "by"), ("not_rising", "by"),
-                      ("improving", "by"),
-                      ("not_improving", "by"), ("not_improving_since", "by"), ("falls_then_rises", "by")):
+                      ("improving", "by"), ("not_improving", "by"), ("not_improving_since", "by"),
+                      ("falls_then_rises", "by")):
         if kind in spec:
             number, text = _number(spec.get(key, 0.05), thresholds)
             return Trend(kind, compile_series(spec[kind], defs), number, text)
