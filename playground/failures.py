@@ -15,7 +15,7 @@ WARNING_IDS = (
     "overly_deterministic", "vanishing_gradient", "grad_clip_saturation", "unstable_policy_loss",
     "advantage_not_normalized", "reward_variance_too_large", "kl_drift", "response_truncation",
     "prompt_truncation", "rollout_mismatch", "off_policy_staleness", "tool_skip_collapse",
-    "echo_trap",
+    "echo_trap", "reward_hacking",
 )
 # Failures read from real verl logs that no playground scenario reproduces yet (issue 25 item 3): the diagnosis
 # reports them, `scenario=<id>` does not exist for them.
@@ -69,4 +69,5 @@ TITLES: dict[str, dict[str, str]] = {
     "off_policy_staleness": {"en": "stale rollouts (off-policy by lag)", "zh": "rollout 陈旧（滞后导致离策略）"},
     "tool_skip_collapse": {"en": "the policy stops calling its tool", "zh": "策略不再调用工具"},
     "echo_trap": {"en": "the agent repeats itself (RAGEN's echo trap)", "zh": "智能体陷入重复（RAGEN 的回声陷阱）"},
+    "reward_hacking": {"en": "reward hacking (the reward rises, accuracy falls)", "zh": "奖励投机（奖励上升，准确率下降）"},
 }

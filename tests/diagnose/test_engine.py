@@ -58,6 +58,10 @@ SKIPPING = {"training/num_turns/mean": lambda s: max(2.0, 2.5 - 0.1 * s),
 ECHOING = {"training/num_turns/mean": 9.0, "train/group_reward_std/mean": lambda s: max(0.05, 0.4 - 0.06 * s),
            "actor/entropy": lambda s: max(0.1, 0.8 - 0.08 * s), "actor/grad_norm": lambda s: 5.0 if s == 10 else 0.5}
 TARGET = {"score_target": 1.0}
+# countdown with a format score above a right answer's: the reward climbs while the validation accuracy falls and the
+# responses shorten, the policy moving as slowly as a healthy one's
+HACKING = {"critic/score/mean": lambda s: 1.25 + 0.007 * s, "val/accuracy": lambda s: 0.38 - 0.01 * s,
+           "response_length/mean": lambda s: 44.0 - 0.4 * s, "actor/ppo_kl": 0.0005}
 
 
 def ids(records, family="llm", **info) -> list[str]:
@@ -181,6 +185,9 @@ CASES = {  # id: (records, info, near-miss records, near-miss info)
     # the trap with the score flat; near miss: the same fall of spread and entropy with no spike (a policy that
     # settles without its gradient breaking out)
     "echo_trap": (run(14, **FLAT, **ECHOING), {}, run(14, **FLAT, **(ECHOING | {"actor/grad_norm": 0.5})), {}),
+    # near miss: the same shape with |ppo_kl| at lr_too_high's size (a too-high lr breaking the model)
+    "reward_hacking": (run(30, **HACKING), {"score_metric": "val/accuracy"},
+                       run(30, **(HACKING | {"actor/ppo_kl": 0.08})), {"score_metric": "val/accuracy"}),
     "prompt_truncation": (run(**{"prompt_length/clip_ratio": 0.2}), {},
                           run(**{"prompt_length/clip_ratio": 0.05}), {}),
     "converged": (run(**{"actor/ppo_kl": 5e-5, "actor/pg_clipfrac": 0.01, "critic/score/mean": 1.0}), TARGET,

@@ -1,0 +1,60 @@
+"""countdown's scenarios. reward_hacking: TinyZero's format score set above a right answer's, so a short well-formed
+wrong equation pays more than a right one; the training reward rises while val/accuracy falls. The runs need
+countdown's SFT base (~890 s of CPU to build, then cached), so they are `slow`; CI checks the reward arithmetic that
+makes the hack pay, and the rule on the metrics of such a run (tests/diagnose/test_engine.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from playground.config import compose
+from playground.failures import severity
+from playground.tasks.countdown_reward import score
+
+SCENARIO = ["task=countdown", "scenario=reward_hacking"]
+SEED = 101
+GT = "3,7,8>53"
+RIGHT = "<think>8*7=56,56-3=53</think><answer>(8*7)-3</answer>"
+GUESS = "<think></think><answer>3+7+8</answer>"  # well-formed, wrong, and short
+
+
+def _report(run_dir) -> dict:
+    return json.loads((run_dir / "findings.json").read_text())
+
+
+def _warnings(run_dir) -> list[str]:
+    return [f["id"] for f in _report(run_dir)["findings"] if severity(f["id"]) != "info"]
+
+
+def test_the_scenario_is_the_healthy_run_with_a_format_score_above_a_right_answers():
+    healthy, hacked = compose(["task=countdown"]), compose(SCENARIO)
+    assert hacked.reward.format_score > 1.0 > healthy.reward.format_score
+    # everything the policy's step depends on is the healthy run's: the cause is the reward, not the lr
+    assert hacked.actor_rollout_ref.actor == healthy.actor_rollout_ref.actor
+    assert hacked.algorithm == healthy.algorithm and hacked.data == healthy.data
+
+
+def test_under_the_scenarios_reward_a_guess_beats_a_right_answer():
+    hacked = compose(SCENARIO).reward.format_score
+    assert score(GUESS, GT, format_score=hacked)["score"] > score(RIGHT, GT, format_score=hacked)["score"] == 1.0
+    healthy = compose(["task=countdown"]).reward.format_score
+    assert score(GUESS, GT, format_score=healthy)["score"] < score(RIGHT, GT, format_score=healthy)["score"]
+
+
+@pytest.mark.slow
+def test_the_hack_emerges_and_the_catalogue_fix_clears_it(train_run):
+    _, run_dir = train_run([*SCENARIO, f"trainer.seed={SEED}"])
+    roots = [d["root"]["id"] for d in _report(run_dir)["diagnoses"] if d["root"]["severity"] != "info"]
+    assert "reward_hacking" in roots, _warnings(run_dir)
+    (fix,) = {f["fix"] for f in _report(run_dir)["findings"] if f["id"] == "reward_hacking"}
+    assert fix == "reward.format_score=0.1"
+    _, fixed = train_run([*SCENARIO, f"trainer.seed={SEED}", *fix.split()])
+    assert _warnings(fixed) == []
+
+
+@pytest.mark.slow
+def test_healthy_shows_no_warning(train_run):
+    _, run_dir = train_run(["task=countdown", f"trainer.seed={SEED}"])
+    assert _warnings(run_dir) == []
