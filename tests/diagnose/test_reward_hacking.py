@@ -1,0 +1,64 @@
+"""`reward_hacking`: the training reward rises while the validation score falls and the responses shorten, the policy
+moving as slowly as a healthy one (countdown with a format score above a right answer's); not a too-high lr breaking
+the model into the same end shape, not a run that fits a length cap first (accuracy flat, not falling), and n/a on a
+log whose only score is the training reward."""
+
+from __future__ import annotations
+
+from playground.diagnose.engine import diagnose
+from playground.metrics import STEP
+
+COUNTDOWN = {"score_metric": "val/accuracy", "score_target": 0.6}
+
+
+def steps(n: int = 60, accuracy=lambda s: 0.38 - 0.005 * s, kl: float = 0.0005, validate: bool = True,
+          **over) -> list[dict[str, float]]:
+    """n GRPO steps of countdown at format score 1.5, measured on dev seed 1: the reward 1.28 -> 1.46, the responses
+    44 -> 33 tokens, the entropy flat; val/accuracy (every 10 steps, as `accuracy(step)`) falls 0.38 -> 0.08; `over`
+    replaces a metric by a constant or a function of the step."""
+    records = []
+    for s in range(0, n + 1):
+        r = {STEP: float(s)}
+        if s:
+            r |= {"critic/score/mean": 1.28 + 0.003 * s, "response_length/mean": 44.0 - 0.18 * s,
+                  "actor/entropy": 0.24, "actor/ppo_kl": kl, "actor/pg_clipfrac": 0.0, "actor/grad_norm": 0.4,
+                  "actor/pg_loss": 0.01 * (-1) ** s, "critic/rewards/mean": 1.28 + 0.003 * s,
+                  "critic/rewards/std": 0.4, "critic/advantages/mean": 0.0, "critic/advantages/max": 2.0,
+                  "critic/advantages/min": -2.0, "response_length/clip_ratio": 0.0}
+        if validate and s % 10 == 0:
+            r["val/accuracy"] = accuracy(s)
+        for key, value in over.items():
+            if s:
+                r[key] = value(s) if callable(value) else value
+        records.append(r)
+    return records
+
+
+def roots(report) -> list[str]:
+    return [d.root.id for d in report.diagnoses if d.root.severity != "info"]
+
+
+def test_the_hack_is_found_as_the_root_once_the_accuracy_has_fallen():
+    report = diagnose(steps(), family="token", info=COUNTDOWN)
+    assert roots(report) == ["reward_hacking"]
+    (finding,) = [f for f in report.findings if f.id == "reward_hacking"]
+    assert 25 <= finding.first_step <= 45
+    assert diagnose(steps(), family="llm", info=COUNTDOWN).ids() == ["reward_hacking"]
+
+
+def test_a_too_high_lr_breaking_the_model_into_the_same_shape_is_not_the_reward():
+    assert "reward_hacking" not in diagnose(steps(kl=0.08), family="token", info=COUNTDOWN).ids()
+
+
+def test_a_run_that_learns_or_only_fits_its_length_cap_is_no_hack():
+    learning = steps(accuracy=lambda s: 0.38 + 0.002 * s)
+    assert "reward_hacking" not in diagnose(learning, family="token", info=COUNTDOWN).ids()
+    fitting = steps(accuracy=lambda s: 0.28 + 0.0005 * s)  # the format score 0.9 under a length cap: flat, then up
+    assert "reward_hacking" not in diagnose(fitting, family="token", info=COUNTDOWN).ids()
+    same_length = steps(**{"response_length/mean": 43.0})
+    assert "reward_hacking" not in diagnose(same_length, family="token", info=COUNTDOWN).ids()
+
+
+def test_without_a_validation_score_the_rule_cannot_judge():
+    report = diagnose(steps(validate=False), family="llm", info={})
+    assert "reward_hacking" not in report.ids()
