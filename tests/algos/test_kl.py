@@ -28,6 +28,19 @@ def test_k3_clamps():
     assert kl_penalty(torch.tensor([0.0]), torch.tensor([-100.0]), "k3").item() == 10.0
 
 
+def test_k3_stays_finite_where_the_policy_gives_a_sampled_token_no_probability():
+    """Before verl clamped u ahead of exp, exp(u) - u - 1 at logp = -inf was inf - inf = NaN, which the clamp after
+    passes: the kl_loss NaN reports. With both clamps k3 (= low_var_kl) is 10 there, with no gradient
+    (docs/tuning.md, "Why training_crash on the token family is not a k3 blow-up")."""
+    logp = torch.tensor([float("-inf"), -1e4]).requires_grad_(True)
+    value = kl_penalty(logp, torch.tensor([-0.1, -0.1]), "k3")
+    assert value.tolist() == [10.0, 10.0]
+    value.sum().backward()
+    assert logp.grad.tolist() == [0.0, 0.0]
+    unclamped = torch.tensor(-0.1) - logp.detach()[0]
+    assert torch.isnan(torch.clamp(torch.exp(unclamped) - unclamped - 1, min=-10, max=10))  # the old form
+
+
 def test_straight_through_plus_suffix():
     logp = LOGP.clone().requires_grad_(True)
     value = kl_penalty(logp, REF, "k3+")
