@@ -69,5 +69,6 @@ TITLES: dict[str, dict[str, str]] = {
     "off_policy_staleness": {"en": "stale rollouts (off-policy by lag)", "zh": "rollout 陈旧（滞后导致离策略）"},
     "tool_skip_collapse": {"en": "the policy stops calling its tool", "zh": "策略不再调用工具"},
     "echo_trap": {"en": "the agent repeats itself (RAGEN's echo trap)", "zh": "智能体陷入重复（RAGEN 的回声陷阱）"},
-    "reward_hacking": {"en": "reward hacking (the reward rises, accuracy falls)", "zh": "奖励投机（奖励上升，准确率下降）"},
+    "reward_hacking": {"en": "reward hacking (the reward rises, accuracy falls)",
+                       "zh": "奖励投机（奖励上升，准确率下降）"},
 }
