@@ -1,7 +1,9 @@
 """countdown's scenarios. reward_hacking: TinyZero's format score set above a right answer's, so a short well-formed
-wrong equation pays more than a right one; the training reward rises while val/accuracy falls. The runs need
-countdown's SFT base (~890 s of CPU to build, then cached), so they are `slow`; CI checks the reward arithmetic that
-makes the hack pay, and the rule on the metrics of such a run (tests/diagnose/test_engine.py)."""
+wrong equation pays more than a right one; the training reward rises while val/accuracy falls. critic_undertrained:
+PPO with a critic at the guide's example-3 lr (1e-5), whose values never reach the returns' level. The runs need
+countdown's SFT base (~890 s of CPU to build, then cached), so they are `slow`; CI checks the configs, the reward
+arithmetic that makes the hack pay, and each rule on the metrics of such a run (tests/diagnose/test_reward_hacking.py,
+tests/diagnose/test_critic_undertrained_value.py)."""
 
 from __future__ import annotations
 
@@ -51,6 +53,24 @@ def test_the_hack_emerges_and_the_catalogue_fix_clears_it(train_run):
     (fix,) = {f["fix"] for f in _report(run_dir)["findings"] if f["id"] == "reward_hacking"}
     assert fix == "reward.format_score=0.1"
     _, fixed = train_run([*SCENARIO, f"trainer.seed={SEED}", *fix.split()])
+    assert _warnings(fixed) == []
+
+
+def test_the_critic_scenario_is_ppo_with_the_guides_critic_lr():
+    healthy, starved = compose(["task=countdown"]), compose(["task=countdown", "scenario=critic_undertrained"])
+    assert starved.algorithm.adv_estimator == "gae" and starved.algorithm.lam == starved.algorithm.gamma == 1.0
+    assert starved.critic.optim.lr == pytest.approx(healthy.critic.optim.lr / 100)
+    assert starved.actor_rollout_ref.actor == healthy.actor_rollout_ref.actor
+
+
+@pytest.mark.slow
+def test_the_undertrained_critic_is_found_and_the_catalogue_fix_clears_it(train_run):
+    scenario = ["task=countdown", "scenario=critic_undertrained", f"trainer.seed={SEED}"]
+    _, run_dir = train_run(scenario)
+    roots = [d["root"]["id"] for d in _report(run_dir)["diagnoses"] if d["root"]["severity"] != "info"]
+    assert "critic_undertrained" in roots, _warnings(run_dir)
+    (fix,) = {f["fix"] for f in _report(run_dir)["findings"] if f["id"] == "critic_undertrained"}
+    _, fixed = train_run([*scenario, *fix.split()])
     assert _warnings(fixed) == []
 
 
