@@ -45,6 +45,16 @@ def test_lr_preset_crosses_cartpoles_lr_from_one_thousandth_to_twenty_times_on_t
     assert compose(["task=cartpole"]).actor_rollout_ref.actor.optim.lr in lrs
 
 
+def test_format_score_preset_crosses_countdowns_format_score_past_a_right_answers_on_two_seeds():
+    cfg, jobs = sweep_jobs("format_score", task="countdown")
+    assert cfg.task.name == "countdown" and cfg.hydra.launcher._target_.endswith("BatchedLauncher")
+    scores = sorted({float(o.split("=")[1]) for job in jobs for o in job if o.startswith("reward.format_score=")})
+    assert scores[0] == compose(["task=countdown"]).reward.format_score and scores[-1] > 1.0 in scores
+    assert len(jobs) == 2 * len(scores)
+    for job in jobs:
+        validate(compose(["task=countdown", *job]))
+
+
 @pytest.mark.parametrize(("preset", "cells", "keys"), [
     ("lr", 6, {LR}), ("entropy", 5, {"actor_rollout_ref.actor.entropy_coeff"}), ("clip", 5, {CLIP}),
     ("stability_map", 16, {LR, CLIP})])
