@@ -32,6 +32,10 @@ DEMO_RUNS = [
     # multi-turn: the tool the policy stops calling, the game it stops exploring (each builds its SFT base first)
     ("calc-tool_skip_collapse", ["task=calc", "scenario=tool_skip_collapse"]),
     ("frozenlake-echo_trap", ["task=frozenlake", "scenario=echo_trap"]),
+    # countdown, last: its SFT base takes about a quarter of an hour of CPU to build (once, then cached). A format
+    # score above a right answer's, and the fix (the format score back to 0.1: the task's healthy run)
+    ("countdown-reward_hacking", ["task=countdown", "scenario=reward_hacking"]),
+    ("countdown-healthy", ["task=countdown"]),
 ]
 
 
