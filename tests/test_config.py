@@ -110,8 +110,8 @@ ALLOWED = {
                  "gradient_explosion"],
     **{f"probe{i}": ["healthy"] for i in range(1, 6)},
     "reverse": ["healthy", "lr_too_high", "lr_too_low", "no_learning_signal", "overly_deterministic",
-                "unstable_policy_loss", "advantage_not_normalized", "reward_variance_too_large", "kl_drift",
-                "response_truncation", "prompt_truncation", "rollout_mismatch", "off_policy_staleness",
+                "vanishing_gradient", "unstable_policy_loss", "advantage_not_normalized", "reward_variance_too_large",
+                "kl_drift", "response_truncation", "prompt_truncation", "rollout_mismatch", "off_policy_staleness",
                 "training_crash", "out_of_memory", "degenerate_rollout"],
 }
 
