@@ -34,13 +34,10 @@ def steps(n: int = 60, accuracy=lambda s: 0.38 - 0.005 * s, kl: float = 0.0005, 
     return records
 
 
-def roots(report) -> list[str]:
-    return [d.root.id for d in report.diagnoses if d.root.severity != "info"]
-
-
 def test_the_hack_is_found_as_the_root_once_the_accuracy_has_fallen():
     report = diagnose(steps(), family="token", info=COUNTDOWN)
-    assert roots(report) == ["reward_hacking"]
+    assert report.roots()[0] == "reward_hacking" and report.worst_severity() == "warning"
+    assert [f.id for f in report.findings if f.severity != "info"] == ["reward_hacking"]
     (finding,) = [f for f in report.findings if f.id == "reward_hacking"]
     assert 25 <= finding.first_step <= 45
     assert diagnose(steps(), family="llm", info=COUNTDOWN).ids() == ["reward_hacking"]
