@@ -22,6 +22,11 @@ import numpy as np
 STEP = "training/global_step"
 STAT_SUFFIXES = ("mean", "max", "min")
 
+# verl's forks split the lengths by the reward's `acc` (Dr. GRPO's length bias shows there). A step without a right
+# (or a wrong) response has no value: NaN from the task, left out of the step's record rather than logged as one.
+LENGTH_BY_CORRECTNESS = ("response_length/correct/mean", "response_length/incorrect/mean",
+                         "response_length/incorrect/clip_ratio")
+
 # The guide's metric groups (§1-10) with their titles in English and Chinese, in the order the explorer shows them.
 GROUP_TITLES: dict[str, dict[str, str]] = {
     "actor": {"en": "Actor (policy)", "zh": "Actor 指标（策略网络）"},
@@ -64,7 +69,8 @@ METRIC_GROUPS: dict[str, list[str]] = {
         "actor/reward_kl_penalty", "actor/reward_kl_penalty_coeff",
     ],
     "length": [*_stats("response_length", ["clip_ratio"]), "response/aborted_ratio",
-               *_stats("response_length_non_aborted", ["clip_ratio"]), *_stats("prompt_length", ["clip_ratio"])],
+               *_stats("response_length_non_aborted", ["clip_ratio"]), *_stats("prompt_length", ["clip_ratio"]),
+               *LENGTH_BY_CORRECTNESS],
     # the guide's §5 (gym episodes and multi-turn token tasks), verl's turns and tool calls per trajectory (its agent
     # loop), and RAGEN's within-group reward spread (the echo trap's first sign)
     "episode": [*_stats("episode/reward"), *_stats("episode/length"), "episode/success_rate",

@@ -8,6 +8,7 @@ per agent, which the agent's `RunLogger` writes.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from torch import Tensor
 from playground.algos.losses import explained_variance
 from playground.algos.masked import masked_stats
 from playground.memory import MemoryGuard
-from playground.metrics import PER_TOKEN_PHASES, STEP, reduce_agent_metrics
+from playground.metrics import LENGTH_BY_CORRECTNESS, PER_TOKEN_PHASES, STEP, reduce_agent_metrics
 from playground.sinks import RunLogger
 from playground.tasks.base import Batch, Task
 
@@ -76,7 +77,8 @@ class StepRecorder:
         for k in range(num_agents):
             record = {STEP: float(step)}
             record.update({key: values[k] for key, values in reduced.items()})
-            record.update({key: values[k] for key, values in data_cpu.items()})
+            record.update({key: values[k] for key, values in data_cpu.items()
+                           if not (key in LENGTH_BY_CORRECTNESS and math.isnan(values[k]))})
             record.update(task.agent_metrics(k, step))
             record.update(timing_record)
             for phase in PER_TOKEN_PHASES:

@@ -224,7 +224,8 @@ def test_the_sequence_metrics_on_a_hand_made_batch():
     level[..., 0] = rewards
     batch = {"response_length": length, "prompt_length": prompt_mask.sum(-1).long(), "response_mask": response_mask,
              "attention_mask": torch.cat([prompt_mask, response_mask], -1), "scores": level,
-             "token_level_rewards": level, "uid": torch.arange(2).repeat_interleave(n).expand(2, -1)}
+             "token_level_rewards": level, "uid": torch.arange(2).repeat_interleave(n).expand(2, -1),
+             "reward_extra_info": {"acc": rewards}}
     m = task.batch_metrics(batch)
     assert m["response/aborted_ratio"].tolist() == [1 / 8, 0.0]
     assert m["response_length/mean"].tolist() == [36 / 8, 20 / 8]
@@ -239,6 +240,27 @@ def test_the_sequence_metrics_on_a_hand_made_batch():
     # agent 0: group 0 mixed, group 1 all 0; agent 1: group 0 all 1, group 1 mixed
     assert m["train/zero_adv_group_ratio"].tolist() == [0.5, 0.5]
     assert m["critic/score/mean"].tolist() == pytest.approx([2 / 7, 5 / 8])  # aborted rows left out, as verl
+    # the split by the reward's acc (verl's forks): an aborted response is a wrong one
+    assert m["response_length/correct/mean"].tolist() == pytest.approx([4.0, 8 / 5])
+    assert m["response_length/incorrect/mean"].tolist() == pytest.approx([28 / 6, 4.0])
+    assert m["response_length/incorrect/clip_ratio"].tolist() == pytest.approx([0.5, 0.0])
+
+
+def test_a_step_without_right_answers_has_no_right_answers_length():
+    from playground.tasks.token_task import length_by_correctness
+
+    m = length_by_correctness(torch.tensor([[3, 8], [2, 5]]), torch.tensor([[0., 0.], [1., 0.]]), limit=8)
+    assert torch.isnan(m["response_length/correct/mean"][0]) and m["response_length/correct/mean"][1] == 2
+    assert m["response_length/incorrect/clip_ratio"].tolist() == [0.5, 0.0]
+
+
+def test_a_missing_length_split_is_left_out_of_the_record(train_run):
+    """NaN means no such response this step: the record leaves the key out rather than logging a NaN."""
+    records = read_metrics_jsonl(train_run(TINY_TOKEN)[1] / "metrics.jsonl").records[1:]
+    for record in records:
+        split = [k for k in record if k.startswith(("response_length/correct", "response_length/incorrect"))]
+        assert all(record[k] == record[k] for k in split)  # no NaN
+    assert any("response_length/incorrect/mean" in r for r in records)
 
 
 # ---- dynamic sampling ------------------------------------------------------------------------------------------

@@ -37,6 +37,7 @@ from playground.algos.group_stats import (
 from playground.algos.masked import masked_stats
 from playground.config import uses_critic
 from playground.hparams import AgentHParams
+from playground.metrics import LENGTH_BY_CORRECTNESS
 from playground.models import checkpointing
 from playground.models.agents import stack_agents
 from playground.models.generation import GenerationOutput, build_sequences, generate
@@ -73,6 +74,22 @@ def _per_agent_stats(prefix: str, values: list[Tensor]) -> dict[str, Tensor]:
     """`masked_stats` of each agent's rows (their counts may differ), as `(K,)` tensors."""
     stats = [masked_stats(prefix, v.unsqueeze(0)) for v in values]
     return {key: torch.cat([s[key] for s in stats]) for key in stats[0]}
+
+
+def length_by_correctness(resp_len: Tensor, acc: Tensor, limit: int) -> dict[str, Tensor]:
+    """`response_length/{correct,incorrect}/mean` and the wrong responses' `clip_ratio` per agent (`(K, rows)` in,
+    `(K,)` out): the split verl's forks add to `compute_data_metrics`, where Dr. GRPO's length bias shows (wrong
+    answers grow long under a per-response length normalisation while right ones shorten). NaN (null in the log)
+    where a step has no response of the kind."""
+    right = acc > 0.5
+
+    def mean(values: Tensor, rows: Tensor) -> Tensor:
+        count = rows.sum(-1)
+        return torch.where(count > 0, (values * rows).sum(-1) / count.clamp(min=1), torch.nan)
+
+    wrong = ~right
+    return dict(zip(LENGTH_BY_CORRECTNESS, (mean(resp_len, right), mean(resp_len, wrong),
+                                            mean((resp_len == limit).float(), wrong))))
 
 
 def _std(values: Tensor) -> Tensor:
@@ -292,6 +309,7 @@ class TokenTask(Task):
             [(x == data.max_response_length).float().mean().view(1) for x in alive_len])
         out["response/aborted_ratio"] = (resp_len == 0).float().mean(-1)
         out["prompt_length/clip_ratio"] = (prompt_len == data.max_prompt_length).float().mean(-1)
+        out.update(length_by_correctness(resp_len, batch["reward_extra_info"]["acc"], data.max_response_length))
         # one data-parallel rank: verl's balancing has one partition, the whole batch (prompt + response tokens)
         tokens = batch["attention_mask"].sum((1, 2)).float()
         out.update({f"global_seqlen/{s}": tokens for s in ("min", "max", "balanced_min", "balanced_max", "mean")})
