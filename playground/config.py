@@ -217,6 +217,7 @@ def _validate_gym(cfg: DictConfig) -> None:
         if _get(cfg, key):
             raise ConfigError(f"{key}={_get(cfg, key)!r} is out of range for gym tasks: it applies to token tasks "
                               "(a transformer's blocks, groups of sampled responses, response lengths) only")
+    _check(cfg, "data.train_max_samples", lambda x: x == -1, "-1 on gym tasks (their episodes are no prompt set)")
     for key, allowed in ROLLOUT_AS_TRAINER.items():
         _check(cfg, key, lambda x, allowed=allowed: x in allowed,
                f"{' or '.join(map(repr, allowed))} on gym tasks (their rollout is the trainer's policy itself)")
@@ -227,6 +228,7 @@ def _validate_token(cfg: DictConfig) -> None:
     _check(cfg, "data.max_response_length", lambda x: x >= 1, "an integer >= 1")
     _check(cfg, "data.max_prompt_length", lambda x: x >= 2, "an integer >= 2")
     _check(cfg, "data.train_batch_size", lambda x: x >= 1, "an integer >= 1")
+    _check(cfg, "data.train_max_samples", lambda x: x == -1 or x >= 1, "-1 (every training prompt) or an integer >= 1")
     context = _get(cfg, "actor_rollout_ref.model.block_size")
     need = _get(cfg, "data.max_prompt_length") + _get(cfg, "data.max_response_length")
     if need > context:

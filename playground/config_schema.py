@@ -243,6 +243,7 @@ class EnvConfig:
 class DataConfig:
     train_batch_size: int = MISSING
     gen_batch_size: int | None = MISSING
+    train_max_samples: int = MISSING
     max_prompt_length: int = MISSING
     max_response_length: int = MISSING
     truncation: Truncation = MISSING

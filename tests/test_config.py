@@ -21,6 +21,7 @@ A = "actor_rollout_ref.actor"
     ("trainer.device=tpu", "trainer.device", "'auto', 'cpu'"),
     ("trainer.logger=[clearml]", "trainer.logger", "allowed"),  # verl has it; the playground not
     ("trainer.stop_on_finding=nope", "trainer.stop_on_finding", "one of"),
+    ("data.train_max_samples=100", "data.train_max_samples", "-1 on gym tasks"),
 ])
 def test_bad_gym_values_fail_with_one_line(override, key, allowed):
     with pytest.raises(ConfigError) as error:
@@ -80,6 +81,7 @@ def _leaf_keys(node, prefix=""):
     ("data.max_response_length=0", "data.max_response_length"),
     ("data.max_prompt_length=20", "data.max_prompt_length"),  # does not fit the model's context
     ("reward.name=bleu", "reward.name"),
+    ("data.train_max_samples=0", "data.train_max_samples"),
 ])
 def test_bad_token_values_fail_with_one_line(override, key):
     with pytest.raises(ConfigError) as error:
@@ -164,3 +166,12 @@ def test_importing_the_config_loads_nothing_that_trains_or_diagnoses():
             "m.startswith(('playground.tasks', 'playground.diagnose', 'playground.trainer', 'playground.models'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_train_max_samples_past_the_training_prompts_fails_before_the_base_is_built(monkeypatch):
+    import playground.tasks.token_task as token_task
+
+    monkeypatch.setattr(token_task, "build_base_model", lambda *a: pytest.fail("the base was built"))
+    with pytest.raises(ConfigError, match=r"data.train_max_samples=10000000 is out of range: allowed -1 \(all\) or 1 "
+                                          r"to \d+"):
+        token_task.base_model_for(compose(["task=reverse", "data.train_max_samples=10000000"]))

@@ -6,6 +6,7 @@ The reward mirrors verl's GSM8K rule reward (`verl/utils/reward_score/gsm8k.py`,
 
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 import random
@@ -192,6 +193,17 @@ class PromptSet:
 
     def target_ids(self, example: Example) -> list[int]:
         return self.tokenizer.encode(example.answer) + [self.tokenizer.eos_id]
+
+    def with_train_subset(self, max_samples: int) -> PromptSet:
+        """verl's `data.train_max_samples`: RL on `max_samples` of the training prompts, picked at random (seeded by
+        the set's own seed, where verl's default `data.seed: null` picks anew each run). A copy: the SFT base was
+        built on the whole set, as a pretrained model has seen more than the RL data."""
+        if not 1 <= max_samples <= len(self.train):
+            raise ValueError(f"data.train_max_samples={max_samples} is out of range: allowed -1 (all) or 1 to "
+                             f"{len(self.train)} (this task's training prompts)")
+        subset = copy.copy(self)
+        subset.train = random.Random(self.seed).sample(self.train, max_samples)
+        return subset
 
     def sample(self, batch_size: int, generator: torch.Generator | None = None) -> list[Example]:
         """`batch_size` training examples drawn uniformly with replacement."""

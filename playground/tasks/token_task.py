@@ -35,7 +35,7 @@ from playground.algos.group_stats import (
     zero_std_group_ratio,
 )
 from playground.algos.masked import masked_stats
-from playground.config import uses_critic
+from playground.config import ConfigError, uses_critic
 from playground.hparams import AgentHParams
 from playground.metrics import LENGTH_BY_CORRECTNESS
 from playground.models import checkpointing
@@ -65,9 +65,14 @@ def base_model_for(cfg: DictConfig):
     t, m = cfg.task, cfg.actor_rollout_ref.model
     data = prompts_for_task(t)
     check_multi_turn(cfg)
+    limit = int(cfg.data.train_max_samples)
+    try:  # checked before the base is built
+        rl_data = data if limit == -1 else data.with_train_subset(limit)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
     model_cfg = GPTConfig(vocab_size=data.tokenizer.vocab_size, block_size=m.block_size, n_layer=m.n_layer,
                           n_head=m.n_head, n_embd=m.n_embd)
-    return data, model_cfg, build_base_model(data, model_cfg, SFTConfig(**cfg.sft))
+    return rl_data, model_cfg, build_base_model(data, model_cfg, SFTConfig(**cfg.sft))
 
 
 def _per_agent_stats(prefix: str, values: list[Tensor]) -> dict[str, Tensor]:

@@ -178,3 +178,15 @@ def test_pass_at_k_matches_binomials_and_rejects_bad_k():
         pass_at_k(4, 1, 5)
     with pytest.raises(ValueError):
         pass_at_k(4, 5, 1)
+
+
+def test_train_max_samples_is_a_seeded_subset_that_leaves_val_and_the_full_set_alone():
+    """verl's `data.train_max_samples`: RL on a seeded subset of the training prompts."""
+    full = make_prompts("reverse", min_digits=2, max_digits=3, num_val=32, seed=3)
+    a, b = full.with_train_subset(16), full.with_train_subset(16)
+    assert [e.prompt for e in a.train] == [e.prompt for e in b.train] and len(a.train) == 16
+    assert {e.prompt for e in a.train} <= {e.prompt for e in full.train} and len(full.train) > 16
+    assert a.val == full.val
+    assert {e.prompt for e in a.sample(64)} <= {e.prompt for e in a.train}
+    with pytest.raises(ValueError, match="data.train_max_samples=0 is out of range"):
+        full.with_train_subset(0)
