@@ -31,6 +31,7 @@ class Log:
         self.n = 0
         self.memo: dict[tuple[Any, int], Any] = {}  # (predicate, record index) -> its value
         self._first: dict[str, float] = {}
+        self.starts: dict[str, float] = {}  # a derived series' first finite value (diagnose/series.py `start`)
         self.shape_only = bool(self.facts.get("shape_only"))
         self.unscaled = set(self.facts.get("unscaled") or ())
         self.reading_shape = False  # set while a trend reads values: shapes are what it needs

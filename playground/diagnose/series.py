@@ -114,6 +114,22 @@ def _unary(s: Series, fn: Callable[[float], float], label: str) -> Series:
     return Series(lambda log, i: None if (v := s.value(log, i)) is None else fn(v), label, s._metric)
 
 
+def _start(s: Series) -> Series:
+    """The series' first finite value in the log, at every step: where a run began (a validation before training
+    is the base's)."""
+    key = f"start of {s.label}"
+
+    def start(log: Log, i: int) -> float | None:
+        if key not in log.starts:  # a value once known never changes: scan the log once
+            value = next((v for j in range(log.n) if (v := s.value(log, j)) is not None and math.isfinite(v)), None)
+            if value is None:
+                return None
+            log.starts[key] = value
+        return log.starts[key]
+
+    return Series(start, key, s._metric)
+
+
 def compile_series(spec: Any, defs: Mapping[str, Any]) -> Series:
     """A series from its YAML spec (see `rules.yaml`)."""
     if isinstance(spec, str):
@@ -138,6 +154,8 @@ def compile_series(spec: Any, defs: Mapping[str, Any]) -> Series:
         return Series(first, " or ".join(p.label for p in parts),
                       lambda log: next((p.metric_name(log) for p in parts if p.metric_name(log) in log.cols),
                                        parts[0].metric_name(log)))
+    if "start" in spec:
+        return _start(compile_series(spec["start"], defs))
     if "diff" in spec:
         a, b = (compile_series(p, defs) for p in spec["diff"])
 
