@@ -101,7 +101,7 @@ def test_unknown_task_and_inapplicable_scenario():
 ALLOWED = {
     "acrobot": ["healthy", "critic_undertrained", "entropy_collapse", "advantage_not_normalized"],
     "addition": ["healthy", "lr_too_high"],
-    "countdown": ["healthy", "critic_undertrained", "reward_hacking"],
+    "countdown": ["healthy", "critic_undertrained", "entropy_collapse", "reward_hacking"],
     "calc": ["healthy", "tool_skip_collapse"],
     "frozenlake": ["healthy", "echo_trap"],
     "cartpole": ["healthy", "lr_too_high", "lr_too_low", "critic_undertrained", "entropy_collapse",

@@ -3,7 +3,8 @@ wrong equation pays more than a right one; the training reward rises while val/a
 PPO with a critic at the guide's example-3 lr (1e-5), whose values never reach the returns' level. The runs need
 countdown's SFT base (~890 s of CPU to build, then cached), so they are `slow`; CI checks the configs, the reward
 arithmetic that makes the hack pay, and each rule on the metrics of such a run (tests/diagnose/test_reward_hacking.py,
-tests/diagnose/test_critic_undertrained_value.py)."""
+tests/diagnose/test_critic_undertrained_value.py, tests/diagnose/test_entropy_collapse_narrowing.py). entropy_collapse:
+RL on 16 prompts with four updates a step, which sharpens onto the routes it already takes."""
 
 from __future__ import annotations
 
@@ -78,3 +79,14 @@ def test_the_undertrained_critic_is_found_and_the_catalogue_fix_clears_it(train_
 def test_healthy_shows_no_warning(train_run):
     _, run_dir = train_run(["task=countdown", f"trainer.seed={SEED}"])
     assert _warnings(run_dir) == []
+
+
+def test_the_collapse_scenario_is_the_healthy_run_on_sixteen_prompts_with_four_updates_a_step():
+    healthy, narrow = compose(["task=countdown"]), compose(["task=countdown", "scenario=entropy_collapse"])
+    assert healthy.data.train_max_samples == -1 and narrow.data.train_max_samples == 16
+    assert narrow.data.train_batch_size == 16 == 4 * narrow.actor_rollout_ref.actor.ppo_mini_batch_size
+    # no knob that sharpens by itself: the lr, the entropy bonus, the clip and the temperature are the healthy run's
+    for key in ("optim", "entropy_coeff", "clip_ratio_low", "clip_ratio_high", "ppo_epochs", "loss_agg_mode"):
+        assert narrow.actor_rollout_ref.actor[key] == healthy.actor_rollout_ref.actor[key], key
+    assert narrow.actor_rollout_ref.rollout == healthy.actor_rollout_ref.rollout
+    assert narrow.algorithm == healthy.algorithm
