@@ -115,12 +115,14 @@ def choose_and_click(page, label: str, option: str, button: str, tries: int = 3)
 
 def screenshot(locator, page, tries: int = 5) -> bytes:
     """A locator's picture, taken again when a live rerun replaced the element just as it was taken (Playwright's
-    "Element is not attached to the DOM")."""
+    "Element is not attached to the DOM") or drew its new copy before the stale one faded ("strict mode violation":
+    two elements with the chart's key, for a moment)."""
     for attempt in range(tries):
         try:
             return locator.screenshot()
         except Exception as error:  # noqa: BLE001 - Playwright's Error: the element was redrawn under it
-            if "not attached" not in str(error) or attempt == tries - 1:
+            transient = "not attached" in str(error) or "strict mode violation" in str(error)
+            if not transient or attempt == tries - 1:
                 raise
             page.wait_for_timeout(500)
     raise AssertionError("unreachable")
