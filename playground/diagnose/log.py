@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from playground.metrics import STEP
@@ -31,7 +31,6 @@ class Log:
         self.n = 0
         self.memo: dict[tuple[Any, int], Any] = {}  # (predicate, record index) -> its value
         self._first: dict[str, float] = {}
-        self.starts: dict[str, float] = {}  # a derived series' first finite value (diagnose/series.py `start`)
         self.shape_only = bool(self.facts.get("shape_only"))
         self.unscaled = set(self.facts.get("unscaled") or ())
         self.reading_shape = False  # set while a trend reads values: shapes are what it needs
@@ -57,10 +56,12 @@ class Log:
             return None  # a size the log does not know
         return col[i]
 
-    def first(self, key: str) -> float | None:
-        """The metric's first finite value (it never changes once there is one)."""
+    def first(self, key: str, value_at: Callable[[int], float | None] | None = None) -> float | None:
+        """The metric's first finite value (it never changes once there is one); with `value_at`, the first finite
+        `value_at(i)` over the records, remembered under `key` (a derived series' start)."""
         if key not in self._first:
-            value = next((v for v in self.cols.get(key, []) if v is not None and math.isfinite(v)), None)
+            values = self.cols.get(key, []) if value_at is None else map(value_at, range(self.n))
+            value = next((v for v in values if v is not None and math.isfinite(v)), None)
             if value is None:
                 return None
             self._first[key] = value

@@ -118,16 +118,7 @@ def _start(s: Series) -> Series:
     """The series' first finite value in the log, at every step: where a run began (a validation before training
     is the base's)."""
     key = f"start of {s.label}"
-
-    def start(log: Log, i: int) -> float | None:
-        if key not in log.starts:  # a value once known never changes: scan the log once
-            value = next((v for j in range(log.n) if (v := s.value(log, j)) is not None and math.isfinite(v)), None)
-            if value is None:
-                return None
-            log.starts[key] = value
-        return log.starts[key]
-
-    return Series(start, key, s._metric)
+    return Series(lambda log, i: log.first(key, lambda j: s.value(log, j)), key, s._metric)
 
 
 def compile_series(spec: Any, defs: Mapping[str, Any]) -> Series:
