@@ -47,8 +47,8 @@ def test_the_slow_collapse_is_found_as_the_root():
     assert report.roots()[0] == "entropy_collapse"
     (finding,) = [f for f in report.findings if f.id == "entropy_collapse"]
     assert finding.rule == "entropy_collapse_narrowing" and 70 <= finding.first_step <= 115
-    assert "overly_deterministic" in report.ids()  # its consequence, not a second root
-    assert report.roots().count("overly_deterministic") == 0
+    # the entropy keeps more than a quarter of its start (0.23 -> 0.07): narrowed, not over-fit (no second root)
+    assert "overly_deterministic" not in report.ids()
 
 
 def test_a_healthy_fall_of_a_fifth_is_not_a_collapse():
