@@ -36,6 +36,10 @@ DEMO_RUNS = [
     # score above a right answer's, and the fix (the format score back to 0.1: the task's healthy run)
     ("countdown-reward_hacking", ["task=countdown", "scenario=reward_hacking"]),
     ("countdown-healthy", ["task=countdown"]),
+    # RL on 16 prompts narrows what the model can reach (pass@16 below the base's), and the fix: the whole training
+    # set, the same four updates a step, for the same 160 steps (about five minutes each)
+    ("countdown-entropy_collapse", ["task=countdown", "scenario=entropy_collapse"]),
+    ("countdown-entropy_collapse-fixed", ["task=countdown", "scenario=entropy_collapse", "data.train_max_samples=-1"]),
 ]
 
 
