@@ -47,6 +47,16 @@ def test_a_too_high_lr_breaking_the_model_into_the_same_shape_is_not_the_reward(
     assert "reward_hacking" not in diagnose(steps(kl=0.08), family="token", info=COUNTDOWN).ids()
 
 
+def test_the_same_shape_after_a_too_high_lr_is_the_lr_s_consequence():
+    # large steps first (|ppo_kl| 0.08 over steps 1-12, the accuracy falling by more than half), then small ones: the
+    # broken model ends in the hack's shape, and the lr explains it (reverse's panel seed 105)
+    broken = steps(accuracy=lambda s: 0.38 if s < 10 else 0.05, kl=0.0005,
+                   **{"actor/ppo_kl": lambda s: 0.08 if s <= 12 else 0.0005})
+    report = diagnose(broken, family="token", info=COUNTDOWN)
+    assert report.roots() == ["lr_too_high"]
+    assert "reward_hacking" in [f.id for d in report.diagnoses for f in d.consequences]
+
+
 def test_a_run_that_learns_or_only_fits_its_length_cap_is_no_hack():
     learning = steps(accuracy=lambda s: 0.38 + 0.002 * s)
     assert "reward_hacking" not in diagnose(learning, family="token", info=COUNTDOWN).ids()
