@@ -31,12 +31,13 @@ $(STAMP): pyproject.toml
 play: setup
 	$(PY) -m playground.demo
 
-# One pytest worker per core (pytest-xdist): each test trains on one torch thread, so two cores run two at once.
+# One pytest worker per core (pytest-xdist): each test trains on one torch thread, so two cores run two at once;
+# `loadgroup` keeps the tests of one xdist_group (countdown's CI base) on one worker, which builds that base once.
 test: setup
-	$(PY) -m pytest -m "not slow" -n auto $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow" -n auto --dist loadgroup $(PYTEST_ARGS)
 
 test-all: setup
-	$(PY) -m pytest -n auto $(PYTEST_ARGS)
+	$(PY) -m pytest -n auto --dist loadgroup $(PYTEST_ARGS)
 
 bench: setup
 	$(PY) -m benchmarks.run_all

@@ -1,10 +1,16 @@
 """countdown's scenarios. reward_hacking: TinyZero's format score set above a right answer's, so a short well-formed
 wrong equation pays more than a right one; the training reward rises while val/accuracy falls. critic_undertrained:
 PPO with a critic at the guide's example-3 lr (1e-5), whose values never reach the returns' level. The runs need
-countdown's SFT base (~890 s of CPU to build, then cached), so they are `slow`; CI checks the configs, the reward
-arithmetic that makes the hack pay, and each rule on the metrics of such a run (tests/diagnose/test_reward_hacking.py,
-tests/diagnose/test_critic_undertrained_value.py, tests/diagnose/test_entropy_collapse_narrowing.py). entropy_collapse:
-RL on 16 prompts with four updates a step, which sharpens onto the routes it already takes."""
+countdown's SFT base (~640 s of CPU to build, then cached), so they are `slow`. entropy_collapse: RL on 16 prompts
+with four updates a step, which sharpens onto the routes it already takes.
+
+CI trains each scenario once (seed 101, stopped at its finding) and the healthy run once on a shorter base: the same SFT
+recipe cut to 1,000 steps, its cosine schedule with it (`CI_BASE`; 160 s of CPU, greedy 0.21 against the full base's
+0.56). Measured on seeds 101 and 102 (docs/tuning.md, "countdown in CI"): every scenario reaches its signature there
+too. The tests share one xdist group, so one worker builds that base and the others never wait on it. CI also checks
+the configs, the reward arithmetic that makes the hack pay, and each rule on the metrics of a full run
+(tests/diagnose/test_reward_hacking.py, tests/diagnose/test_critic_undertrained_value.py,
+tests/diagnose/test_entropy_collapse_narrowing.py)."""
 
 from __future__ import annotations
 
@@ -12,12 +18,16 @@ import json
 
 import pytest
 
-from playground.config import compose
+from playground.config import compose, scenarios_of
 from playground.failures import severity
+from playground.runs import read_run_info
 from playground.tasks.countdown_reward import score
 
 SCENARIO = ["task=countdown", "scenario=reward_hacking"]
 SEED = 101
+CI_BASE = ["sft.max_steps=1000"]
+CI_SCENARIOS = [s for s in scenarios_of("countdown") if s != "healthy"]
+on_the_ci_base = pytest.mark.xdist_group("countdown_ci_base")
 GT = "3,7,8>53"
 RIGHT = "<think>8*7=56,56-3=53</think><answer>(8*7)-3</answer>"
 GUESS = "<think></think><answer>3+7+8</answer>"  # well-formed, wrong, and short
@@ -29,6 +39,27 @@ def _report(run_dir) -> dict:
 
 def _warnings(run_dir) -> list[str]:
     return [f["id"] for f in _report(run_dir)["findings"] if severity(f["id"]) != "info"]
+
+
+def _roots(run_dir) -> list[str]:
+    return [d["root"]["id"] for d in _report(run_dir)["diagnoses"] if d["root"]["severity"] != "info"]
+
+
+@on_the_ci_base
+def test_healthy_shows_no_warning_on_the_ci_base(train_run):
+    _, run_dir = train_run(["task=countdown", f"trainer.seed={SEED}", *CI_BASE])
+    assert read_run_info(run_dir)["sft_steps"] == 1000
+    assert _warnings(run_dir) == []
+
+
+@on_the_ci_base
+@pytest.mark.parametrize("scenario", CI_SCENARIOS)
+def test_scenario_reaches_its_signature_on_the_ci_base(scenario, train_run):
+    _, run_dir = train_run(["task=countdown", f"scenario={scenario}", f"trainer.seed={SEED}",
+                            f"trainer.stop_on_finding={scenario}", *CI_BASE])
+    info = read_run_info(run_dir)
+    assert scenario in _roots(run_dir), (info, _roots(run_dir), _warnings(run_dir))
+    assert info["stop_reason"] == f"stop_on_finding: {scenario} found"
 
 
 def test_the_scenario_is_the_healthy_run_with_a_format_score_above_a_right_answers():
@@ -49,7 +80,7 @@ def test_under_the_scenarios_reward_a_guess_beats_a_right_answer():
 @pytest.mark.slow
 def test_the_hack_emerges_and_the_catalogue_fix_clears_it(train_run):
     _, run_dir = train_run([*SCENARIO, f"trainer.seed={SEED}"])
-    roots = [d["root"]["id"] for d in _report(run_dir)["diagnoses"] if d["root"]["severity"] != "info"]
+    roots = _roots(run_dir)
     assert "reward_hacking" in roots, _warnings(run_dir)
     (fix,) = {f["fix"] for f in _report(run_dir)["findings"] if f["id"] == "reward_hacking"}
     assert fix == "reward.format_score=0.1"
@@ -68,7 +99,7 @@ def test_the_critic_scenario_is_ppo_with_the_guides_critic_lr():
 def test_the_undertrained_critic_is_found_and_the_catalogue_fix_clears_it(train_run):
     scenario = ["task=countdown", "scenario=critic_undertrained", f"trainer.seed={SEED}"]
     _, run_dir = train_run(scenario)
-    roots = [d["root"]["id"] for d in _report(run_dir)["diagnoses"] if d["root"]["severity"] != "info"]
+    roots = _roots(run_dir)
     assert "critic_undertrained" in roots, _warnings(run_dir)
     (fix,) = {f["fix"] for f in _report(run_dir)["findings"] if f["id"] == "critic_undertrained"}
     _, fixed = train_run([*scenario, *fix.split()])
@@ -90,3 +121,12 @@ def test_the_collapse_scenario_is_the_healthy_run_on_sixteen_prompts_with_four_u
         assert narrow.actor_rollout_ref.actor[key] == healthy.actor_rollout_ref.actor[key], key
     assert narrow.actor_rollout_ref.rollout == healthy.actor_rollout_ref.rollout
     assert narrow.algorithm == healthy.algorithm
+
+
+@pytest.mark.slow
+def test_the_collapse_emerges_on_the_full_base_and_every_prompt_clears_it(train_run):
+    scenario = ["task=countdown", "scenario=entropy_collapse", f"trainer.seed={SEED}"]
+    _, run_dir = train_run(scenario)
+    assert "entropy_collapse" in _roots(run_dir), _warnings(run_dir)
+    _, fixed = train_run([*scenario, "data.train_max_samples=-1"])
+    assert "entropy_collapse" not in _warnings(fixed)
