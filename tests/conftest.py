@@ -17,12 +17,6 @@ os.environ.setdefault("PLAYGROUND_CACHE", str(ROOT / ".cache" / "tests"))
 torch.set_num_threads(1)
 
 TINY = ["trainer.logger=[]", "trainer.progress_bar=false"]
-
-
-def pytest_collection_modifyitems(items):
-    """The tests of an xdist group (countdown's CI base: one base, then four runs, ~450 s on one worker) go first, so
-    their worker starts that chain at once while the others share the rest, rather than running it alone at the end."""
-    items.sort(key=lambda item: item.get_closest_marker("xdist_group") is None)
 DEBUG_TINY = ["task=cartpole", "+debug=tiny"]  # conf/debug/tiny.yaml: seconds, not minutes
 
 
