@@ -5,11 +5,11 @@ reward code (< 1 s); the runs themselves (seed 101 of the panel, ~40 s each with
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import torch
 from omegaconf import OmegaConf
+from reports import report as _report
+from reports import roots as _roots
 
 from playground.config import compose
 from playground.diagnose.catalogue import render_fix
@@ -56,14 +56,6 @@ def test_the_catalogue_fix_pays_the_tool_again():
     assert right_tool == 1.0 and right_head == 1.0  # no penalty on either: only the answer counts
     healthy_tool, _ = _best(compose(["task=calc"]))
     assert healthy_tool == 1.0
-
-
-def _report(run_dir) -> dict:
-    return json.loads((run_dir / "findings.json").read_text())
-
-
-def _roots(run_dir) -> list[str]:
-    return [d["root"]["id"] for d in _report(run_dir)["diagnoses"] if d["root"]["severity"] != "info"]
 
 
 @pytest.mark.slow

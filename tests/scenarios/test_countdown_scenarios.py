@@ -14,12 +14,12 @@ tests/diagnose/test_entropy_collapse_narrowing.py)."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
+from reports import report as _report
+from reports import roots as _roots
+from reports import warnings as _warnings
 
 from playground.config import compose, scenarios_of
-from playground.failures import severity
 from playground.runs import read_run_info
 from playground.tasks.countdown_reward import score
 
@@ -31,18 +31,6 @@ on_the_ci_base = pytest.mark.xdist_group("countdown_ci_base")
 GT = "3,7,8>53"
 RIGHT = "<think>8*7=56,56-3=53</think><answer>(8*7)-3</answer>"
 GUESS = "<think></think><answer>3+7+8</answer>"  # well-formed, wrong, and short
-
-
-def _report(run_dir) -> dict:
-    return json.loads((run_dir / "findings.json").read_text())
-
-
-def _warnings(run_dir) -> list[str]:
-    return [f["id"] for f in _report(run_dir)["findings"] if severity(f["id"]) != "info"]
-
-
-def _roots(run_dir) -> list[str]:
-    return [d["root"]["id"] for d in _report(run_dir)["diagnoses"] if d["root"]["severity"] != "info"]
 
 
 @on_the_ci_base

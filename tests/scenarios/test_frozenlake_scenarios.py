@@ -5,27 +5,15 @@ steps, ~40 s with the SFT base built, ~45 s more); the fix and the healthy run (
 
 from __future__ import annotations
 
-import json
-
 import pytest
+from reports import report as _report
+from reports import roots as _roots
+from reports import warnings as _warnings
 
 from playground.config import compose
-from playground.failures import severity
 
 SCENARIO = ["task=frozenlake", "scenario=echo_trap"]
 SEED = 101
-
-
-def _report(run_dir) -> dict:
-    return json.loads((run_dir / "findings.json").read_text())
-
-
-def _roots(run_dir) -> list[str]:
-    return [d["root"]["id"] for d in _report(run_dir)["diagnoses"] if d["root"]["severity"] != "info"]
-
-
-def _warnings(run_dir) -> list[str]:
-    return [f["id"] for f in _report(run_dir)["findings"] if severity(f["id"]) != "info"]
 
 
 def test_the_scenario_is_the_healthy_run_with_an_sft_sized_step_on_a_quarter_of_the_games():

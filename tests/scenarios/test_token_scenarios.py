@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+from reports import roots as _roots
 
 from playground.config import compose, scenarios_of
 from playground.failures import SCENARIO_IDS, severity
@@ -25,11 +26,6 @@ CI_SEED, SLOW_SEEDS = 101, (102, 103)
 
 def _findings(run_dir) -> list[dict]:
     return json.loads((run_dir / "findings.json").read_text())["findings"]
-
-
-def _roots(run_dir) -> list[str]:
-    report = json.loads((run_dir / "findings.json").read_text())
-    return [d["root"]["id"] for d in report["diagnoses"] if d["root"]["severity"] != "info"]
 
 
 def _shows(run_dir, finding_id: str) -> bool:
