@@ -15,6 +15,7 @@ tests/diagnose/test_entropy_collapse_narrowing.py)."""
 from __future__ import annotations
 
 import pytest
+from reports import assert_root_and_stop
 from reports import report as _report
 from reports import roots as _roots
 from reports import warnings as _warnings
@@ -45,9 +46,7 @@ def test_healthy_shows_no_warning_on_the_ci_base(train_run):
 def test_scenario_reaches_its_signature_on_the_ci_base(scenario, train_run):
     _, run_dir = train_run(["task=countdown", f"scenario={scenario}", f"trainer.seed={SEED}",
                             f"trainer.stop_on_finding={scenario}", *CI_BASE])
-    info = read_run_info(run_dir)
-    assert scenario in _roots(run_dir), (info, _roots(run_dir), _warnings(run_dir))
-    assert info["stop_reason"] == f"stop_on_finding: {scenario} found"
+    assert_root_and_stop(run_dir, scenario)
 
 
 def test_the_scenario_is_the_healthy_run_with_a_format_score_above_a_right_answers():

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+from reports import assert_root_and_stop
 from reports import roots as _roots
 
 from playground.config import compose, scenarios_of
@@ -44,10 +45,7 @@ def test_every_token_scenario_is_a_catalogue_id():
 def test_scenario_reaches_its_signature(task, scenario, train_run):
     _, run_dir = train_run([f"task={task}", f"scenario={scenario}", f"trainer.seed={CI_SEED}",
                             f"trainer.stop_on_finding={scenario}"])
-    info = read_run_info(run_dir)
-    assert scenario in _roots(run_dir), (info, _roots(run_dir), [f["id"] for f in _findings(run_dir)])
-    if scenario != "out_of_memory":
-        assert info["stop_reason"] == f"stop_on_finding: {scenario} found"
+    assert_root_and_stop(run_dir, scenario)
 
 
 @pytest.mark.parametrize("task", TASKS)
