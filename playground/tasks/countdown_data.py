@@ -13,8 +13,12 @@ values) and then the last step. A failed attempt takes a dead prefix (no operati
 target) and any last step; a successful one a live prefix and a last step that reaches the target. A trace is
 0..`max_failed` failed attempts, then a successful one, its expression in the answer; with probability `wrong_rate`
 it is 1..`max_failed` + 1 failed attempts, the last one's expression in the answer (a well-formed wrong answer).
-Which prefix, which operand order of + and *, how many attempts: all drawn uniformly. Intermediate values are
-whole numbers in [0, `MAX_VALUE`] (division only when exact), as a person playing Countdown computes.
+Which prefix, which operand order of + and *, how many attempts: all drawn uniformly. With `max_checks` > 0 the last
+attempt's last step is then written again, each time with probability 1/2 and at most `max_checks` times, as a model
+double-checks ("56-3=53,56-3=53"): it changes neither the answer nor the reward, only the length. That is the room the
+Dr. GRPO paper's length bias needs, a length the policy can choose at no cost once it sees whether its answer is right.
+Intermediate values are whole numbers in [0, `MAX_VALUE`] (division only when exact), as a person playing Countdown
+computes.
 """
 
 from __future__ import annotations
@@ -158,11 +162,11 @@ class CountdownPrompts(PromptSet):
     num_operands = 0  # unused: problems are enumerated, not drawn by operand length
     rule = staticmethod(score)
     val_core_source = "countdown"
-    knobs = ("min_numbers", "max_numbers", "max_number", "max_target", "max_failed", "wrong_rate")
+    knobs = ("min_numbers", "max_numbers", "max_number", "max_target", "max_failed", "wrong_rate", "max_checks")
 
     def __init__(self, min_numbers: int = 3, max_numbers: int = 3, max_number: int = 9, max_target: int = 100,
-                 max_failed: int = 2, wrong_rate: float = 0.1, num_train: int | None = None, num_val: int = 128,
-                 seed: int = 0):
+                 max_failed: int = 2, wrong_rate: float = 0.1, max_checks: int = 0, num_train: int | None = None,
+                 num_val: int = 128, seed: int = 0):
         """Enumerates and splits the problems.
 
         Args:
@@ -171,6 +175,7 @@ class CountdownPrompts(PromptSet):
             max_target: targets are the reachable values in 1..max_target.
             max_failed: most failed attempts before the successful one in a trace.
             wrong_rate: the share of traces that give up with a failed attempt's (wrong) equation.
+            max_checks: most times a trace writes its last step again before the answer (0: never).
             num_train: training problems; None means all that are not in val.
             num_val: validation problems.
             seed: the shuffle of the problems, the order of each prompt's numbers and the traces.
@@ -180,19 +185,21 @@ class CountdownPrompts(PromptSet):
         if not 1 <= max_number <= 99 or not 1 <= max_target <= MAX_VALUE:
             raise ValueError(f"need max_number in [1, 99] and max_target in [1, {MAX_VALUE}], "
                              f"got {max_number}, {max_target}")
-        if max_failed < 0 or not 0 <= wrong_rate <= 1:
-            raise ValueError(f"need max_failed >= 0 and wrong_rate in [0, 1], got {max_failed}, {wrong_rate}")
+        if max_failed < 0 or not 0 <= wrong_rate <= 1 or max_checks < 0:
+            raise ValueError(f"need max_failed >= 0, wrong_rate in [0, 1] and max_checks >= 0, got {max_failed}, "
+                             f"{wrong_rate}, {max_checks}")
         self.min_numbers, self.max_numbers, self.max_number, self.max_target = (min_numbers, max_numbers,
                                                                                 max_number, max_target)
-        self.max_failed, self.wrong_rate = max_failed, wrong_rate
+        self.max_failed, self.wrong_rate, self.max_checks = max_failed, wrong_rate, max_checks
         self.num_val, self.seed = num_val, seed
         self.tokenizer = CountdownTokenizer()
         rng = random.Random(seed)
-        problems, longest_attempt = [], 0
+        problems, longest_attempt, longest_step = [], 0, 0
         for n in range(min_numbers, max_numbers + 1):
             for numbers in itertools.combinations_with_replacement(range(1, max_number + 1), n):
                 reachable = solve(numbers)
-                longest_attempt = max(longest_attempt, _longest_attempt(numbers))
+                attempt_chars, step_chars = _longest_attempt(numbers)
+                longest_attempt, longest_step = max(longest_attempt, attempt_chars), max(longest_step, step_chars)
                 for target in sorted(t for t in reachable if 1 <= t <= max_target):
                     order = list(numbers)
                     rng.shuffle(order)
@@ -208,14 +215,15 @@ class CountdownPrompts(PromptSet):
         self.num_train = len(train)
         self.val: list[Example] = [Example(p.text, p.text) for p in problems[:num_val]]
         self.train: list[Example] = [Example(p.text, p.text) for p in train]
-        self._longest_attempt = longest_attempt
+        self._longest_attempt, self._longest_step = longest_attempt, longest_step
         self._trace_rng = random.Random(seed + 1)
 
     # ---- the PromptSet interface
     @property
     def config(self) -> dict[str, Any]:
-        return {"name": self.name, **{k: getattr(self, k) for k in self.knobs},
-                "num_train": self.num_train, "num_val": self.num_val, "seed": self.seed}
+        # max_checks came later: left out at 0, where the traces are those of before, so cached bases keep their key
+        knobs = {k: getattr(self, k) for k in self.knobs if k != "max_checks" or self.max_checks}
+        return {"name": self.name, **knobs, "num_train": self.num_train, "num_val": self.num_val, "seed": self.seed}
 
     @property
     def max_prompt_chars(self) -> int:  # tokens: numbers, commas, '>', target
@@ -226,6 +234,7 @@ class CountdownPrompts(PromptSet):
     def max_answer_chars(self) -> int:  # tokens of the longest trace
         attempts = self.max_failed + 1
         think = 2 + attempts * self._longest_attempt + attempts - 1  # tags, attempts, ';' between them
+        think += self.max_checks * (1 + self._longest_step)  # ',' and the step again
         expression = self.max_numbers * len(str(self.max_number)) + self.max_numbers - 1 + 2 * (self.max_numbers - 2)
         return think + 2 + expression
 
@@ -253,7 +262,12 @@ class CountdownPrompts(PromptSet):
         if not wrong:
             a, b = rng.choice(live)
             attempts.append(shuffled(rng.choice([n for n in combine(a, b) if n[3] == target]), rng))
-        think = ";".join(",".join(lines(tree, rng)) for tree in attempts)
+        steps = [lines(tree, rng) for tree in attempts]
+        checks = 0
+        while checks < self.max_checks and rng.random() < 0.5:
+            checks += 1
+        steps[-1] += steps[-1][-1:] * checks
+        think = ";".join(",".join(attempt) for attempt in steps)
         return f"<think>{think}</think><answer>{expression(attempts[-1])}</answer>"
 
     def solution_counts(self, examples: Sequence[Example]) -> list[int]:
@@ -274,10 +288,12 @@ def live_and_dead(numbers: tuple[int, ...], target: int) -> tuple[list, list]:
     return live, dead
 
 
-def _longest_attempt(numbers: tuple[int, ...]) -> int:
-    """Characters of the longest scratchpad attempt over these numbers (steps joined by ',')."""
-    longest = 0
+def _longest_attempt(numbers: tuple[int, ...]) -> tuple[int, int]:
+    """Characters of the longest scratchpad attempt over these numbers (steps joined by ','), and of the longest
+    step."""
+    attempt, step = 0, 0
     for a, b in prefixes(numbers):
         for node in combine(a, b):
-            longest = max(longest, len(",".join(lines(node, random.Random(0)))))
-    return longest
+            steps = lines(node, random.Random(0))
+            attempt, step = max(attempt, len(",".join(steps))), max(step, *map(len, steps))
+    return attempt, step

@@ -130,6 +130,22 @@ def test_traces_are_right_or_well_formed_wrong_and_fit_the_response():
     assert 0.6 < right / 200 < 0.85  # about 1 - 0.3 (a problem without dead prefixes always succeeds)
 
 
+def test_checks_repeat_the_last_step_and_change_only_the_length():
+    plain, checked = CountdownPrompts(num_val=16), CountdownPrompts(num_val=16, max_checks=3)
+    assert "max_checks" not in plain.config and checked.config["max_checks"] == 3  # old bases keep their cache key
+    counts = []
+    for i, ex in enumerate(checked.train[:400]):
+        base, trace = plain.trace(ex.answer, random.Random(i)), checked.trace(ex.answer, random.Random(i))
+        think, answer = base.split("</think>")
+        last = think.split(",")[-1].split(";")[-1]
+        k = next(k for k in range(4) if trace == think + f",{last}" * k + "</think>" + answer)
+        counts.append(k)
+        assert checked.score(trace, ex) == plain.score(base, ex)
+        assert len(checked.tokenizer.encode(trace)) + 1 <= checked.max_answer_tokens
+    share = [counts.count(k) / len(counts) for k in range(4)]
+    assert 0.4 < share[0] < 0.6 and 0.15 < share[1] < 0.35 and share[3] > 0.05  # 1/2, 1/4, 1/8, 1/8
+
+
 def test_live_and_dead_prefixes():
     live, dead = live_and_dead((3, 7, 8), 53)
     assert [{value_of(x) for x in prefix} for prefix in live] == [{3, 56}]  # 7*8 then 56-3: the only way to 53
