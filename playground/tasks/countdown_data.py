@@ -13,10 +13,12 @@ values) and then the last step. A failed attempt takes a dead prefix (no operati
 target) and any last step; a successful one a live prefix and a last step that reaches the target. A trace is
 0..`max_failed` failed attempts, then a successful one, its expression in the answer; with probability `wrong_rate`
 it is 1..`max_failed` + 1 failed attempts, the last one's expression in the answer (a well-formed wrong answer).
-Which prefix, which operand order of + and *, how many attempts: all drawn uniformly. With `max_checks` > 0 the last
-attempt's last step is then written again, each time with probability 1/2 and at most `max_checks` times, as a model
-double-checks ("56-3=53,56-3=53"): it changes neither the answer nor the reward, only the length. That is the room the
-Dr. GRPO paper's length bias needs, a length the policy can choose at no cost once it sees whether its answer is right.
+Which prefix, which operand order of + and *, how many attempts: all drawn uniformly. With `max_rechecks` > 0 a trace
+that gives up first writes its last step again, each time with probability 1/2 and at most `max_rechecks` times, as a
+model unsure of its answer re-checks it ("9+12=21,9+12=21</think>"): that changes neither the answer nor the reward,
+only the length. It is the room the Dr. GRPO paper's length bias needs: a length the policy chooses where its answer
+is wrong (the scratchpad's last value is not the target, which the model sees), at no cost in reward. A trace that
+succeeds never re-checks, so the length a right answer could drop is not mixed in.
 Intermediate values are whole numbers in [0, `MAX_VALUE`] (division only when exact), as a person playing Countdown
 computes.
 """
@@ -162,10 +164,10 @@ class CountdownPrompts(PromptSet):
     num_operands = 0  # unused: problems are enumerated, not drawn by operand length
     rule = staticmethod(score)
     val_core_source = "countdown"
-    knobs = ("min_numbers", "max_numbers", "max_number", "max_target", "max_failed", "wrong_rate", "max_checks")
+    knobs = ("min_numbers", "max_numbers", "max_number", "max_target", "max_failed", "wrong_rate", "max_rechecks")
 
     def __init__(self, min_numbers: int = 3, max_numbers: int = 3, max_number: int = 9, max_target: int = 100,
-                 max_failed: int = 2, wrong_rate: float = 0.1, max_checks: int = 0, num_train: int | None = None,
+                 max_failed: int = 2, wrong_rate: float = 0.1, max_rechecks: int = 0, num_train: int | None = None,
                  num_val: int = 128, seed: int = 0):
         """Enumerates and splits the problems.
 
@@ -175,7 +177,7 @@ class CountdownPrompts(PromptSet):
             max_target: targets are the reachable values in 1..max_target.
             max_failed: most failed attempts before the successful one in a trace.
             wrong_rate: the share of traces that give up with a failed attempt's (wrong) equation.
-            max_checks: most times a trace writes its last step again before the answer (0: never).
+            max_rechecks: most times a trace that gives up writes its last step again before answering (0: never).
             num_train: training problems; None means all that are not in val.
             num_val: validation problems.
             seed: the shuffle of the problems, the order of each prompt's numbers and the traces.
@@ -185,12 +187,12 @@ class CountdownPrompts(PromptSet):
         if not 1 <= max_number <= 99 or not 1 <= max_target <= MAX_VALUE:
             raise ValueError(f"need max_number in [1, 99] and max_target in [1, {MAX_VALUE}], "
                              f"got {max_number}, {max_target}")
-        if max_failed < 0 or not 0 <= wrong_rate <= 1 or max_checks < 0:
-            raise ValueError(f"need max_failed >= 0, wrong_rate in [0, 1] and max_checks >= 0, got {max_failed}, "
-                             f"{wrong_rate}, {max_checks}")
+        if max_failed < 0 or not 0 <= wrong_rate <= 1 or max_rechecks < 0:
+            raise ValueError(f"need max_failed >= 0, wrong_rate in [0, 1] and max_rechecks >= 0, got {max_failed}, "
+                             f"{wrong_rate}, {max_rechecks}")
         self.min_numbers, self.max_numbers, self.max_number, self.max_target = (min_numbers, max_numbers,
                                                                                 max_number, max_target)
-        self.max_failed, self.wrong_rate, self.max_checks = max_failed, wrong_rate, max_checks
+        self.max_failed, self.wrong_rate, self.max_rechecks = max_failed, wrong_rate, max_rechecks
         self.num_val, self.seed = num_val, seed
         self.tokenizer = CountdownTokenizer()
         rng = random.Random(seed)
@@ -221,8 +223,8 @@ class CountdownPrompts(PromptSet):
     # ---- the PromptSet interface
     @property
     def config(self) -> dict[str, Any]:
-        # max_checks came later: left out at 0, where the traces are those of before, so cached bases keep their key
-        knobs = {k: getattr(self, k) for k in self.knobs if k != "max_checks" or self.max_checks}
+        # max_rechecks came later: left out at 0, where the traces are those of before, so cached bases keep their key
+        knobs = {k: getattr(self, k) for k in self.knobs if k != "max_rechecks" or self.max_rechecks}
         return {"name": self.name, **knobs, "num_train": self.num_train, "num_val": self.num_val, "seed": self.seed}
 
     @property
@@ -234,7 +236,7 @@ class CountdownPrompts(PromptSet):
     def max_answer_chars(self) -> int:  # tokens of the longest trace
         attempts = self.max_failed + 1
         think = 2 + attempts * self._longest_attempt + attempts - 1  # tags, attempts, ';' between them
-        think += self.max_checks * (1 + self._longest_step)  # ',' and the step again
+        think += self.max_rechecks * (1 + self._longest_step)  # ',' and the step again
         expression = self.max_numbers * len(str(self.max_number)) + self.max_numbers - 1 + 2 * (self.max_numbers - 2)
         return think + 2 + expression
 
@@ -264,7 +266,7 @@ class CountdownPrompts(PromptSet):
             attempts.append(shuffled(rng.choice([n for n in combine(a, b) if n[3] == target]), rng))
         steps = [lines(tree, rng) for tree in attempts]
         checks = 0
-        while checks < self.max_checks and rng.random() < 0.5:
+        while wrong and checks < self.max_rechecks and rng.random() < 0.5:
             checks += 1
         steps[-1] += steps[-1][-1:] * checks
         think = ";".join(",".join(attempt) for attempt in steps)

@@ -130,20 +130,24 @@ def test_traces_are_right_or_well_formed_wrong_and_fit_the_response():
     assert 0.6 < right / 200 < 0.85  # about 1 - 0.3 (a problem without dead prefixes always succeeds)
 
 
-def test_checks_repeat_the_last_step_and_change_only_the_length():
-    plain, checked = CountdownPrompts(num_val=16), CountdownPrompts(num_val=16, max_checks=3)
-    assert "max_checks" not in plain.config and checked.config["max_checks"] == 3  # old bases keep their cache key
+def test_rechecks_repeat_a_give_ups_last_step_and_change_only_its_length():
+    # wrong_rate 1: every trace gives up where its problem has a dead prefix, so most of them may re-check
+    plain = CountdownPrompts(num_val=16, wrong_rate=1.0)
+    rechecked = CountdownPrompts(num_val=16, wrong_rate=1.0, max_rechecks=3)
+    assert "max_rechecks" not in plain.config and rechecked.config["max_rechecks"] == 3  # old bases keep their key
     counts = []
-    for i, ex in enumerate(checked.train[:400]):
-        base, trace = plain.trace(ex.answer, random.Random(i)), checked.trace(ex.answer, random.Random(i))
+    for i, ex in enumerate(rechecked.train[:400]):
+        base, trace = plain.trace(ex.answer, random.Random(i)), rechecked.trace(ex.answer, random.Random(i))
+        assert rechecked.score(trace, ex) == plain.score(base, ex)
+        assert len(rechecked.tokenizer.encode(trace)) + 1 <= rechecked.max_answer_tokens
+        if plain.score(base, ex) == 1.0:
+            assert trace == base  # a trace that succeeds answers straight
+            continue
         think, answer = base.split("</think>")
         last = think.split(",")[-1].split(";")[-1]
-        k = next(k for k in range(4) if trace == think + f",{last}" * k + "</think>" + answer)
-        counts.append(k)
-        assert checked.score(trace, ex) == plain.score(base, ex)
-        assert len(checked.tokenizer.encode(trace)) + 1 <= checked.max_answer_tokens
+        counts.append(next(k for k in range(4) if trace == think + f",{last}" * k + "</think>" + answer))
     share = [counts.count(k) / len(counts) for k in range(4)]
-    assert 0.4 < share[0] < 0.6 and 0.15 < share[1] < 0.35 and share[3] > 0.05  # 1/2, 1/4, 1/8, 1/8
+    assert len(counts) > 200 and 0.4 < share[0] < 0.6 and 0.15 < share[1] < 0.35 and share[3] > 0.05  # 1/2 ... 1/8
 
 
 def test_live_and_dead_prefixes():
