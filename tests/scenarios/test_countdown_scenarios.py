@@ -117,3 +117,48 @@ def test_the_collapse_emerges_on_the_full_base_and_every_prompt_clears_it(train_
     assert "entropy_collapse" in _roots(run_dir), _warnings(run_dir)
     _, fixed = train_run([*scenario, "data.train_max_samples=-1"])
     assert "entropy_collapse" not in _warnings(fixed)
+
+
+def _length_bias_overrides() -> list[str]:
+    """`+sweep=length_bias`'s settings (its base with re-checks, lr, steps) as overrides, without its sweep."""
+    from pathlib import Path
+
+    from omegaconf import OmegaConf
+
+    from playground.config import CONF_DIR
+
+    sweep = OmegaConf.to_container(OmegaConf.load(Path(CONF_DIR) / "sweep" / "length_bias.yaml"))
+    settings = {key: value for key, value in sweep.items() if key not in ("defaults", "hydra")}
+
+    def leaves(node, prefix=""):
+        for key, value in node.items():
+            yield from leaves(value, f"{prefix}{key}.") if isinstance(value, dict) else [f"{prefix}{key}={value}"]
+
+    return ["task=countdown", *leaves(settings)]
+
+
+def _wrong_answers_growth(run_dir) -> tuple[float, float]:
+    """How far the wrong answers' mean length rises above its first 10 steps' (the highest 10-step window's mean less
+    the first's), and the highest 10-step window's share of them cut at the cap."""
+    from playground.runs import read_metrics_jsonl
+
+    rows = [r for r in read_metrics_jsonl(run_dir / "metrics.jsonl").records if "response_length/incorrect/mean" in r]
+
+    def windows(key):
+        return [sum(r.get(key, 0.0) for r in rows[i:i + 10]) / len(rows[i:i + 10]) for i in range(0, len(rows), 10)]
+
+    lengths = windows("response_length/incorrect/mean")
+    return max(lengths) - lengths[0], max(windows("response_length/incorrect/clip_ratio"))
+
+
+@pytest.mark.slow
+def test_wrong_answers_grow_under_grpos_aggregation_and_not_under_dr_grpo(train_run):
+    """The sweep's two ends on one panel seed. Seeds 101-110 (docs/tuning.md, "Length dynamics on countdown"): under
+    seq-mean-token-mean the wrong answers rise by 10.1-16.2 tokens with 0.16-0.38 of them truncated at the worst
+    10 steps; under Dr. GRPO by 0.0-5.1 tokens with at most 0.08 truncated."""
+    common = [*_length_bias_overrides(), f"trainer.seed={SEED}"]
+    _, biased = train_run([*common, "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean"])
+    _, unbiased = train_run([*common, "+preset=dr_grpo"])
+    (grows, cut), (dr_grows, dr_cut) = _wrong_answers_growth(biased), _wrong_answers_growth(unbiased)
+    assert grows >= 8 and cut >= 0.12, (grows, cut)
+    assert dr_grows <= 6 and dr_cut <= 0.1, (dr_grows, dr_cut)

@@ -58,6 +58,7 @@ def test_format_score_preset_crosses_countdowns_format_score_past_a_right_answer
 def test_length_bias_preset_crosses_the_losss_aggregation_with_the_groups_std_on_countdown():
     cfg, jobs = sweep_jobs("length_bias", task="countdown")
     assert cfg.task.name == "countdown" and cfg.hydra.mode == RunMode.MULTIRUN
+    assert cfg.task.max_rechecks > 0  # a base whose wrong answers have a length to grow by
     cells = {(o["actor_rollout_ref.actor.loss_agg_mode"], o["algorithm.norm_adv_by_std_in_grpo"].lower())
              for o in (dict(x.split("=", 1) for x in job) for job in jobs)}
     # GRPO as its paper wrote it, verl's default and Dr. GRPO (+preset=dr_grpo) are all among them
