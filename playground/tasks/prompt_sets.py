@@ -25,13 +25,17 @@ def prompts_for_task(task: Any) -> PromptSet:
     """The prompt set of a config's `task` section: `task.name`, its knobs, `task.num_val`, `task.data_seed`.
 
     Raises:
-        ConfigError: an unknown name (checked before any model is built).
+        ConfigError: an unknown name, or knobs out of range (checked before any model is built).
     """
     if task.name not in PROMPT_SETS:
         raise ConfigError(f"task.name={task.name!r} is out of range for token tasks: allowed one of "
                           f"{sorted(PROMPT_SETS)}")
     cls = PROMPT_SETS[task.name]
-    return cls(**{key: task[key] for key in cls.knobs}, num_val=task.num_val, seed=task.data_seed)
+    try:
+        return cls(**{key: task[key] for key in cls.knobs}, num_val=task.num_val, seed=task.data_seed)
+    except ValueError as error:  # each prompt set checks its own knobs' ranges and says which and what it got
+        keys = ", ".join(f"task.{key}" for key in (*cls.knobs, "num_val"))
+        raise ConfigError(f"task {task.name}'s knobs are out of range ({keys}): {error}") from error
 
 
 def check_multi_turn(cfg: Any) -> None:

@@ -200,6 +200,16 @@ def test_countdown_config_refuses_another_rule(overrides, message):
         validate(compose(["task=countdown", *overrides]))
 
 
+@pytest.mark.parametrize(("key", "value", "got"), [("max_rechecks", -1, "got 2, 0.1, -1"),
+                                                   ("wrong_rate", 2, "got 2, 2, 0"), ("max_numbers", 5, "got 3, 5")])
+def test_knobs_out_of_range_are_a_config_error_naming_them(key, value, got):
+    from playground.config import ConfigError, compose
+    from playground.tasks.prompt_sets import prompts_for_task
+
+    with pytest.raises(ConfigError, match=rf"task countdown's knobs are out of range \(.*task\.{key}.*\): .*{got}$"):
+        prompts_for_task(compose(["task=countdown", f"task.{key}={value}"]).task)
+
+
 # ---- a run end to end, on a tiny base (10 SFT steps of a 1-layer model: the plumbing, not the learning)
 
 TINY_COUNTDOWN = ["task=countdown", "task.num_val=8", "actor_rollout_ref.model.n_layer=1",
