@@ -66,6 +66,18 @@ def _apply(op: str, current: Any) -> str:
     return fmt(value)
 
 
+def _same(value: str, current: Any) -> bool:
+    """Whether an override's text sets what the config already holds ("1.0" and 1.0, "true" and True)."""
+    if isinstance(current, bool) or current is None:
+        return value.lower() == str(current).lower() or (current is None and value == "null")
+    if isinstance(current, (int, float)):
+        try:
+            return float(value) == float(current)
+        except ValueError:
+            return False
+    return value == str(current)
+
+
 def render_fix(finding_id: str, family: str, config: Mapping[str, Any] | None = None,
                spec: Mapping[str, Any] | None = None) -> str:
     """The id's remedy as space-separated Hydra overrides, using the run's current values when known.
@@ -89,5 +101,7 @@ def render_fix(finding_id: str, family: str, config: Mapping[str, Any] | None = 
         value = _apply(op, None if current is ABSENT else current)
         if current is not ABSENT and value.startswith("<current"):
             continue  # the run's config holds no number to scale (a null key): no placeholder in a command to paste
+        if op.startswith("=") and current is not ABSENT and _same(value, current):
+            continue  # the run has it already (grad_clip=1.0 on a run clipped at 1.0): not a change to make
         parts.append(f"{key}={value}")
     return " ".join(parts)

@@ -157,3 +157,14 @@ def test_docs_catalogue_is_the_table_of_today(capsys):
     main(["--catalogue"])
     assert DOC.read_text(encoding="utf-8").endswith("\n\n" + capsys.readouterr().out), (
         "docs/catalogue.md is out of date: regenerate its table with `python -m playground.diagnose --catalogue`")
+
+
+def test_a_fix_leaves_out_what_the_run_already_sets():
+    from playground.diagnose.catalogue import render_fix
+
+    run = {"actor_rollout_ref": {"actor": {"grad_clip": None, "optim": {"lr": 3e-4}}}}
+    assert render_fix("gradient_explosion", "token", run) == ("actor_rollout_ref.actor.grad_clip=1.0 "
+                                                              "actor_rollout_ref.actor.optim.lr=3e-05")
+    run["actor_rollout_ref"]["actor"]["grad_clip"] = 1.0  # clipped at 1.0 already: only the lr is a change
+    assert render_fix("gradient_explosion", "token", run) == "actor_rollout_ref.actor.optim.lr=3e-05"
+    assert render_fix("gradient_explosion", "gym", {}).startswith("actor_rollout_ref.actor.grad_clip=1.0 ")  # unknown
