@@ -200,7 +200,7 @@ class CountdownPrompts(PromptSet):
         for n in range(min_numbers, max_numbers + 1):
             for numbers in itertools.combinations_with_replacement(range(1, max_number + 1), n):
                 reachable = solve(numbers)
-                attempt_chars, step_chars = _longest_attempt(numbers)
+                attempt_chars, step_chars = _longest_attempt_and_step(numbers)
                 longest_attempt, longest_step = max(longest_attempt, attempt_chars), max(longest_step, step_chars)
                 for target in sorted(t for t in reachable if 1 <= t <= max_target):
                     order = list(numbers)
@@ -290,7 +290,7 @@ def live_and_dead(numbers: tuple[int, ...], target: int) -> tuple[list, list]:
     return live, dead
 
 
-def _longest_attempt(numbers: tuple[int, ...]) -> tuple[int, int]:
+def _longest_attempt_and_step(numbers: tuple[int, ...]) -> tuple[int, int]:
     """Characters of the longest scratchpad attempt over these numbers (steps joined by ','), and of the longest
     step."""
     attempt, step = 0, 0

@@ -125,16 +125,12 @@ def _length_bias_overrides() -> list[str]:
 
     from omegaconf import OmegaConf
 
+    from playground.batched import leaf_values
     from playground.config import CONF_DIR
 
-    sweep = OmegaConf.to_container(OmegaConf.load(Path(CONF_DIR) / "sweep" / "length_bias.yaml"))
-    settings = {key: value for key, value in sweep.items() if key not in ("defaults", "hydra")}
-
-    def leaves(node, prefix=""):
-        for key, value in node.items():
-            yield from leaves(value, f"{prefix}{key}.") if isinstance(value, dict) else [f"{prefix}{key}={value}"]
-
-    return ["task=countdown", *leaves(settings)]
+    sweep = OmegaConf.load(Path(CONF_DIR) / "sweep" / "length_bias.yaml")
+    sweep.pop("defaults")  # leaf_values drops the `hydra` node
+    return ["task=countdown", *(f"{key}={value}" for key, value in leaf_values(sweep).items())]
 
 
 def _wrong_answers_growth(run_dir) -> tuple[float, float]:
