@@ -148,6 +148,7 @@ ALIASES: dict[str, str] = {
 ALIAS_PATTERNS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"^timing/(.+)$"), r"timing_s/\1"),  # the guide's §11.4 examples write timing/gen
     (re.compile(r"^val/test_score/.+$"), "val/score"),  # verl <= 0.3: val/test_score/<data_source>
+    (re.compile(r"^test_score/.+$"), "val/score"),  # verl ~0.1 printed its validation without the val/ prefix
     (re.compile(r"^num_turns/(mean|max|min)$"), r"training/num_turns/\1"),  # legacy trainer; V1 adds `training/`
     (re.compile(r"^val-core/.+/(?:reward|score)/mean@\d+$"), "val/score"),
     (re.compile(r"^val-core/.+/acc/mean@\d+$"), "val/accuracy"),

@@ -61,8 +61,11 @@ def check_rank(finding_id: str) -> int:
 
 
 def explains(cause, effect) -> bool:
-    """A link leads from the cause's id to the effect's, and the effect is still there when the cause appears."""
-    return effect.id in effects().get(cause.id, ()) and effect.last_step >= cause.first_step
+    """A link leads from the cause's id to the effect's, and the effect is still there when the cause appears: at the
+    start of the window that showed the cause (its signature takes a window to show, and was under way from there;
+    a consequence may show a few steps before it)."""
+    since = cause.first_step if getattr(cause, "since_step", None) is None else cause.since_step
+    return effect.id in effects().get(cause.id, ()) and effect.last_step >= since
 
 
 def _order(finding) -> tuple:

@@ -13,7 +13,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from playground.diagnose.log import Log
+from playground.diagnose.robust import Z_SIGNIFICANT, mann_kendall_z, theil_sen_change
 from playground.diagnose.series import Series, compile_series
+from playground.diagnose.shapes import FallsFromPeak, Logged, Plateau, Spikes
 from playground.metrics import fmt
 
 __all__ = ["Node", "Series", "compile_condition", "compile_series"]
@@ -152,7 +154,7 @@ class Trend(Node):
     not_improving_since from the window's first step to the log's end (what followed the window)."""
 
     MIN_VALUES = {"drop": 2, "rising": 3, "not_rising": 3, "swing": 3, "spike": 3, "falls_then_rises": 5,
-                  "improving": 3, "not_improving": 3, "not_improving_since": 3}
+                  "improving": 3, "not_improving": 3, "not_improving_since": 3, "trend_up": 5, "trend_down": 5}
     NEGATED = ("not_rising", "not_improving", "not_improving_since")  # true when unknown: "not shown to rise"
     FIFTHS = ("drop", "falls_then_rises", "improving", "not_improving", "not_improving_since")  # compare fifths
 
@@ -196,6 +198,13 @@ class Trend(Node):
         # the distance left to the target, at least 5% of the target's size (a window that starts on the target
         # still has a scale)
         scale = max(abs(target - a), 0.05 * max(abs(target), 1.0)) if target is not None else abs(a)
+        if self.kind in ("trend_up", "trend_down"):
+            # a monotone trend (Mann-Kendall, 5 % one-sided) whose robust line (Theil-Sen) moves by the size asked;
+            # the sign says the direction: trend_down measures the fall
+            sign = 1.0 if self.kind == "trend_up" else -1.0
+            if sign * mann_kendall_z(values) <= Z_SIGNIFICANT:
+                return 0.0
+            return sign * theil_sen_change(values) / max(scale, 1e-12)
         return (b - a) / max(scale, 1e-12)
 
     def over(self, log: Log, idx: Sequence[int]) -> bool | None:
@@ -218,7 +227,9 @@ class Trend(Node):
                 "spike": "peaks above its median by a factor >",
                 "falls_then_rises": "falls, then rises by >", "improving": "has risen since the start by >",
                 "not_improving": "has risen since the start by <=",
-                "not_improving_since": "has risen since the window's start by <="}[self.kind]
+                "not_improving_since": "has risen since the window's start by <=",
+                "trend_up": "rises steadily (Mann-Kendall, Theil-Sen) by >",
+                "trend_down": "falls steadily (Mann-Kendall, Theil-Sen) by >"}[self.kind]
         holds = self.over(log, idx)
         raw = log.get(metric, idx[-1])
         return [{"metric": metric, "step": step, "value": values[-1] if raw is None else raw,
@@ -238,8 +249,13 @@ class Status(Node):
         return self.over(log, [i])
 
     def evidence(self, log: Log, idx: Sequence[int]) -> list[dict]:
-        return [{"metric": "run.json status", "step": log.steps[idx[-1]] if idx else 0,
-                 "value": log.facts.get("status"), "range": f"not {' / '.join(self.statuses)}", "status": "bad"}]
+        step = log.steps[idx[-1]] if idx else 0
+        rows = [{"metric": "run.json status", "step": step, "value": log.facts.get("status"),
+                 "range": f"not {' / '.join(self.statuses)}", "status": "bad"}]
+        if log.facts.get("error"):  # how it ended: the exception's own line (a console log's traceback)
+            rows.append({"metric": "exception", "step": step, "value": log.facts["error"],
+                         "range": "the run ended on this exception", "status": "bad"})
+        return rows
 
 
 def _number(value: Any, thresholds: Mapping[str, tuple[float, str]]) -> tuple[float, str]:
@@ -280,9 +296,20 @@ def compile_condition(spec: Any, defs: Mapping[str, Any], thresholds: Mapping[st
             return MetricSet(kind, list(spec[kind]))
     if "frac" in spec:
         return Frac(sub(spec["frac"]), _number(spec["ge"], thresholds)[0])
+    if "spikes" in spec:
+        return Spikes(compile_series(spec["spikes"], defs), *_number(spec["gt"], thresholds),
+                      int(_number(spec.get("count", 1), thresholds)[0]))
+    if "logged" in spec:
+        return Logged(compile_series(spec["logged"], defs), *_number(spec["ge"], thresholds))
+    if "plateau" in spec:
+        return Plateau(compile_series(spec["plateau"], defs), *_number(spec["share"], thresholds))
+    if "falls_from_peak" in spec:
+        rising = compile_series(spec["while"], defs) if "while" in spec else None
+        return FallsFromPeak(compile_series(spec["falls_from_peak"], defs), *_number(spec["by"], thresholds), rising,
+                             spec.get("of", "peak"))
     for kind, key in (("drop", "gt"), ("swing", "gt"), ("spike", "gt"), ("rising", "by"), ("not_rising", "by"),
                       ("improving", "by"), ("not_improving", "by"), ("not_improving_since", "by"),
-                      ("falls_then_rises", "by")):
+                      ("falls_then_rises", "by"), ("trend_up", "by"), ("trend_down", "by")):
         if kind in spec:
             number, text = _number(spec.get(key, 0.05), thresholds)
             return Trend(kind, compile_series(spec[kind], defs), number, text)

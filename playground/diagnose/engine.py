@@ -67,7 +67,7 @@ class Report:
 class Rule:
     name: str
     id: str
-    kind: str  # point | window | trend | run
+    kind: str  # point | window | trend | whole | run
     needs: list[Series]
     window: int
     min_steps: int
@@ -126,12 +126,30 @@ def _windows(rule: Rule, log: Log, last_only: bool) -> tuple[list[list[int]], st
     return [relevant[s:s + rule.window] for s in starts], None
 
 
+def _whole(rule: Rule, log: Log) -> tuple[list[list[int]], list[str], bool]:
+    """A rule of kind `whole`: judged on the run so far; where it holds, also on the shortest start of the log on
+    which it already held (the step a watcher would have seen it at: the finding's first step)."""
+    relevant = [i for i in range(log.n)
+                if log.steps[i] >= rule.after_step and all(s.value(log, i) is not None for s in rule.needs)]
+    if not relevant:
+        return [], [], False
+    if len(relevant) < rule.min_steps:
+        n = len(relevant)
+        return [], [f"{rule.name}: too little data ({n} step{'s' * (n != 1)}, needs {rule.min_steps})"], False
+    if rule.when.over(log, relevant) is not True:
+        return [], [], True
+    first = next(k for k in range(rule.min_steps, len(relevant) + 1) if rule.when.over(log, relevant[:k]) is True)
+    return [relevant[:first], relevant], [], True
+
+
 def evaluate(rule: Rule, log: Log, last_only: bool = False) -> tuple[list[list[int]], list[str], bool]:
     """The windows where the rule holds (each a list of record indices), notes, and whether the log gave the rule
     anything to judge (its metrics, and enough steps)."""
-    if rule.kind == "run":
+    if rule.kind == "run":  # the run's facts: judged also on a log without a step (a crash before the first)
         idx = [log.n - 1] if log.n else []
-        return ([idx] if rule.when.over(log, idx) is True else []), [], bool(idx)
+        return ([idx] if rule.when.over(log, idx) is True else []), [], True
+    if rule.kind == "whole":
+        return _whole(rule, log)
     windows, note = _windows(rule, log, last_only)
     fired = [w for w in windows if rule.when.over(log, w) is True]
     notes = [note] if note else []
@@ -164,6 +182,10 @@ def _finding(finding_id: str, fired: list[tuple[Rule, list[list[int]]]], log: Lo
              config: Mapping[str, Any] | None) -> Finding:
     firsts = [_step_of(log, w[0]) for _, w in fired]
     lasts = [_step_of(log, w[-1]) for _, w in fired]
+    # where the first window that showed it began: a signature read over a window was under way from its start, so
+    # what appeared there is still its consequence (causes.explains); a whole-run shape has no such start
+    starts = [log.steps[w[0][0]] if w[0] and rule.kind in ("window", "trend") else _step_of(log, w[0])
+              for rule, w in fired]
     evidence, seen = [], set()
     for rule, windows in fired:
         if windows[-1] or rule.kind == "run":
@@ -178,7 +200,8 @@ def _finding(finding_id: str, fired: list[tuple[Rule, list[list[int]]]], log: Lo
         for item in evidence:  # the condition that raised a note is no problem, and not "ok" either: unmarked
             item["status"] = None if item["status"] == "bad" else item["status"]
     spec = fired[0][0].fix  # the first rule that reported the id names the fix, when it has its own
-    return Finding(id=finding_id, severity=severity, first_step=min(firsts), last_step=max(lasts), evidence=evidence,
+    return Finding(id=finding_id, severity=severity, first_step=min(firsts), last_step=max(lasts),
+                   since_step=min(starts), evidence=evidence,
                    explanation=catalogue.explanation(finding_id),
                    fix=catalogue.render_fix(finding_id, family, config, spec), rule=", ".join(r.name for r, _ in fired),
                    alternatives=catalogue.alternatives(finding_id, family, config),
@@ -231,6 +254,7 @@ def facts(info: Mapping | None, config: Mapping | None, family: str) -> dict:
         # the cap response_length/max is checked against (verl V1's clip_ratio is no share of truncation: #7817)
         "max_response_length": _max_response_length(info, config),
         "status": info.get("status"),
+        "error": info.get("error"),  # the exception a run (or a console log) ended on
         "family": family,
         "score_metric": info.get("score_metric"),
         # the updates (mini-batches x epochs) a step's logged losses sum over: 1 for means (the playground, verl
@@ -258,6 +282,8 @@ def diagnose_log(log: Log, family: str, config: Mapping | None = None, notes: Se
             by_id.setdefault(rule.id, []).append((rule, fired))
     findings = [_finding(fid, fired, log, family, config) for fid, fired in by_id.items()]
     findings += verdicts(log, findings, family, notes, config)
+    if any(f.id == "inconclusive" for f in findings):  # too little evidence for a verdict is none for a state either
+        findings = [f for f in findings if f.id != "converged"]
     notes += artifact_notes(log, family)
     findings.sort(key=lambda f: (-failures.SEVERITY_ORDER.index(f.severity), f.first_step, f.id))
     if log.facts.get("loss_updates", 1) != 1:

@@ -19,6 +19,9 @@ class Finding:
     # "low" where the log gave shapes, not sizes (wandb's run-history sparklines: 8 levels, at most 40 points):
     # a finding read from a drawing is said with less confidence than one read from the logged numbers
     confidence: str = "high"
+    # the first step of the first window that showed it (= first_step for a single step or a whole-run shape): the
+    # cause was under way from there
+    since_step: int | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -27,6 +27,8 @@ _OOM_TEXT = re.compile(r"CUDA out of memory|OutOfMemoryError|out of memory", re.
 _TRACEBACK = re.compile(r"^Traceback \(most recent call last\):\s*$")
 _EXCEPTION = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure)(?:\([\w.]+\))?)"
                         r"(?::\s*(?P<message>.*))?$")
+# a traceback's frame line: an excerpt cut before its `Traceback` header still shows these above its exception
+_FRAME = re.compile(r'^\s*File "[^"]+", line \d+')
 _RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
 _COMMENT = re.compile(r"(?:^|\s)#.*$")  # the guide's examples annotate lines with `# ...`
 _SEPARATOR = re.compile(r"\s+-\s+")  # ` - ` between pairs; a negative value is `key:-0.005`, no space
@@ -117,7 +119,7 @@ class _StepLine:
     body: str  # the text after `step:N`, continuation lines joined on
 
 
-class _ConsoleParser:
+class ConsoleParser:
     """Collects verl step lines (with their continuation lines) from a log's lines, in order."""
 
     def __init__(self, name: str):
@@ -128,6 +130,7 @@ class _ConsoleParser:
         self.out_of_memory = False
         self.last_step_line = 0  # line number of the last step line
         self._in_traceback = False
+        self._last_frame = -10  # the line number of the last traceback frame seen
         self.exception: tuple[int, str] | None = None  # (line number, "Type: message") of the last exception
 
     def _where(self, first: int, last: int | None = None) -> str:
@@ -166,10 +169,13 @@ class _ConsoleParser:
                           f" (the excerpt starts or breaks mid-line?): {line.strip()[:80]!r}")
 
     def _watch_exception(self, number: int, line: str) -> None:
-        """Note a traceback's exception line (the first unindented line after its frames)."""
+        """Note a traceback's exception line (the first unindented line after its frames; a pasted excerpt may have
+        lost the `Traceback` header, but not the frames just above its exception)."""
+        if _FRAME.match(line):
+            self._last_frame = number
         if _TRACEBACK.match(line):
             self._in_traceback = True
-        elif self._in_traceback and line.strip() and not line[:1].isspace():
+        elif (self._in_traceback or number - self._last_frame <= 5) and line.strip() and not line[:1].isspace():
             self._in_traceback = False
             if exception := _EXCEPTION.match(line.strip()):
                 text = exception["type"] + (f": {exception['message'].strip()}" if exception["message"] else "")
@@ -208,7 +214,7 @@ class _ConsoleParser:
 
 
 def _parse_lines(lines: Iterable[str], name: str, source: str) -> LogRead:
-    parser = _ConsoleParser(name)
+    parser = ConsoleParser(name)
     for number, raw in enumerate(lines, start=1):
         parser.feed(number, raw)
     return parser.result(source)

@@ -48,7 +48,7 @@ class RuleSpec(_Strict):
     section: str
     signature: Words
     families: list[Family] = list(FAMILIES)
-    kind: Literal["point", "window", "trend", "run"]
+    kind: Literal["point", "window", "trend", "whole", "run"]
     metrics: list[Any] = []
     window: int = Field(1, ge=1)
     min_steps: int | None = Field(None, ge=1)

@@ -59,6 +59,18 @@ def _score_gap(log: Log, i: int) -> float | None:
     return (target - score) / max(abs(target), 1.0)
 
 
+def _score_headroom(log: Log, i: int) -> float | None:
+    """Where no target is known (a verl log): how far the batch's mean score sits below its best sample, as a share
+    of the batch's score range, (critic/score/max - mean) / (max - min): near 0 when almost every sample earns the
+    best score there is. Unknown with a target (it says how high is high), or where every sample scored alike."""
+    if log.facts.get("score_target") is not None:
+        return None
+    top, low, mean = (log.get(f"critic/score/{k}", i) for k in ("max", "min", "mean"))
+    if top is None or low is None or mean is None or top <= low:
+        return None
+    return (top - mean) / (top - low)
+
+
 def _entropy_key(log: Log) -> str:
     return next((k for k in ENTROPY_KEYS if k in log.cols), ENTROPY_KEYS[-1])
 
@@ -104,6 +116,8 @@ BUILTIN: dict[str, Series] = {
     "score_gap": Series(_score_gap, "score_gap", _score_key,
                         lambda log: f"(score_target {fmt(log.facts.get('score_target'), none='unknown')} - score) / "
                                     f"max(|score_target|, 1)"),
+    "score_headroom": Series(_score_headroom, "score_headroom", "critic/score/mean",
+                             lambda log: "(critic/score/max - mean) / (max - min)"),
     "entropy": Series(_entropy, "entropy", _entropy_key, _entropy_key),  # evidence names the key read
     "rel_entropy": Series(_rel_entropy, "rel_entropy", _entropy_key, _rel_entropy_label),
     "entropy_spread": Series(_entropy_spread, "entropy_spread", _entropy_key, _spread_label),
@@ -121,8 +135,23 @@ def _start(s: Series) -> Series:
     return Series(lambda log, i: log.first(key, lambda j: s.value(log, j)), key, s._metric)
 
 
+def _peak(s: Series) -> Series:
+    """The series' largest finite value in the log, at every step (the log as read so far)."""
+    key = f"peak of {s.label}"
+
+    def peak(log: Log, i: int) -> float | None:
+        if (key, -1) not in log.memo:
+            values = [v for j in range(log.n) if (v := s.value(log, j)) is not None and math.isfinite(v)]
+            log.memo[(key, -1)] = max(values) if values else None
+        return log.memo[(key, -1)]
+
+    return Series(peak, key, s._metric)
+
+
 def compile_series(spec: Any, defs: Mapping[str, Any]) -> Series:
     """A series from its YAML spec (see `rules.yaml`)."""
+    if isinstance(spec, (int, float)) and not isinstance(spec, bool):  # a constant: a fallback in {first: [...]}
+        return Series(lambda log, i: float(spec), fmt(float(spec)), fmt(float(spec)))
     if isinstance(spec, str):
         if spec in BUILTIN:
             return BUILTIN[spec]
@@ -147,6 +176,8 @@ def compile_series(spec: Any, defs: Mapping[str, Any]) -> Series:
                                        parts[0].metric_name(log)))
     if "start" in spec:
         return _start(compile_series(spec["start"], defs))
+    if "peak" in spec:
+        return _peak(compile_series(spec["peak"], defs))
     if "diff" in spec:
         a, b = (compile_series(p, defs) for p in spec["diff"])
 

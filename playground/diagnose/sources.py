@@ -58,6 +58,8 @@ def diagnose_read(read, *, family: str | None = None, loss_updates: float | None
     """
     # a log that ends in an exception failed there: no verdict of health, and the report says how it ended
     info = {"status": "oom"} if read.out_of_memory else {"status": "failed"} if read.ended_with else {}
+    if read.ended_with:
+        info["error"] = read.ended_with
     if loss_updates is not None:
         info["loss_updates"] = loss_updates
     if max_response_length is not None:

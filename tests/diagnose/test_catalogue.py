@@ -52,7 +52,7 @@ def test_a_misspelt_key_names_the_rule_and_the_key():
 
 @pytest.mark.parametrize(("changes", "message"), [
     ({"id": "lr_too_hihg"}, r"rule 'lr_too_high': id: unknown catalogue id 'lr_too_hihg'"),
-    ({"kind": "windowed"}, r"rule 'lr_too_high': kind: Input should be 'point', 'window', 'trend' or 'run'"),
+    ({"kind": "windowed"}, r"rule 'lr_too_high': kind: Input should be 'point', 'window', 'trend', 'whole' or 'run'"),
     ({"section": None}, r"rule 'lr_too_high': section: Field required"),
     ({"families": ["gym", "tokens"]}, r"rule 'lr_too_high': families.1: Input should be 'gym', 'token' or 'llm'"),
     ({"calibrated": {"clipfrac_hihg": {"gym": {"value": 0.2, "seeds": 8, "measured": "x"}}}},
@@ -104,7 +104,7 @@ def test_the_guard_is_named_once_and_used_by_the_rules_that_ask_for_a_stall():
     assert users == ["lr_too_high", "entropy_collapse", "entropy_collapse_narrowing", "overly_deterministic",
                      "tool_skip_collapse", "echo_trap",
                      "vanishing_gradient", "unstable_policy_loss", "response_truncation_at_cap",
-                     "entropy_collapse_steady"]
+                     "entropy_collapse_steady", "tool_skip_collapse_turns", "plateau", "entropy_collapse_floor"]
 
 
 # ---- python -m playground.diagnose --catalogue -------------------------------------------------------------

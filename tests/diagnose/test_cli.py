@@ -87,10 +87,17 @@ def test_family_override(capsys):
     assert code == 0 and "lr_too_high" in out and "token calibration" in out
 
 
-@pytest.mark.parametrize("argv", [["/no/such/path"], [FIXTURES / "junk.log"], ["--text", "not a metrics line"]])
+@pytest.mark.parametrize("argv", [["/no/such/path"], ["--text", "not a metrics line"]])
 def test_unreadable_input_exits_2(capsys, argv):
     code, _, err = _cli(capsys, *argv)
     assert code == 2 and "error:" in err
+
+
+def test_a_log_that_is_only_a_traceback_is_a_crash_with_its_exception_as_evidence(capsys):
+    """No step line at all, an exception: the run died before its first step (issue 38)."""
+    code, out, _ = _cli(capsys, FIXTURES / "junk.log")
+    assert code == 0 and "root cause: training_crash" in out
+    assert "ModuleNotFoundError: No module named 'verl'" in out
 
 
 def test_the_report_puts_the_root_first_its_consequences_under_it_and_says_what_was_ruled_out(capsys, tmp_path):

@@ -50,22 +50,29 @@ FLAT = {"critic/score/mean": 0.3}
 def test_on_policy_zeros_are_a_note_not_convergence_nor_a_dead_run():
     """One mini-batch and one epoch: ppo_kl and pg_clipfrac exactly 0 every step (verl #791, #1477)."""
     report = diagnose(steps(20, **{"actor/ppo_kl": 0.0, "actor/pg_clipfrac": 0.0, **FLAT}), family="llm",
-                      info={"score_target": 0.3})
+                      info={"score_target": 0.9})
     assert "converged" not in report.ids() and "lr_too_low" not in report.ids()
     (note,) = notes_named(report, "on_policy_zeros")
     assert "on-policy shortcut" in note and "#791" in note
 
 
 def test_a_zero_ppo_kl_alone_is_not_convergence():
-    """verl consoles print 3 decimals: a ppo_kl of 0.000 with a small clipfrac is not measured stillness."""
-    still = {"actor/ppo_kl": 0.0, "actor/pg_clipfrac": 0.01, "critic/score/mean": 1.0}
-    assert "converged" not in diagnose(steps(**still), family="llm", info={"score_target": 1.0}).ids()
+    """verl consoles print 3 decimals: a ppo_kl of 0.000 with a small clipfrac is not measured stillness; convergence
+    is read on the score (at its target, flat), which the zeros neither make nor unmake (issue 38)."""
+    still = {"actor/ppo_kl": 0.0, "actor/pg_clipfrac": 0.01}
+    assert "converged" not in diagnose(steps(**still, **{"critic/score/mean": 0.5}), family="llm",
+                                       info={"score_target": 1.0}).ids()
+    assert "converged" in diagnose(steps(**still, **{"critic/score/mean": 1.0}), family="llm",
+                                   info={"score_target": 1.0}).ids()
 
 
 def test_converged_is_never_said_of_a_rising_score():
     quiet = {"actor/ppo_kl": 5e-5, "actor/pg_clipfrac": 0.01}
+    high = {"critic/score/max": 1.0, "critic/score/min": 0.0}  # a 0/1 reward: the batch's best is 1
     assert "converged" not in diagnose(steps(**quiet), family="llm").ids()  # no target, the score still rising
-    assert "converged" in diagnose(steps(**quiet, **FLAT), family="llm").ids()  # no target, the score flat
+    # no target: flat near the batch's best is converged, flat at 0.3 of it is not (issue 38)
+    assert "converged" in diagnose(steps(**quiet, **high, **{"critic/score/mean": 0.95}), family="llm").ids()
+    assert "converged" not in diagnose(steps(**quiet, **high, **FLAT), family="llm").ids()
     assert "converged" in diagnose(steps(**quiet, **{"critic/score/mean": 1.0}), family="llm",
                                    info={"score_target": 1.0}).ids()
 

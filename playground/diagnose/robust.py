@@ -1,0 +1,74 @@
+"""Robust trend statistics for the rules' windows: Mann–Kendall's test for a monotone trend and Theil–Sen's slope.
+
+Both rank pairs of points instead of averaging values, so one outlier (a spike, a noisy validation) neither makes a
+trend nor hides one: what `rules.yaml` means by "rising" where a trend is meant (`trend_up`, `trend_down`).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+
+# one-sided 5 %: z above this is a rise unlikely to come from noise alone (the normal approximation of Kendall's S)
+Z_SIGNIFICANT = 1.645
+# both statistics compare every pair of points: a longer series is thinned to about this many, evenly spaced (a
+# whole run of 400 steps judged on each of its starts would otherwise cost seconds)
+MAX_POINTS = 60
+
+
+def thinned(values: Sequence[float]) -> tuple[list[float], int]:
+    """Every k-th value, k chosen so that at most MAX_POINTS remain (the last one kept), and k."""
+    stride = max(1, math.ceil(len(values) / MAX_POINTS))
+    picked = list(values[::-1][::stride])[::-1]
+    return picked, stride
+
+
+def mann_kendall_z(values: Sequence[float]) -> float:
+    """Mann–Kendall's z: positive for a rising series, negative for a falling one; |z| > 1.645 is significant at 5 %
+    one-sided. Ties (equal values, e.g. a validation score carried between its evaluations) count as no change and
+    shrink the variance as Kendall's correction does."""
+    values, _ = thinned(values)
+    n = len(values)
+    if n < 3:
+        return 0.0
+    s = sum((values[j] > values[i]) - (values[j] < values[i]) for i in range(n - 1) for j in range(i + 1, n))
+    ties = [c for c in _counts(values) if c > 1]
+    var = (n * (n - 1) * (2 * n + 5) - sum(t * (t - 1) * (2 * t + 5) for t in ties)) / 18
+    if var <= 0 or s == 0:
+        return 0.0
+    return (s - math.copysign(1, s)) / math.sqrt(var)
+
+
+def _counts(values: Sequence[float]) -> list[int]:
+    out: dict[float, int] = {}
+    for v in values:
+        out[v] = out.get(v, 0) + 1
+    return list(out.values())
+
+
+def theil_sen_change(values: Sequence[float]) -> float:
+    """Theil–Sen's slope (the median of every pair's slope, per record) times the span: the change a robust line
+    through the window makes from its first record to its last."""
+    span = len(values) - 1
+    values, stride = thinned(values)
+    n = len(values)
+    if n < 2:
+        return 0.0
+    slopes = [(values[j] - values[i]) / ((j - i) * stride) for i in range(n - 1) for j in range(i + 1, n)]
+    return statistics.median(slopes) * span
+
+
+def running_level(values: Sequence[float], i: int, lookback: int = 10) -> float | None:
+    """The median of the `lookback` values before index i: the level a value at i is measured against (the value
+    itself and what follows cannot raise it)."""
+    before = values[max(0, i - lookback):i]
+    return statistics.median(before) if len(before) >= 3 else None
+
+
+def spread(values: Sequence[float]) -> float:
+    """1.4826 x the median absolute deviation: a standard deviation that a few outliers do not inflate."""
+    if not values:
+        return 0.0
+    middle = statistics.median(values)
+    return 1.4826 * statistics.median(abs(v - middle) for v in values)

@@ -1,0 +1,156 @@
+"""Window conditions on the shape of a whole series, beyond the window statistics of `conditions.Trend`: isolated
+spikes against the running level, a plateau that holds most of a run, and a held-out score that falls from its peak
+while the training reward goes on rising. `conditions.compile_condition` builds them from `rules.yaml`
+(`{spikes: ...}`, `{plateau: ...}`, `{falls_from_peak: ...}`); they are judged on a window (usually the whole run so
+far: a rule of kind `whole`), never at a single step.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+
+from playground.diagnose.log import Log
+from playground.diagnose.robust import Z_SIGNIFICANT, mann_kendall_z, running_level, spread
+from playground.diagnose.series import Series
+from playground.metrics import fmt
+
+
+def _points(series: Series, log: Log, idx: Sequence[int]) -> list[tuple[int, float]]:
+    """(record index, value) of the window's finite values, read as shapes (a sparkline's too)."""
+    log.reading_shape = True
+    try:
+        return [(i, v) for i in idx if (v := series.value(log, i)) is not None and math.isfinite(v)]
+    finally:
+        log.reading_shape = False
+
+
+class _Shape:
+    """A window condition: `over` judges it, `evidence` says what it measured."""
+
+    def at(self, log: Log, i: int) -> bool | None:
+        raise TypeError(f"{type(self).__name__} is a window condition, not a step predicate")
+
+    def measure(self, log: Log, idx: Sequence[int]) -> tuple[bool | None, str, int | None]:
+        """Whether it holds (None: too little data), what it measured, and the record index to show it at."""
+        raise NotImplementedError
+
+    def over(self, log: Log, idx: Sequence[int]) -> bool | None:
+        return self.measure(log, idx)[0]
+
+    def evidence(self, log: Log, idx: Sequence[int]) -> list[dict]:
+        holds, text, at = self.measure(log, idx)
+        if at is None:
+            return []
+        metric = self.series.metric_name(log)
+        raw = log.get(metric, at)
+        return [{"metric": metric, "step": log.steps[at], "value": raw if raw is not None else
+                 self.series.value(log, at), "range": text,
+                 "status": None if holds is None else ("bad" if holds else "ok")}]
+
+
+class Spikes(_Shape):
+    """{spikes: s, gt: ratio, count: n}: at least n values above `ratio` x the median of the 10 before them (the
+    running level: isolated spikes, not a level that rose)."""
+
+    def __init__(self, series: Series, ratio: float, text: str, count: int):
+        self.series, self.ratio, self.text, self.count = series, ratio, text, count
+
+    def measure(self, log, idx):
+        points = _points(self.series, log, idx)
+        values = [v for _, v in points]
+        found = []  # (ratio, record index)
+        for k, (i, v) in enumerate(points):
+            level = running_level(values, k)
+            if level and level > 0 and v > self.ratio * level:
+                found.append((v / level, i))
+        if len(values) < 13:
+            return None, "", None
+        worst = max(found) if found else None
+        text = (f"{self.series.label_for(log)} above {self.text} x its running level (the median of the 10 steps "
+                f"before) at {len(found)} steps (needs {self.count})"
+                + (f"; the largest {fmt(worst[0])} x" if worst else ""))
+        return len(found) >= self.count, text, worst[1] if worst else points[-1][0]
+
+
+class Plateau(_Shape):
+    """{plateau: s, share: f}: s reached its final level (the median of its last tenth, within its noise) early and
+    held it, without a significant trend, for at least a share f of the window's steps."""
+
+    MIN_VALUES = 30
+
+    def __init__(self, series: Series, share: float, text: str):
+        self.series, self.share, self.text = series, share, text
+
+    def measure(self, log, idx):
+        points = _points(self.series, log, idx)
+        if len(points) < self.MIN_VALUES:
+            return None, "", None
+        values = [v for _, v in points]
+        tail = values[-max(5, len(values) // 10):]
+        final = statistics.median(tail)
+        noise = max(spread(values[-len(values) // 3:]), 0.01 * abs(final), 1e-9)
+        rolling = [statistics.median(values[max(0, k - 4):k + 1]) for k in range(len(values))]
+        reached = next(k for k, v in enumerate(rolling) if abs(v - final) <= noise)
+        flat = values[reached:]
+        first_step, reach_step, last_step = (log.steps[points[k][0]] for k in (0, reached, -1))
+        share = (last_step - reach_step) / max(last_step - first_step, 1)
+        z = mann_kendall_z(flat) if len(flat) >= 3 else 0.0
+        holds = share >= self.share and abs(z) <= Z_SIGNIFICANT
+        text = (f"{self.series.label_for(log)} flat at {fmt(final)} (within {fmt(noise)}) from step {reach_step} to "
+                f"{last_step}: {share:.0%} of the run (needs {self.text}), Mann-Kendall z {z:+.2f}")
+        return holds, text, points[-1][0]
+
+
+class FallsFromPeak(_Shape):
+    """{falls_from_peak: s, by: r, of: peak | range, while: t}: s (a held-out score, logged every few steps and
+    carried between) ended more than r x |its peak| (of: range, r x its range over the window: for scores of any sign)
+    below its peak, its last two evaluations both below that line, while t (the training reward) ended above where it
+    stood when s peaked."""
+
+    def __init__(self, series: Series, by: float, text: str, rising: Series | None, of: str = "peak"):
+        if of not in ("peak", "range"):
+            raise ValueError(f"rules.yaml: falls_from_peak's `of` is peak or range, not {of!r}")
+        self.series, self.by, self.text, self.rising, self.of = series, by, text, rising, of
+
+    def measure(self, log, idx):
+        points = _points(self.series, log, idx)
+        evaluations = [(i, v) for k, (i, v) in enumerate(points) if k == 0 or v != points[k - 1][1]]
+        if len(evaluations) < 3:
+            return None, "", None
+        values = [v for _, v in evaluations]
+        top = max(range(len(values)), key=values.__getitem__)
+        size = values[top] - min(values) if self.of == "range" else max(abs(values[top]), 0.05)
+        line = values[top] - self.by * size
+        after = values[top + 1:]
+        fell = len(after) >= 2 and all(v < line for v in after[-2:])
+        peak_index, last_index = evaluations[top][0], evaluations[-1][0]
+        text = (f"{self.series.label_for(log)} peaked at {fmt(values[top])} (step {log.steps[peak_index]}) and ended "
+                f"at {fmt(values[-1])}: below its peak by > {self.text} of its {self.of} at its last two evaluations")
+        holds = fell
+        if self.rising is not None:
+            train = _points(self.rising, log, idx)
+            at_peak = [v for i, v in train if abs(i - peak_index) <= 2]
+            tail = [v for _, v in train[-max(3, len(train) // 5):]]
+            if not at_peak or not tail:
+                return None, text, last_index
+            gained = statistics.mean(tail) - statistics.mean(at_peak)
+            holds = fell and gained > 0
+            text += (f", while {self.rising.label_for(log)} went from {fmt(statistics.mean(at_peak))} there to "
+                     f"{fmt(statistics.mean(tail))}")
+        return holds, text, last_index
+
+
+class Logged(_Shape):
+    """{logged: s, ge: n}: the window holds at least n distinct values of s (a validation logged every few steps and
+    carried between counts once per evaluation)."""
+
+    def __init__(self, series: Series, count: float, text: str):
+        self.series, self.count, self.text = series, count, text
+
+    def measure(self, log, idx):
+        points = _points(self.series, log, idx)
+        evaluations = sum(1 for k, (_, v) in enumerate(points) if k == 0 or v != points[k - 1][1])
+        text = f"{self.series.label_for(log)} evaluated {evaluations} times (needs {self.text})"
+        return evaluations >= self.count, text, points[-1][0] if points else None
