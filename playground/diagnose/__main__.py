@@ -1,8 +1,11 @@
 """`python -m playground.diagnose PATH`: diagnose a run dir, a multirun dir, a metrics file or a verl log (with
 `--replay`: and name the playground scenario that reproduces it small, with its fix: `diagnose/replay.py`);
-`python -m playground.diagnose --catalogue`: print the rules as one Markdown table (docs/catalogue.md).
+`python -m playground.diagnose LOG --follow`: watch a running log and say each finding once, when it first appears or
+worsens (`diagnose/follow.py`); `python -m playground.diagnose --catalogue`: print the rules as one Markdown table
+(docs/catalogue.md).
 
-Exit code 0 whatever was found, 2 when nothing could be read.
+Exit code 0, or 1 where `--fail-on warning|critical` names a severity that was found (at that severity or graver);
+2 when nothing could be read.
 """
 
 from __future__ import annotations
@@ -15,11 +18,13 @@ from pathlib import Path
 
 from playground.diagnose import catalogue_table
 from playground.diagnose.calibration import FAMILIES
+from playground.diagnose.follow import follow
 from playground.diagnose.readers import parse_verl_text, path_kind, read_any
 from playground.diagnose.replay import format_replay, replay, replay_read
-from playground.diagnose.report import dumps, format_diagnosis, json_document
+from playground.diagnose.report import dumps, format_diagnosis, format_markdown, json_document
 from playground.diagnose.sources import diagnose_path, diagnose_read
-from playground.runs import METRICS, jsonable, read_metrics_jsonl
+from playground.failures import SEVERITY_ORDER
+from playground.runs import METRICS, jsonable, read_metrics_jsonl, read_run_info
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -31,7 +36,19 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("path", nargs="?", help="what to diagnose (omit with --text or --catalogue)")
     parser.add_argument("--text", help='verl console lines pasted as text, e.g. "step:5 - actor/pg_loss:0.5 - ...", '
                                        "or wandb's end-of-run block")
-    parser.add_argument("--json", action="store_true", help="print one JSON document instead of a report")
+    parser.add_argument("--json", action="store_true", help="print one JSON document instead of a report "
+                                                                "(the same as --format json)")
+    parser.add_argument("--format", choices=("text", "json", "markdown"), default=None,
+                        help="the report's form: text (default), json, or markdown (to paste into an issue or a PR)")
+    parser.add_argument("--fail-on", choices=("warning", "critical"), default=None,
+                        help="exit 1 when a finding of this severity or a graver one is found (for scripts and CI)")
+    parser.add_argument("--follow", action="store_true",
+                        help="watch PATH (a verl console log, a JSONL file or a run dir) as it grows: each finding is "
+                             "said once, when it first appears or worsens, with its step and fix; Ctrl-C ends the "
+                             "watch and prints the report")
+    parser.add_argument("--interval", type=float, default=2.0, metavar="S", help="--follow: seconds between reads")
+    parser.add_argument("--idle-exit", type=float, default=None, metavar="S",
+                        help="--follow: stop once the file has not grown for S seconds (default: until Ctrl-C)")
     parser.add_argument("--catalogue", action="store_true",
                         help="print the diagnosis rules as one Markdown table (id, signature, thresholds per family, "
                              "fix, the guide's section) and exit; --lang picks its language")
@@ -50,6 +67,31 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _failed(reports: Sequence, fail_on: str | None) -> bool:
+    """Whether a report holds a finding at `fail_on`'s severity or a graver one."""
+    if fail_on is None:
+        return False
+    floor = SEVERITY_ORDER.index(fail_on)
+    return any(SEVERITY_ORDER.index(f.severity) >= floor for report in reports for f in report.findings)
+
+
+def _follow(args, parser) -> int:
+    if args.path is None or args.text is not None or args.replay:
+        parser.error("--follow takes a PATH, without --text or --replay")
+    if not args.interval > 0 or (args.idle_exit is not None and not args.idle_exit >= 0):
+        parser.error("--interval must be > 0 and --idle-exit >= 0")
+    path = Path(args.path)
+    info = read_run_info(path) if path.is_dir() else None
+    kwargs = {"family": args.family or (info or {}).get("family"), "loss_updates": args.loss_updates,
+              "max_response_length": args.max_response_length}
+    report = follow(path, interval=args.interval, idle_exit=args.idle_exit, lang=args.lang,
+                    diagnose_kwargs=kwargs)
+    if report is None:
+        print(f"error: no metrics could be read from {args.path}", file=sys.stderr)
+        return 2
+    return 1 if _failed([report], args.fail_on) else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -58,10 +100,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error("--catalogue takes no PATH or --text")
         print(catalogue_table.markdown(args.lang), end="")
         return 0
-    if (args.path is None) == (args.text is None):
-        parser.error("give a PATH or --text, not both")
     if args.loss_updates is not None and not args.loss_updates >= 1:
         parser.error(f"--loss-updates={args.loss_updates:g} is out of range: allowed >= 1")
+    if args.json and args.format not in (None, "json"):
+        parser.error(f"--json and --format {args.format} ask for two forms: give one")
+    form = "json" if args.json else args.format or "text"
+    if args.follow:
+        return _follow(args, parser)
+    if (args.path is None) == (args.text is None):
+        parser.error("give a PATH or --text, not both")
     if args.text is not None:
         read = parse_verl_text(args.text, name="text")
         results = [("text", diagnose_read(read, family=args.family, loss_updates=args.loss_updates,
@@ -77,21 +124,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
     replays = [replay_read(read, report) if hasattr(read, "records") else replay(read, report)
                for read, (_, report) in zip(reads, results)] if args.replay else []
-    if args.json:
+    if form == "json":
         document = json_document(results)
         for item, found in zip(document["results"], replays):
             item["replay"] = found
         print(json.dumps(jsonable(document), ensure_ascii=False, indent=1, allow_nan=False)
               if replays else dumps(results))
     else:
-        blocks = [format_diagnosis(source, report, args.lang) for source, report in results]
+        write = format_markdown if form == "markdown" else format_diagnosis
+        blocks = [write(source, report, args.lang) for source, report in results]
         for i, found in enumerate(replays):
             blocks[i] += "\n\n" + format_replay(found, args.lang)
         print("\n\n".join(blocks))
     readable = any(d.steps or d.findings for _, d in results)
     if not readable:
         print(f"error: no metrics could be read from {args.path or 'the text'}", file=sys.stderr)
-    return 0 if readable else 2
+        return 2
+    return 1 if _failed([report for _, report in results], args.fail_on) else 0
 
 
 def _reads(path: str, results: list) -> list:

@@ -18,14 +18,15 @@ LABELS: dict[str, dict[str, str]] = {
            "ruled_out": "checked and ruled out", "or": "or try",
            "none_ruled_out": "nothing: the checks' metrics are not in the log",
            "low_confidence": "low confidence: read from wandb's sparklines, not from the logged numbers",
-           "inconclusive": "inconclusive: too few steps for a verdict (see below)"},
+           "inconclusive": "inconclusive: too few steps for a verdict (see below)", "severity": "severity",
+           "when": "steps"},
     "zh": {"header": "== {source}（任务类型 {family}，{steps} 步）", "none": "没有发现问题", "worst": "最严重",
            "status": "状态", "steps": "第 {range} 步", "step": "第 {range} 步", "at": "第 {step} 步",
            "rule": "规则", "why": "原因", "fix": "修复", "no_fix": "（没有对应的配置项，见原因）", "notes": "说明",
            "problems": "无法读取", "root": "根因", "because": "由 {root} 引起",
            "ruled_out": "已检查并排除", "or": "也可以试", "none_ruled_out": "无：日志中没有这些检查所需的指标",
            "low_confidence": "置信度低：依据 wandb 的 sparkline 形状，而不是记录的数值",
-           "inconclusive": "无法判断：步数太少，不足以下结论（见下）"},
+           "inconclusive": "无法判断：步数太少，不足以下结论（见下）", "severity": "严重程度", "when": "步"},
 }
 SEVERITY_WORDS = {"en": {"info": "info", "warning": "warning", "critical": "critical"},
                   "zh": {"info": "信息", "warning": "警告", "critical": "严重"}}
@@ -98,3 +99,46 @@ def json_document(results: Sequence[tuple[str, Report]]) -> dict:
 
 def dumps(results: Sequence[tuple[str, Report]]) -> str:
     return json.dumps(jsonable(json_document(results)), ensure_ascii=False, indent=1, allow_nan=False)
+
+
+def _md(text: str) -> str:
+    """A table cell: pipes escaped, lines joined."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def format_markdown(source: str, report: Report, lang: str = "en") -> str:
+    """One source's report as Markdown, to paste into an issue or a PR: the status, a table of the diagnoses (root,
+    severity, steps, fix), then each root's evidence, cause and consequences, the checks ruled out and the notes."""
+    label, words = LABELS[lang], SEVERITY_WORDS[lang]
+    status = _status_line(report, lang)
+    lines = [f"## {_md(source)}", "", f"{report.family} · {report.steps} {label['when']} · {status}", ""]
+    if report.diagnoses:
+        lines += [f"| {label['root']} | {label['severity']} | {label['when']} | {label['fix']} |",
+                  "|---|---|---|---|"]
+        for d in report.diagnoses:
+            f = d.root
+            title = failures.TITLES.get(f.id, {}).get(lang, f.id)
+            fix = f"`{f.fix}`" if f.fix else "–"
+            lines.append(f"| **{f.id}**: {_md(title)} | {words[f.severity]} | {f.first_step}-{f.last_step} | "
+                         f"{_md(fix)} |")
+        lines.append("")
+    for d in report.diagnoses:
+        f = d.root
+        lines += [f"### {f.id}", "", f.explanation.get(lang) or f.explanation.get("en", ""), ""]
+        for item in f.evidence:
+            rng = f": {item['range']}" if item.get("range") else ""
+            lines.append(f"- `{item['metric']}` = {fmt(item['value'])} ({label['at'].format(step=item['step'])})"
+                         f"{_md(rng)}")
+        for alt in f.alternatives:
+            lines.append(f"- {label['or']}: `{alt['fix']}` ({alt['reference']})")
+        if d.consequences:  # "`a`, `b`: a consequence of <root>"
+            lines.append("- " + ", ".join(f"`{c.id}`" for c in d.consequences) + ": "
+                         + label["because"].format(root=f.id))
+        lines.append("")
+    if report.steps:
+        checks = ", ".join(check["title"][lang] for check in report.ruled_out) or label["none_ruled_out"]
+        lines += [f"**{label['ruled_out']}**: {checks}", ""]
+    for title, items in ((label["notes"], report.notes), (label["problems"], report.problems)):
+        if items:
+            lines += [f"**{title}**", "", *[f"- {item}" for item in items], ""]
+    return "\n".join(lines).rstrip() + "\n"

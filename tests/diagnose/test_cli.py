@@ -150,3 +150,78 @@ def test_the_guides_example1_timing_keys_are_read_as_verls_timing_s():
     (record,) = read.records
     assert {"timing_s/gen", "timing_s/update_actor", "timing_s/update_critic"} <= set(record)
     assert record["critic/lr"] == pytest.approx(1e-5) and record["actor/lr"] == pytest.approx(1e-8)  # lr(1e-4) x 0.1
+
+
+# ---- a tool a verl user keeps running (issue 38): --fail-on, --format markdown, --follow --------------------------
+REAL = FIXTURES / "real"
+
+
+@pytest.mark.parametrize("fail_on,code", [(None, 0), ("warning", 1), ("critical", 0)])
+def test_fail_on_sets_the_exit_code_on_a_log_with_a_warning(capsys, fail_on, code):
+    argv = [REAL / "qwen3_8b_grpo_dapo17k_verl07_megatron_truncation.log"]  # response_truncation: a warning
+    assert _cli(capsys, *argv, *(["--fail-on", fail_on] if fail_on else []))[0] == code
+
+
+def test_fail_on_critical_fails_a_crash_and_passes_a_healthy_run(capsys):
+    assert _cli(capsys, REAL / "userrl_issue4_flashattn_importerror.log", "--fail-on", "critical")[0] == 1
+    assert _cli(capsys, REAL / "gemma2b_ppo_gsm8k_verldata.log", "--fail-on", "warning")[0] == 0
+
+
+def test_markdown_report_has_a_table_of_roots_and_their_fixes(capsys):
+    code, out, _ = _cli(capsys, REAL / "qwen3_8b_grpo_dapo17k_verl07_megatron_truncation.log", "--format", "markdown")
+    assert code == 0 and out.startswith("## ")
+    assert "| root cause | severity | steps | fix |" in out and "| **response_truncation**" in out
+    assert "`data.max_response_length=" in out
+    code, out, _ = _cli(capsys, REAL / "qwen3_8b_grpo_dapo17k_verl07_megatron_truncation.log", "--format", "markdown",
+                        "--lang", "zh")
+    assert "| 根因 | 严重程度 | 步 | 修复 |" in out
+
+
+def _grow(path, lines, pause):
+    """Append lines to a log one at a time, as a running trainer prints them."""
+    import time
+
+    for line in lines:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+        time.sleep(pause)
+
+
+def test_follow_says_each_finding_once_as_the_log_grows(tmp_path):
+    """A console log written while --follow reads it: the truncation appears half-way and is said once, with its step
+    and fix; the watch ends once the file is still, with the report and the exit code --fail-on asks for."""
+    import threading
+
+    log = tmp_path / "train.log"
+    healthy = [f"step:{s} - actor/pg_loss:0.01 - critic/score/mean:{0.1 + 0.02 * s:.3f} - "
+               f"response_length/clip_ratio:0.01 - response_length/mean:300" for s in range(1, 8)]
+    cut = [f"step:{s} - actor/pg_loss:0.01 - critic/score/mean:0.2 - response_length/clip_ratio:0.85 - "
+           f"response_length/mean:1020" for s in range(8, 16)]
+    writer = threading.Thread(target=_grow, args=(log, healthy + cut, 0.03))
+    said: list[str] = []
+    writer.start()
+    from playground.diagnose.follow import follow
+
+    report = follow(log, interval=0.05, idle_exit=1.0, echo=said.append)
+    writer.join()
+    lines = [line for line in said if line.startswith("[step")]
+    assert [line.split()[3] for line in lines].count("response_truncation:") == 1, said
+    (line,) = [line for line in lines if "response_truncation" in line]
+    assert "fix: data.max_response_length=" in line and int(line.split()[1].rstrip("]")) >= 8
+    assert report is not None and report.steps == 15 and "response_truncation" in report.roots()
+    assert any(text.startswith("== ") for text in said)  # the final report
+
+
+def test_follow_on_the_command_line_waits_for_the_file_and_fails_on_a_crash(tmp_path, capsys):
+    import threading
+
+    log = tmp_path / "later.log"
+    lines = ["step:1 - actor/pg_loss:0.01 - critic/score/mean:0.1", "Traceback (most recent call last):",
+             '  File "main_ppo.py", line 5, in <module>', "ValueError: reduce_metrics got an empty list"]
+    writer = threading.Timer(0.2, _grow, args=(log, lines, 0.02))
+    writer.start()
+    code = main([str(log), "--follow", "--interval", "0.05", "--idle-exit", "1", "--fail-on", "critical"])
+    writer.join()
+    out = capsys.readouterr().out
+    assert code == 1 and "waiting for" in out and "critical training_crash" in out
+    assert "ValueError: reduce_metrics got an empty list" in out
