@@ -1,6 +1,8 @@
 """External logs: a verl console log (path, upload or pasted text) drawn and diagnosed like a run, and replayed: the
 playground scenario nearest to its diagnosis (`playground.diagnose.replay`), which one button trains in the Lab and
-then its fix (two `python -m playground.train` runs through the Lab's launcher, the second queued after the first)."""
+then its fix (two `python -m playground.train` runs through the Lab's launcher, the second queued after the first).
+A log given by its path can be followed: the page reads it again every few seconds while a run writes it, as
+`python -m playground.diagnose LOG --follow` does in a terminal."""
 
 from __future__ import annotations
 
@@ -19,6 +21,14 @@ import series
 import widgets
 
 REPLAY_MESSAGE = "external_replay_message"  # (kind, text) shown once: why the replay did not start
+FOLLOW_EVERY_S = 3  # how often a followed log is read again
+
+
+def _read_path(path: str):
+    log, error = data.read_log_path(path)
+    if error:
+        st.error(widgets.t(error, path=path))
+    return log
 
 
 def _log():
@@ -28,10 +38,7 @@ def _log():
     pasted = st.text_area(widgets.t("log_paste"), key="log_paste", height=120,
                           placeholder="step:5 - actor/pg_loss:0.523 - actor/pg_clipfrac:0.850 - ...")
     if path.strip():
-        log, error = data.read_log_path(path)
-        if error:
-            st.error(widgets.t(error, path=path))
-        return log
+        return _read_path(path)
     if upload is not None:
         return data.read_log_text(upload.getvalue().decode("utf-8", errors="replace"), upload.name)
     if pasted.strip():
@@ -45,6 +52,25 @@ def render() -> None:
     log = _log()
     if log is None:
         return
+    if st.session_state.get("log_path", "").strip() and st.toggle(
+            widgets.t("log_follow"), key="log_follow", help=widgets.t("log_follow_help", s=FOLLOW_EVERY_S)):
+        _followed()
+    else:
+        _show(log)
+
+
+@st.fragment(run_every=FOLLOW_EVERY_S)
+def _followed() -> None:
+    """The log at the page's path, read again every few seconds (its reader's cache is keyed on the file's size and
+    time, so an unchanged file costs nothing)."""
+    log = _read_path(st.session_state.get("log_path", ""))
+    if log is not None:
+        st.caption(widgets.t("log_following", path=log.source, n=len(log.records)))
+        _show(log)
+
+
+def _show(log) -> None:
+    """The log's panels, its diagnosis and its replay."""
     label = (log.source.rsplit("/", 1)[-1] or "log")[:40]
     widgets.show_problems(label, log.problems)
     if not log.records:

@@ -56,3 +56,21 @@ def test_the_guides_first_example_draws_dots_and_its_phase_timings(app, monkeypa
     assert "None of these metrics was logged." not in texts(at)
     for title, spec in specs.items():
         assert "point" in mark_types(spec), title  # a one-step series is a dot, not an invisible line
+
+
+def test_a_followed_log_is_read_again_as_it_grows(app, monkeypatch, tmp_path):
+    """Issue 38: the External log page follows a file a run is writing, as `diagnose LOG --follow` does."""
+    monkeypatch.chdir(tmp_path)
+    log = tmp_path / "train.log"
+    line = "step:{s} - actor/pg_loss:0.01 - critic/score/mean:{v} - response_length/clip_ratio:{c}\n"
+    log.write_text("".join(line.format(s=s, v=0.1 * s, c=0.01) for s in (1, 2, 3)))
+    at = _external(app)
+    at.text_input(key="log_path").input("train.log").run()
+    at.toggle(key="log_follow").set_value(True).run()
+    assert not at.exception
+    assert "Following" in texts(at) and "3 steps so far" in texts(at)
+    with open(log, "a") as f:
+        f.write("".join(line.format(s=s, v=0.3, c=0.9) for s in range(4, 16)))
+    at.run()
+    assert "15 steps so far" in texts(at)
+    assert ":orange-badge[response_truncation]" in texts(at)
