@@ -18,6 +18,7 @@ import numpy as np
 import yaml
 
 from playground.diagnose.readers import read_any
+from playground.diagnose.robust import running_level
 from playground.diagnose.series import ENTROPY_KEYS
 from playground.diagnose.sources import diagnose_read
 
@@ -82,6 +83,24 @@ def rule_statistics(records: list[dict]) -> dict[str, float]:
     return out
 
 
+def shape_statistics(records: list[dict]) -> dict[str, float]:
+    """The new llm rules' quantities on one healthy log (issue 38): what each threshold must stay beyond. A rule fires
+    past its threshold; the tightest healthy value is the one the panel shows it does not reach."""
+    out = {}
+    grad = _col(records, "actor/grad_norm")
+    ratios = sorted((g / level for k, g in enumerate(grad) if (level := running_level(grad, k))), reverse=True)
+    if len(ratios) >= 3:  # gradient_spikes needs three: the third-largest spike of a healthy log must stay under it
+        out["gradient_spikes.spike, 3rd largest (min allowed)"] = ratios[2]
+    held = _col(records, "val/score")  # carried between evaluations in a log read by the diagnosis; here as logged
+    evaluations = [v for k, v in enumerate(held) if k == 0 or v != held[k - 1]]
+    if len(evaluations) >= 3:  # reward_hacking_heldout: the last two evaluations' fall from the peak, of the peak
+        top = max(evaluations)
+        out["reward_hacking_heldout.fall (min allowed)"] = (top - max(evaluations[-2:])) / max(abs(top), 0.05)
+    if entropy := _entropy(records):
+        out["entropy_collapse_floor.floor (max allowed)"] = float(np.percentile(entropy, 20))
+    return out
+
+
 def quantities(records: list[dict]) -> dict[str, list[float]]:
     """Per quantity a rule judges, its values over one log's steps."""
     adv = [(r["critic/advantages/max"] - r["critic/advantages/min"], abs(r.get("critic/advantages/mean", 0.0)))
@@ -114,7 +133,7 @@ def main() -> None:
         if entry["verdict"] == "healthy" and read.kind == "verl_console":
             for name, values in quantities(read.records).items():
                 pooled.setdefault(name, []).extend((v, entry["file"]) for v in values)
-            for name, value in rule_statistics(read.records).items():
+            for name, value in {**rule_statistics(read.records), **shape_statistics(read.records)}.items():
                 tightest.setdefault(name, []).append((value, entry["file"]))
     for name, pairs in pooled.items():
         if not pairs:

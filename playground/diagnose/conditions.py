@@ -302,7 +302,8 @@ def compile_condition(spec: Any, defs: Mapping[str, Any], thresholds: Mapping[st
     if "logged" in spec:
         return Logged(compile_series(spec["logged"], defs), *_number(spec["ge"], thresholds))
     if "plateau" in spec:
-        return Plateau(compile_series(spec["plateau"], defs), *_number(spec["share"], thresholds))
+        heldout = compile_series(spec["heldout"], defs) if "heldout" in spec else None
+        return Plateau(compile_series(spec["plateau"], defs), *_number(spec["share"], thresholds), heldout)
     if "falls_from_peak" in spec:
         rising = compile_series(spec["while"], defs) if "while" in spec else None
         return FallsFromPeak(compile_series(spec["falls_from_peak"], defs), *_number(spec["by"], thresholds), rising,

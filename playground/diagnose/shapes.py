@@ -75,13 +75,26 @@ class Spikes(_Shape):
 
 
 class Plateau(_Shape):
-    """{plateau: s, share: f}: s reached its final level (the median of its last tenth, within its noise) early and
-    held it, without a significant trend, for at least a share f of the window's steps."""
+    """{plateau: s, share: f, heldout: h}: s reached its final level (the median of its last tenth, within its noise)
+    early and held it, without a significant trend, for at least a share f of the window's steps; and h (a held-out
+    score, where logged) did not rise over that span either: a noisy training reward beside a climbing validation is
+    a run that learns."""
 
     MIN_VALUES = 30
+    HELDOUT_RISE = 0.05  # a held-out score that rose more than this share of its start over the span: learning
 
-    def __init__(self, series: Series, share: float, text: str):
-        self.series, self.share, self.text = series, share, text
+    def __init__(self, series: Series, share: float, text: str, heldout: Series | None = None):
+        self.series, self.share, self.text, self.heldout = series, share, text, heldout
+
+    def _heldout_rose(self, log: Log, idx: Sequence[int]) -> float | None:
+        """How far the held-out score rose over the span (its last evaluation over its first), None unlogged."""
+        if self.heldout is None:
+            return None
+        points = _points(self.heldout, log, idx)
+        evaluations = [v for k, (_, v) in enumerate(points) if k == 0 or v != points[k - 1][1]]
+        if len(evaluations) < 3:
+            return None
+        return (evaluations[-1] - evaluations[0]) / max(abs(evaluations[0]), 0.05)
 
     def measure(self, log, idx):
         points = _points(self.series, log, idx)
@@ -97,9 +110,11 @@ class Plateau(_Shape):
         first_step, reach_step, last_step = (log.steps[points[k][0]] for k in (0, reached, -1))
         share = (last_step - reach_step) / max(last_step - first_step, 1)
         z = mann_kendall_z(flat) if len(flat) >= 3 else 0.0
-        holds = share >= self.share and abs(z) <= Z_SIGNIFICANT
+        rose = self._heldout_rose(log, [i for i in idx if log.steps[i] >= reach_step])
+        holds = share >= self.share and abs(z) <= Z_SIGNIFICANT and (rose is None or rose <= self.HELDOUT_RISE)
         text = (f"{self.series.label_for(log)} flat at {fmt(final)} (within {fmt(noise)}) from step {reach_step} to "
-                f"{last_step}: {share:.0%} of the run (needs {self.text}), Mann-Kendall z {z:+.2f}")
+                f"{last_step}: {share:.0%} of the run (needs {self.text}), Mann-Kendall z {z:+.2f}"
+                + ("" if rose is None else f"; the held-out score rose by {rose:.0%} of its start there"))
         return holds, text, points[-1][0]
 
 
