@@ -105,7 +105,9 @@ class Plateau(_Shape):
         final = statistics.median(tail)
         noise = max(spread(values[-len(values) // 3:]), 0.01 * abs(final), 1e-9)
         rolling = [statistics.median(values[max(0, k - 4):k + 1]) for k in range(len(values))]
-        reached = next(k for k, v in enumerate(rolling) if abs(v - final) <= noise)
+        # the first step whose running median is within the noise of the final level (the last one at the latest: a
+        # median of the last tenth need not match the last five's)
+        reached = next((k for k, v in enumerate(rolling) if abs(v - final) <= noise), len(values) - 1)
         flat = values[reached:]
         first_step, reach_step, last_step = (log.steps[points[k][0]] for k in (0, reached, -1))
         share = (last_step - reach_step) / max(last_step - first_step, 1)
