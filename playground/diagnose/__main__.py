@@ -75,7 +75,7 @@ def _failed(reports: Sequence, fail_on: str | None) -> bool:
     return any(SEVERITY_ORDER.index(f.severity) >= floor for report in reports for f in report.findings)
 
 
-def _follow(args, parser) -> int:
+def _follow(args, parser, form: str) -> int:
     if args.path is None or args.text is not None or args.replay:
         parser.error("--follow takes a PATH, without --text or --replay")
     if not args.interval > 0 or (args.idle_exit is not None and not args.idle_exit >= 0):
@@ -89,7 +89,25 @@ def _follow(args, parser) -> int:
     if report is None:
         print(f"error: no metrics could be read from {args.path}", file=sys.stderr)
         return 2
+    print()
+    _print([(str(path), report)], [], form, args.lang)
     return 1 if _failed([report], args.fail_on) else 0
+
+
+def _print(results: list, replays: list, form: str, lang: str) -> None:
+    """The report in the form asked: text, json or markdown (each result with its replay, where asked for)."""
+    if form == "json":
+        document = json_document(results)
+        for item, found in zip(document["results"], replays):
+            item["replay"] = found
+        print(json.dumps(jsonable(document), ensure_ascii=False, indent=1, allow_nan=False)
+              if replays else dumps(results))
+        return
+    write = format_markdown if form == "markdown" else format_diagnosis
+    blocks = [write(source, report, lang) for source, report in results]
+    for i, found in enumerate(replays):
+        blocks[i] += "\n\n" + format_replay(found, lang)
+    print("\n\n".join(blocks))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -106,7 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--json and --format {args.format} ask for two forms: give one")
     form = "json" if args.json else args.format or "text"
     if args.follow:
-        return _follow(args, parser)
+        return _follow(args, parser, form)
     if (args.path is None) == (args.text is None):
         parser.error("give a PATH or --text, not both")
     if args.text is not None:
@@ -124,18 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
     replays = [replay_read(read, report) if hasattr(read, "records") else replay(read, report)
                for read, (_, report) in zip(reads, results)] if args.replay else []
-    if form == "json":
-        document = json_document(results)
-        for item, found in zip(document["results"], replays):
-            item["replay"] = found
-        print(json.dumps(jsonable(document), ensure_ascii=False, indent=1, allow_nan=False)
-              if replays else dumps(results))
-    else:
-        write = format_markdown if form == "markdown" else format_diagnosis
-        blocks = [write(source, report, args.lang) for source, report in results]
-        for i, found in enumerate(replays):
-            blocks[i] += "\n\n" + format_replay(found, args.lang)
-        print("\n\n".join(blocks))
+    _print(results, replays, form, args.lang)
     readable = any(d.steps or d.findings for _, d in results)
     if not readable:
         print(f"error: no metrics could be read from {args.path or 'the text'}", file=sys.stderr)

@@ -5,7 +5,8 @@ The file is read as it grows (complete lines only; a file that shrinks was rotat
 After each read that brought new steps, the whole log so far is diagnosed again, as the engine diagnoses a finished
 log, so a finding said live is the one the final report holds. A console's last step line is taken once the file has
 been still for one poll (its continuation lines have arrived). The watch ends on Ctrl-C, or after `idle_exit` seconds
-without a new byte; it never raises into the run it watches.
+without a new byte, and returns the last report (the command line prints it in the form asked); it never raises into
+the run it watches.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 from playground import failures
 from playground.diagnose.engine import Finding, Report
 from playground.diagnose.readers import ConsoleParser
-from playground.diagnose.report import SEVERITY_WORDS, format_diagnosis
+from playground.diagnose.report import SEVERITY_WORDS
 from playground.diagnose.sources import diagnose_read
 from playground.metrics import STEP
 from playground.runs import METRICS, LogRead, is_run_dir, metrics_record
@@ -127,7 +128,8 @@ class Watch:
 
 def follow(path: str | Path, *, interval: float = 2.0, idle_exit: float | None = None, lang: str = "en",
            echo: Callable[[str], None] = print, diagnose_kwargs: dict | None = None) -> Report | None:
-    """Watch a growing log until Ctrl-C or `idle_exit` seconds without a new byte; say each new or graver finding.
+    """Watch a growing log until Ctrl-C or `idle_exit` seconds without a new byte; say each new or graver finding
+    through `echo`.
 
     Returns:
         The last report (None when no step was ever read).
@@ -174,7 +176,4 @@ def follow(path: str | Path, *, interval: float = 2.0, idle_exit: float | None =
     lines, _ = tail.new_lines()  # whatever arrived last, and the console's last step line
     records.add(lines)
     judge(settled=True)
-    if report is not None:
-        echo("")
-        echo(format_diagnosis(str(target), report, lang))
     return report
