@@ -86,17 +86,20 @@ class Leaf(Node):
 
 
 class MetricSet(Node):
-    """{nonfinite: [...]}: one is NaN/Inf; {zero: [...]}: all exactly 0."""
+    """{nonfinite: [...]}: one is NaN/Inf; {finite: [...]}: every one logged is finite; {zero: [...]}: all exactly 0.
+    None where none is logged, unless `missing` says what to assume."""
 
-    def __init__(self, kind: str, metrics: list[str]):
-        self.kind, self.metrics = kind, metrics
+    def __init__(self, kind: str, metrics: list[str], missing: bool | None = None):
+        self.kind, self.metrics, self.missing = kind, metrics, missing
 
     def at(self, log: Log, i: int) -> bool | None:
         values = [v for m in self.metrics if (v := log.get(m, i)) is not None]
         if not values:
-            return None
+            return self.missing
         if self.kind == "nonfinite":
             return any(not math.isfinite(v) for v in values)
+        if self.kind == "finite":
+            return all(math.isfinite(v) for v in values)
         return len(values) == len(self.metrics) and all(v == 0 for v in values)
 
     def evidence(self, log: Log, idx: Sequence[int]) -> list[dict]:
@@ -291,9 +294,9 @@ def compile_condition(spec: Any, defs: Mapping[str, Any], thresholds: Mapping[st
         op = next(o for o in _OPS if o in spec)
         number, text = _number(spec[op], thresholds)
         return Leaf(compile_series(spec["x"], defs), op, number, text, spec.get("missing"))
-    for kind in ("nonfinite", "zero"):
+    for kind in ("nonfinite", "finite", "zero"):
         if kind in spec:
-            return MetricSet(kind, list(spec[kind]))
+            return MetricSet(kind, list(spec[kind]), spec.get("missing"))
     if "frac" in spec:
         return Frac(sub(spec["frac"]), _number(spec["ge"], thresholds)[0])
     if "spikes" in spec:
