@@ -310,7 +310,7 @@ def compile_condition(spec: Any, defs: Mapping[str, Any], thresholds: Mapping[st
     if "falls_from_peak" in spec:
         rising = compile_series(spec["while"], defs) if "while" in spec else None
         return FallsFromPeak(compile_series(spec["falls_from_peak"], defs), *_number(spec["by"], thresholds), rising,
-                             spec.get("of", "peak"))
+                             spec.get("of", "peak"), spec.get("missing"))
     for kind, key in (("drop", "gt"), ("swing", "gt"), ("spike", "gt"), ("rising", "by"), ("not_rising", "by"),
                       ("improving", "by"), ("not_improving", "by"), ("not_improving_since", "by"),
                       ("falls_then_rises", "by"), ("trend_up", "by"), ("trend_down", "by")):

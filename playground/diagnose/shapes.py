@@ -36,8 +36,11 @@ class _Shape:
         """Whether it holds (None: too little data), what it measured, and the record index to show it at."""
         raise NotImplementedError
 
+    missing: bool | None = None  # what too little data counts as (None: unknown)
+
     def over(self, log: Log, idx: Sequence[int]) -> bool | None:
-        return self.measure(log, idx)[0]
+        holds = self.measure(log, idx)[0]
+        return self.missing if holds is None else holds
 
     def evidence(self, log: Log, idx: Sequence[int]) -> list[dict]:
         holds, text, at = self.measure(log, idx)
@@ -121,15 +124,17 @@ class Plateau(_Shape):
 
 
 class FallsFromPeak(_Shape):
-    """{falls_from_peak: s, by: r, of: peak | range, while: t}: s (a held-out score, logged every few steps and
-    carried between) ended more than r x |its peak| (of: range, r x its range over the window: for scores of any sign)
-    below its peak, its last two evaluations both below that line, while t (the training reward) ended above where it
-    stood when s peaked."""
+    """{falls_from_peak: s, by: r, of: peak | range, while: t, missing: m}: s (a held-out score, logged every few
+    steps and carried between) ended more than r x |its peak| (of: range, r x its range over the window: for scores of
+    any sign) below its peak, its last two evaluations both below that line, while t (the training reward) ended above
+    where it stood when s peaked; with fewer than three distinct values, m (default: unknown)."""
 
-    def __init__(self, series: Series, by: float, text: str, rising: Series | None, of: str = "peak"):
+    def __init__(self, series: Series, by: float, text: str, rising: Series | None, of: str = "peak",
+                 missing: bool | None = None):
         if of not in ("peak", "range"):
             raise ValueError(f"rules.yaml: falls_from_peak's `of` is peak or range, not {of!r}")
         self.series, self.by, self.text, self.rising, self.of = series, by, text, rising, of
+        self.missing = missing
 
     def measure(self, log, idx):
         points = _points(self.series, log, idx)

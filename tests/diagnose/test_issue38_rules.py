@@ -204,3 +204,11 @@ def test_the_narrowing_collapse_offers_the_whole_training_set_and_keeps_the_expl
     assert not any("entropy_coeff" in a["fix"] for a in finding.alternatives)  # measured not to clear it
     assert any("clip_ratio_high" in a["fix"] for a in finding.alternatives)
     assert any("train_max_samples" in a["fix"] and "pass@16" in a["reference"] for a in finding.alternatives)
+
+
+def test_a_score_that_reaches_its_target_at_once_and_stays_is_healthy():
+    """A probe's score jumps to its target at step 2 and holds: two distinct values are no fall from a peak."""
+    records = steps(20, **{"critic/score/mean": lambda s: 0.2 if s == 1 else 1.0})
+    assert "healthy" in diagnose(records, family="gym", info={"score_target": 1.0}).ids()
+    falling = steps(20, **{"critic/score/mean": lambda s: 0.2 + 0.1 * s if s < 8 else 0.3})
+    assert "healthy" not in diagnose(falling, family="gym", info={"score_target": 1.0}).ids()
