@@ -12,7 +12,7 @@ import statistics
 from collections.abc import Sequence
 
 from playground.diagnose.log import Log
-from playground.diagnose.robust import Z_SIGNIFICANT, mann_kendall_z, running_level, spread
+from playground.diagnose.robust import Z_SIGNIFICANT, mann_kendall_z, running_level, spread, theil_sen_change
 from playground.diagnose.series import Series
 from playground.metrics import fmt
 
@@ -79,9 +79,9 @@ class Spikes(_Shape):
 
 class Plateau(_Shape):
     """{plateau: s, share: f, heldout: h}: s reached its final level (the median of its last tenth, within its noise)
-    early and held it, without a significant trend, for at least a share f of the window's steps; and h (a held-out
-    score, where logged) did not rise over that span either: a noisy training reward beside a climbing validation is
-    a run that learns."""
+    early and held it, without a trend both significant and larger than twice its noise, for at least a share f of the
+    window's steps; and h (a held-out score, where logged) did not rise over that span either (its last third of
+    evaluations against its first): a noisy training reward beside a climbing validation is a run that learns."""
 
     MIN_VALUES = 30
     HELDOUT_RISE = 0.05  # a held-out score that rose more than this share of its start over the span: learning
@@ -97,7 +97,9 @@ class Plateau(_Shape):
         evaluations = [v for k, (_, v) in enumerate(points) if k == 0 or v != points[k - 1][1]]
         if len(evaluations) < 3:
             return None
-        return (evaluations[-1] - evaluations[0]) / max(abs(evaluations[0]), 0.05)
+        k = max(1, len(evaluations) // 3)  # thirds, not single evaluations: each is as noisy as its small set
+        first, last = statistics.mean(evaluations[:k]), statistics.mean(evaluations[-k:])
+        return (last - first) / max(abs(first), 0.05)
 
     def measure(self, log, idx):
         points = _points(self.series, log, idx)
@@ -115,8 +117,11 @@ class Plateau(_Shape):
         first_step, reach_step, last_step = (log.steps[points[k][0]] for k in (0, reached, -1))
         share = (last_step - reach_step) / max(last_step - first_step, 1)
         z = mann_kendall_z(flat) if len(flat) >= 3 else 0.0
+        # a trend is a plateau's end only where it is both significant and larger than the noise band: over hundreds
+        # of steps Mann-Kendall finds a creep of a few thousandths a step that buys nothing (rldoctor's drift to noise)
+        moving = abs(z) > Z_SIGNIFICANT and abs(theil_sen_change(flat)) > 2 * noise
         rose = self._heldout_rose(log, [i for i in idx if log.steps[i] >= reach_step])
-        holds = share >= self.share and abs(z) <= Z_SIGNIFICANT and (rose is None or rose <= self.HELDOUT_RISE)
+        holds = share >= self.share and not moving and (rose is None or rose <= self.HELDOUT_RISE)
         text = (f"{self.series.label_for(log)} flat at {fmt(final)} (within {fmt(noise)}) from step {reach_step} to "
                 f"{last_step}: {share:.0%} of the run (needs {self.text}), Mann-Kendall z {z:+.2f}"
                 + ("" if rose is None else f"; the held-out score rose by {rose:.0%} of its start there"))
