@@ -26,6 +26,12 @@ def _points(series: Series, log: Log, idx: Sequence[int]) -> list[tuple[int, flo
         log.reading_shape = False
 
 
+def _evaluations(points: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """The points where the value changed (the first included): a validation logged every few steps and carried
+    between its evaluations counts once per evaluation."""
+    return [(i, v) for k, (i, v) in enumerate(points) if k == 0 or v != points[k - 1][1]]
+
+
 class _Shape:
     """A window condition: `over` judges it, `evidence` says what it measured."""
 
@@ -94,7 +100,7 @@ class Plateau(_Shape):
         if self.heldout is None:
             return None
         points = _points(self.heldout, log, idx)
-        evaluations = [v for k, (_, v) in enumerate(points) if k == 0 or v != points[k - 1][1]]
+        evaluations = [v for _, v in _evaluations(points)]
         if len(evaluations) < 3:
             return None
         k = max(1, len(evaluations) // 3)  # thirds, not single evaluations: each is as noisy as its small set
@@ -143,7 +149,7 @@ class FallsFromPeak(_Shape):
 
     def measure(self, log, idx):
         points = _points(self.series, log, idx)
-        evaluations = [(i, v) for k, (i, v) in enumerate(points) if k == 0 or v != points[k - 1][1]]
+        evaluations = _evaluations(points)
         if len(evaluations) < 3:
             return None, "", None
         values = [v for _, v in evaluations]
@@ -178,6 +184,6 @@ class Logged(_Shape):
 
     def measure(self, log, idx):
         points = _points(self.series, log, idx)
-        evaluations = sum(1 for k, (_, v) in enumerate(points) if k == 0 or v != points[k - 1][1])
+        evaluations = len(_evaluations(points))
         text = f"{self.series.label_for(log)} evaluated {evaluations} times (needs {self.text})"
         return evaluations >= self.count, text, points[-1][0] if points else None
