@@ -43,6 +43,7 @@ ANY_TASK_SCENARIOS = ("mystery",)
 # Knobs verl does not have, named by the playground (the README lists them with their meaning).
 PLAYGROUND_KEYS = (
     "task.*", "env.backend", "env.num_envs", "env.rollout_length", "env.eval_episodes", "env.episode_window",
+    "env.normalize_obs",
     "algorithm.norm_adv", "reward.scale", "reward.noise_std", "reward.noise_type", "reward.nan_rate",
     "actor_rollout_ref.model.*",
     "world_model.*", "trainer.memory_limit_gb", "trainer.stop_on_finding", "trainer.stop_on_score",
@@ -218,6 +219,10 @@ def _validate_gym(cfg: DictConfig) -> None:
             raise ConfigError(f"{key}={_get(cfg, key)!r} is out of range for gym tasks: it applies to token tasks "
                               "(a transformer's blocks, groups of sampled responses, response lengths) only")
     _check(cfg, "data.train_max_samples", lambda x: x == -1, "-1 on gym tasks (their episodes are no prompt set)")
+    _check(cfg, "reward.format_score", lambda x: x == 0, "0 on gym tasks (their reward is the env's)")
+    _check(cfg, "reward.partial_credit", lambda x: not x or cfg.task.get("progress") is not None,
+           f"false for task {cfg.task.name}: a gym task's partial credit shapes the progress potential its task "
+           "file names (task.progress; mountaincar has one)")
     for key, allowed in ROLLOUT_AS_TRAINER.items():
         _check(cfg, key, lambda x, allowed=allowed: x in allowed,
                f"{' or '.join(map(repr, allowed))} on gym tasks (their rollout is the trainer's policy itself)")

@@ -237,6 +237,7 @@ class EnvConfig:
     rollout_length: int = MISSING
     episode_window: int = MISSING
     eval_episodes: int = MISSING
+    normalize_obs: bool = MISSING
 
 
 @dataclass

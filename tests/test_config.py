@@ -22,6 +22,8 @@ A = "actor_rollout_ref.actor"
     ("trainer.logger=[clearml]", "trainer.logger", "allowed"),  # verl has it; the playground not
     ("trainer.stop_on_finding=nope", "trainer.stop_on_finding", "one of"),
     ("data.train_max_samples=100", "data.train_max_samples", "-1 on gym tasks"),
+    ("reward.partial_credit=true", "reward.partial_credit", "task.progress"),  # cartpole names no potential
+    ("reward.format_score=0.1", "reward.format_score", "0 on gym tasks"),
 ])
 def test_bad_gym_values_fail_with_one_line(override, key, allowed):
     with pytest.raises(ConfigError) as error:

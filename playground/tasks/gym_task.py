@@ -18,6 +18,7 @@ from omegaconf import DictConfig
 from torch import Tensor
 
 from playground.envs.gym_vector import GymnasiumEnv
+from playground.envs.shaping import ScaledObs, progress_shaping
 from playground.envs.torch_classic import TORCH_ENVS, make_torch_env, uses_torch_port
 from playground.hparams import AgentHParams
 from playground.models.mlp import GymActor, GymCritic, MLPWorldModel
@@ -28,13 +29,16 @@ EVAL_SEED_OFFSET = 1_000_003  # evaluation episodes start from states training n
 
 
 def make_env(cfg: DictConfig, num_agents: int, num_envs: int, seeds: list[int], device: torch.device):
-    """The env backend `env.backend` names: torch-native ports where they exist (`auto`), else gymnasium."""
+    """The env backend `env.backend` names: torch-native ports where they exist (`auto`), else gymnasium; its
+    observations scaled to [−1, 1] under `env.normalize_obs`."""
     backend, env_id = cfg.env.backend, cfg.task.env_id
     if uses_torch_port(backend, env_id):
         if env_id not in TORCH_ENVS:
             raise ValueError(f"env.backend=torch has no port of {env_id!r}; known: {sorted(TORCH_ENVS)}")
-        return make_torch_env(env_id, num_agents, num_envs, seeds, device=device)
-    return GymnasiumEnv(env_id, num_agents, num_envs, seeds, device=device)
+        env = make_torch_env(env_id, num_agents, num_envs, seeds, device=device)
+    else:
+        env = GymnasiumEnv(env_id, num_agents, num_envs, seeds, device=device)
+    return ScaledObs(env, env_id, device) if cfg.env.normalize_obs else env
 
 
 def _noise(gens: list[torch.Generator], shape: tuple[int, ...], device, gumbel: bool) -> Tensor:
@@ -114,6 +118,9 @@ class GymTask(Task):
         self.reward_scale, self.noise_std = hp.vector("reward.scale"), hp.vector("reward.noise_std")  # (K,) each
         self.noise_type = str(cfg.reward.noise_type)
         self.nan_rates = [float(c.reward.nan_rate) for c in cfgs]
+        # reward.partial_credit is one value for a batch (not a per-agent key): the task's progress, shaped
+        self.shaping = (progress_shaping(cfg.task.progress, float(cfg.algorithm.gamma),
+                                         getattr(self.env, "unscale", None)) if cfg.reward.partial_credit else None)
         self.peak_flops = peak_flops(device_name(device), cfg.trainer.get("peak_flops"))
         if not self.env.discrete:
             self.action_low = self.env.action_low.to(device)
@@ -173,6 +180,8 @@ class GymTask(Task):
                                                                            device=self.device)
         reward = rows(rew_l).float()
         trained_reward = reward * self.reward_scale.view(-1, 1)
+        if self.shaping is not None:
+            trained_reward = trained_reward + self.shaping(rows(obs_l), rows(final_l))
         if any(self.noisy_agents):
             trained_reward = trained_reward + self.noise_std.view(-1, 1) * self._reward_noise(reward.shape)
         if any(self.nan_rates):
