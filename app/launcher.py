@@ -30,6 +30,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from playground import PYTHON
 from playground.overrides import parse as parse_override
 from playground.workshop import workshop_root
 
@@ -185,7 +186,8 @@ def shown_path(path: str | Path) -> str:
 
 
 def shown_command(argv: Sequence[str]) -> str:
-    """The command as a terminal would take it: `python`, and paths relative to the working directory."""
+    """The command as a fresh terminal in the checkout takes it: the venv's `.venv/bin/python` (`playground.PYTHON`),
+    and paths relative to the working directory."""
 
     def short(arg: str) -> str:
         override = parse_override(arg)
@@ -194,7 +196,7 @@ def shown_command(argv: Sequence[str]) -> str:
         value = override.value.strip(chr(39))
         return f"{arg[:len(arg) - len(override.value) - 1]}={shown_path(value)}" if Path(value).is_absolute() else arg
 
-    words = ["python", *(short(a) for a in argv[1:])] if argv and argv[0] == sys.executable else list(argv)
+    words = [PYTHON, *(short(a) for a in argv[1:])] if argv and argv[0] == sys.executable else list(argv)
     return shlex.join(words)
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from playground import failures
+from playground import PYTHON, failures
 from playground.interrupts import exit_code, raise_terminated
 from playground.metrics import fmt
 from playground.overrides import OverrideError, parse_strict
@@ -262,7 +262,7 @@ def verify(exercises: list[Exercise], root: Path, quick: bool = False) -> list[d
 
 # ---- command line ----------------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m playground.exercise", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=f"{PYTHON} -m playground.exercise", description=__doc__.splitlines()[0])
     parser.add_argument("--lang", choices=["en", "zh"], default=default_lang())
     parser.add_argument("--runs", type=Path, default=None, help=f"workshop runs folder (default ${WORKSHOP_ENV} or "
                         "outputs/workshop)")

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from playground import PYTHON
+
 PREFIXES = ("++", "+", "~")  # force-add, add, delete (longest first)
 DELETED = "(deleted)"  # the value `key_values` gives a `~key`
 ABSENT = object()  # what `lookup` gives for a key the config does not hold (None is a value: a null key)
@@ -115,6 +117,11 @@ def value_of(overrides: Iterable[str] | None, key: str) -> str | None:
     return values[-1] if values else None
 
 
+def command(overrides: Iterable[str], module: str = "playground.train") -> str:
+    """`.venv/bin/python -m <module> <overrides>` as a user pastes it into a fresh shell, each argument shell-quoted."""
+    return " ".join([f"{PYTHON} -m {module}", *(shlex.quote(o) for o in overrides)])
+
+
 def fix_command(overrides: Iterable[str], fix: str, module: str = "playground.train") -> str:
     """The command line that reruns a run's config with a finding's fix applied.
 
@@ -126,10 +133,9 @@ def fix_command(overrides: Iterable[str], fix: str, module: str = "playground.tr
         fix: the finding's fix, Hydra overrides separated by spaces.
 
     Returns:
-        `python -m playground.train <run overrides> <fix overrides>`, each argument shell-quoted.
+        `.venv/bin/python -m playground.train <run overrides> <fix overrides>`, each argument shell-quoted.
     """
-    merged = with_replaced(overrides or (), shlex.split(fix or ""))
-    return " ".join(["python", "-m", module, *(shlex.quote(o) for o in merged)])
+    return command(with_replaced(overrides or (), shlex.split(fix or "")), module)
 
 
 def lookup(config: Mapping[str, Any] | None, key: str) -> Any:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from playground import root_causes
+from playground import PYTHON, STREAMLIT, root_causes
 from playground.failures import TITLES
 from playground.metrics import STEP, fmt
 from playground.overrides import fix_command
@@ -34,5 +34,5 @@ def summary_lines(run_dir: str | Path) -> list[str]:
     fix = next((item["finding"].get("fix") for item in items if item["finding"].get("id") == root), "")
     if fix:
         lines.append(f"fix: {fix_command(info.get('overrides') or [], fix)}")
-    lines.append(f"more: python -m playground.diagnose {run_dir}   (or the explorer: streamlit run app)")
+    lines.append(f"more: {PYTHON} -m playground.diagnose {run_dir}   (or the explorer: {STREAMLIT} run app)")
     return lines

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import os
-import shlex
 import signal
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from playground.config import (
     with_default_scenario,
 )
 from playground.interrupts import exit_code, raise_terminated
+from playground.overrides import command
 from playground.perf import resolve_device
 from playground.stopping import AgentOutcome
 
@@ -54,13 +54,9 @@ def prepare(cfg: DictConfig) -> torch.device:
     return device
 
 
-def rerun_command(overrides: Sequence[str]) -> str:
-    return " ".join(["python -m playground.train", *(shlex.quote(o) for o in overrides)])
-
-
 def run_facts(overrides: Sequence[str], device: torch.device) -> dict:
     """What `run.json` says about how a run was launched: its overrides, the command that reruns it, where it ran."""
-    return {"overrides": list(overrides), "command": rerun_command(overrides), "device": str(device),
+    return {"overrides": list(overrides), "command": command(overrides), "device": str(device),
             "num_threads": torch.get_num_threads() if device.type == "cpu" else None}
 
 

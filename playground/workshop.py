@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from playground import i18n
+from playground import PYTHON, i18n
 from playground.runs import RUN_INFO, read_json, read_run_info, write_json_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -90,8 +90,8 @@ def public_view(ex: Exercise, root: Path | None = None) -> dict[str, Any]:
     """What a participant may see of an exercise (the explorer's Workshop page): no diagnosis, no fix."""
     return {"number": ex.number, "id": ex.id, "title": dict(ex.title), "task": ex.task,
             "worksheet": {lang: ex.worksheet(lang) for lang in ("en", "zh")}, "hints": list(ex.hints),
-            "run": str(mystery_dir(ex, root).resolve()), "start": f"python -m playground.exercise start {ex.number}",
-            "check": f"python -m playground.exercise check {ex.number} --diagnosis <id> --fix \"<key=value ...>\""}
+            "run": str(mystery_dir(ex, root).resolve()), "start": f"{PYTHON} -m playground.exercise start {ex.number}",
+            "check": f"{PYTHON} -m playground.exercise check {ex.number} --diagnosis <id> --fix \"<key=value ...>\""}
 
 
 def mark_solved(run_dir: Path) -> bool:

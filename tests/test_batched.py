@@ -150,7 +150,7 @@ def test_batched_agents_match_their_solo_runs(tmp_path, solo_runs):
         info = json.loads((run_dir / "run.json").read_text())
         assert {key: v for key, v in info.items() if key not in RUN_INFO_VOLATILE} == \
             {key: v for key, v in solo_info.items() if key not in RUN_INFO_VOLATILE}
-        assert info["command"].startswith("python -m playground.train task=cartpole")
+        assert info["command"].startswith(".venv/bin/python -m playground.train task=cartpole")
         assert (run_dir / "findings.json").is_file() and (run_dir / ".hydra" / "config.yaml").is_file()
 
 

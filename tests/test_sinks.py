@@ -251,7 +251,7 @@ def test_a_run_ends_with_a_summary_of_status_score_root_and_fix(train_run):
     assert lines[1].startswith("score: critic/score/mean ") and "(target " in lines[1]
     assert lines[2].startswith(f"diagnosis: {root} (")
     fix_lines = [line for line in lines if line.startswith("fix: ")]
-    assert fix_lines == ([f"fix: python -m playground.train task=cartpole trainer.total_training_steps=2 "
+    assert fix_lines == ([f"fix: .venv/bin/python -m playground.train task=cartpole trainer.total_training_steps=2 "
                           f"env.num_envs=2 env.rollout_length=8 actor_rollout_ref.actor.ppo_mini_batch_size=16 "
                           f"env.eval_episodes=2 {fix}"] if fix else [])
     assert all(len(number) <= 6 for line in lines[:2] for number in line.split() if number[:1].isdigit())
@@ -263,4 +263,4 @@ def test_a_too_short_run_ends_inconclusive_with_train_longer_as_its_fix(train_ru
     _, run_dir = train_run(["task=reverse", "+debug=tiny", "trainer.total_training_steps=2"])
     lines = summary_lines(run_dir)
     assert lines[2] == "diagnosis: inconclusive (too little evidence for a verdict)"
-    assert lines[3] == "fix: python -m playground.train task=reverse +debug=tiny trainer.total_training_steps=20"
+    assert lines[3] == "fix: .venv/bin/python -m playground.train task=reverse +debug=tiny trainer.total_training_steps=20"

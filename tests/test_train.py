@@ -146,7 +146,7 @@ def test_a_short_run_on_a_terminal_shows_its_dir_a_compact_bar_and_a_summary(tmp
     assert "step:1 - " not in out  # no console line unless asked for
     assert "run finished after 3 steps (total_training_steps reached)" in out
     assert "diagnosis: inconclusive (too little evidence for a verdict)" in out
-    assert ("fix: python -m playground.train task=reverse +debug=tiny trainer.progress_bar=true "
+    assert ("fix: .venv/bin/python -m playground.train task=reverse +debug=tiny trainer.progress_bar=true "
             "trainer.total_training_steps=30") in out
     numbers = re.findall(r"\d+\.\d+(?:e[-+]?\d+)?", out.replace(str(run_dir), ""))
     assert [n for n in numbers if len(n.split("e")[0].replace(".", "").lstrip("0")) > 4] == []

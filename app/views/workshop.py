@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from playground import PYTHON
 from playground.failures import FAILURE_IDS, TITLES
 from playground.workshop import find, next_hint, read_progress, save_progress, workshop_root
 
@@ -23,7 +24,7 @@ import running
 import sections
 import widgets
 
-START = "python -m playground.exercise start"  # the worksheet's section that holds it is the page's Start button
+START = f"{PYTHON} -m playground.exercise start"  # the worksheet's section that holds it is the page's Start button
 VERDICTS = "workshop_verdicts"  # exercise id -> {"rc", "text"} of a check that ran now, or {"job"} of one queued
 
 

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from playground import PYTHON
 from playground.diagnose import catalogue_table
 from playground.diagnose.calibration import FAMILIES
 from playground.diagnose.follow import follow
@@ -29,7 +30,7 @@ from playground.runs import METRICS, jsonable, read_metrics_jsonl, read_run_info
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m playground.diagnose",
+        prog=f"{PYTHON} -m playground.diagnose",
         description="Diagnose PPO training metrics: a run dir (writes its findings.json), a multirun dir, "
                     "a metrics.jsonl, a TensorBoard log, a verl console log, wandb's end-of-run block, "
                     "or a wandb CSV export.")

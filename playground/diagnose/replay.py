@@ -1,6 +1,6 @@
 """Replay my run: the playground scenario nearest to a log's diagnosis, to train small with its fix.
 
-How the match is made (README "Replay my run"), from the log alone and `replay_reference.yaml` (data from runs on the
+How the match is made (docs/diagnose.md), from the log alone and `replay_reference.yaml` (data from runs on the
 development seeds, `benchmarks/replay_reference.py`); nothing here trains:
 
 1. The task. The metric names give the family (`episode/*`: a gym task; else tokens). Within it each task's
@@ -35,6 +35,7 @@ from playground.diagnose import catalogue
 from playground.diagnose.engine import Report, diagnose, rules
 from playground.i18n import LANGS, UI_STRINGS_PATH, text_in
 from playground.overrides import ABSENT, lookup, with_replaced
+from playground.overrides import command as train_command
 from playground.root_causes import HEALTHY, INCONCLUSIVE, chain, run_root
 
 REFERENCE_PATH = Path(__file__).with_name("replay_reference.yaml")
@@ -373,9 +374,9 @@ def replay(records: Sequence[Mapping[str, float]], report: Report | Mapping[str,
         knobs=[{"name": name, "key": key, "scenario": ref["knobs"].get(name), "log": knobs.get(name),
                 "match": _same(name, ref["knobs"].get(name), knobs.get(name))} for name, key, _ in KNOBS
                if ref["knobs"].get(name) is not None or knobs.get(name) is not None],
-        command=" ".join(["python -m playground.train", *map(shlex.quote, overrides)]),
+        command=train_command(overrides),
         fix=ref["fix"], overrides=overrides, fix_overrides=fix_overrides,
-        fix_command=" ".join(["python -m playground.train", *map(shlex.quote, fix_overrides)]) if fix_overrides else "",
+        fix_command=train_command(fix_overrides) if fix_overrides else "",
         why=_t("replay_why_healthy" if scenario == HEALTHY else why_key, root=root, task=task, scenario=scenario,
                distance="–" if distances.get(task) is None else f"{distances[task]:.2f}"),
         caveats=caveats)

@@ -148,7 +148,7 @@ def write_run(run_dir: str | Path, *, family: str = "gym", task: str = "cartpole
         "stop_reason": None, "score_target": 475.0 if family == "gym" else 0.9,
         "score_metric": "critic/score/mean" if family == "gym" else "val/accuracy",
         "mystery": mystery, "agent": None, "overrides": overrides,
-        "command": "python -m playground.train " + " ".join(overrides),
+        "command": ".venv/bin/python -m playground.train " + " ".join(overrides),
         "pid": None,  # no process behind a fake run (a recorded pid that is gone reads as a killed run)
         **(extra_info or {}),
     }

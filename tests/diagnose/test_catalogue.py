@@ -107,7 +107,7 @@ def test_the_guard_is_named_once_and_used_by_the_rules_that_ask_for_a_stall():
                      "entropy_collapse_steady", "tool_skip_collapse_turns", "plateau", "entropy_collapse_floor"]
 
 
-# ---- python -m playground.diagnose --catalogue -------------------------------------------------------------
+# ---- .venv/bin/python -m playground.diagnose --catalogue -------------------------------------------------------------
 DOC = Path(__file__).parents[2] / "docs" / "catalogue.md"
 
 
@@ -156,7 +156,8 @@ def test_catalogue_takes_no_path(capsys):
 def test_docs_catalogue_is_the_table_of_today(capsys):
     main(["--catalogue"])
     assert DOC.read_text(encoding="utf-8").endswith("\n\n" + capsys.readouterr().out), (
-        "docs/catalogue.md is out of date: regenerate its table with `python -m playground.diagnose --catalogue`")
+        "docs/catalogue.md is out of date: regenerate its table with "
+        "`.venv/bin/python -m playground.diagnose --catalogue`")
 
 
 def test_a_fix_leaves_out_what_the_run_already_sets():

@@ -60,7 +60,7 @@ def test_example_2_replays_lr_too_high_small_on_a_token_task_and_its_fix_lowers_
     assert not found["recognised"] and any("no run of a playground task" in c["en"] for c in found["caveats"])
     lr = rp.reference()["tasks"][found["task"]]["scenarios"]["lr_too_high"]["knobs"]["actor_lr"]
     assert found["fix"] == f"actor_rollout_ref.actor.optim.lr={lr / 10:g}"
-    assert found["command"] == f"python -m playground.train task={found['task']} scenario=lr_too_high"
+    assert found["command"] == f".venv/bin/python -m playground.train task={found['task']} scenario=lr_too_high"
     assert found["fix_command"] == f"{found['command']} {found['fix']}"
     assert {k["name"]: k["log"] for k in found["knobs"]}["actor_lr"] is None  # the excerpt shows no lr
 
@@ -187,7 +187,7 @@ def test_the_cli_prints_the_replay_block_after_the_report(capsys):
     out = capsys.readouterr().out
     report, block = out.split("-- Replay my run --")
     assert "root cause: lr_too_high" in report
-    assert "scenario lr_too_high" in block and "then its fix: python -m playground.train task=" in block
+    assert "scenario lr_too_high" in block and "then its fix: .venv/bin/python -m playground.train task=" in block
     assert "actor_lr" in block and "not in the log" in block and "why this one:" in block
 
 

@@ -18,7 +18,7 @@ def test_findings_timeline_explanation_and_fix_command(app, tree):
     assert len(charts_of(at)) == 1  # the timeline
     assert "lr_too_high: explained in English." in texts(at)
     commands = [c.value for c in at.code]
-    assert ("python -m playground.train task=cartpole scenario=lr_too_high seed=0 "
+    assert (".venv/bin/python -m playground.train task=cartpole scenario=lr_too_high seed=0 "
             "actor_rollout_ref.actor.optim.lr=1e-4") in commands
     at.radio(key="lang").set_value("zh").run()
     assert "lr_too_high：中文解释。" in texts(at)

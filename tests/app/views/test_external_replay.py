@@ -27,7 +27,7 @@ def test_the_replay_names_the_scenario_and_one_click_trains_it_then_its_fix(app,
     assert "Replay my run" in [h.value for h in at.subheader]
     assert "scenario lr_too_high (root finding of the log: lr_too_high)" in texts(at)
     commands = [c.value for c in at.code]
-    assert any(c.startswith("python -m playground.train task=") and c.endswith("scenario=lr_too_high")
+    assert any(c.startswith(".venv/bin/python -m playground.train task=") and c.endswith("scenario=lr_too_high")
                for c in commands)
     assert any("actor_rollout_ref.actor.optim.lr=" in c for c in commands)  # then its fix
     at.button(key="external_replay").click().run()

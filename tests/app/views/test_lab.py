@@ -71,7 +71,7 @@ def test_the_lab_is_the_first_page_with_the_scenarios_values_and_the_tasks_defau
     assert lab.selectbox(key="lab_scenario").value == "healthy"
     assert lab.number_input(key="knob_rollout_n").value == 4 and lab.number_input(key="knob_critic_lr").disabled
     assert "no critic trains" in texts(lab)
-    assert lab.code[0].value == "python -m playground.train task=reverse scenario=healthy"
+    assert lab.code[0].value == ".venv/bin/python -m playground.train task=reverse scenario=healthy"
 
 
 def test_an_invalid_knob_shows_the_validators_line_and_starts_nothing(lab, runs, spawn):
@@ -92,7 +92,7 @@ def test_train_starts_the_entry_with_the_overrides_as_arguments(lab, runs, spawn
     at = _short_lr_too_high(lab)
     overrides = ["task=cartpole", "scenario=lr_too_high", "actor_rollout_ref.actor.optim.lr_scheduler_type=constant",
                  "trainer.total_training_steps=30"]
-    assert at.code[0].value == "python -m playground.train " + " ".join(overrides)
+    assert at.code[0].value == ".venv/bin/python -m playground.train " + " ".join(overrides)
     at.button(key="lab_train").click().run()
     assert not at.exception
     (argv,) = spawn.argvs

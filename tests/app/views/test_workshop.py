@@ -60,7 +60,7 @@ def test_worksheet_in_both_languages_and_the_start_command(app, workshop):
     assert not at.exception
     assert at.title[0].value == "Workshop"
     assert "The story" in texts(at) and "The pole that keeps falling again" in texts(at)
-    assert "python -m playground.exercise start 1" in [c.value for c in at.code]
+    assert ".venv/bin/python -m playground.exercise start 1" in [c.value for c in at.code]
     # on this page, the worksheet's "Get the run" (start it, then go to Workshop) is the page's own Start button
     assert "go to **Workshop**" not in texts(at) and "Get the run" not in texts(at) and "Questions" in texts(at)
     at.radio(key="lang").set_value("zh").run()
@@ -86,7 +86,7 @@ def test_mystery_run_shows_its_panels_but_not_its_answer_anywhere(app, workshop)
     run = _mystery(workshop)
     at = _workshop(app)
     assert len(charts_of(at)) >= 4  # the recommended panels of the run
-    assert "python -m playground.exercise check 1" in " ".join(c.value for c in at.code)
+    assert ".venv/bin/python -m playground.exercise check 1" in " ".join(c.value for c in at.code)
     assert ANSWER not in everything(at)
     at.button(key="workshop_show").click().run()
     assert at.multiselect(key="runs").value == [str(run)]
