@@ -3,7 +3,7 @@ of seeds diagnosed healthy and the most common root cause, the aggregation the e
 
 `python -m benchmarks.sweep_maps <multirun dir> [--x KEY] [--y KEY]` reads only the sweep's run dirs (`run.json`,
 `metrics.jsonl`, `findings.json`, `.hydra/overrides.yaml`) and prints one table: a two-knob sweep as a grid (rows:
-the second knob, columns: the first), a one-knob sweep as one row per value. The README's preset maps come from it.
+the second knob, columns: the first), a one-knob sweep as one row per value. docs/sweeps.md's maps come from it.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A bad value stops the run with one line naming the key, the value and the allowed range: its type and choices by
 the schema in `playground.config_schema`, its range and the rules between keys by `validate` here. Keys follow
-verl's config tree; the playground-only ones are listed in `PLAYGROUND_KEYS` (and in the README).
+verl's config tree; the playground-only ones are listed in `PLAYGROUND_KEYS` (and in docs/training.md, "Config keys").
 This module loads neither torch nor anything that trains or diagnoses, so the explorer checks knobs with it.
 """
 
@@ -40,7 +40,7 @@ ROLLOUT_AS_TRAINER = {"actor_rollout_ref.rollout.top_k": (-1, 0),
 # Applies to every task: a workshop exercise (`playground.exercise`) brings its own overrides.
 ANY_TASK_SCENARIOS = ("mystery",)
 
-# Knobs verl does not have, named by the playground (the README lists them with their meaning).
+# Knobs verl does not have, named by the playground (docs/training.md, "Config keys", lists them with their meaning).
 PLAYGROUND_KEYS = (
     "task.*", "env.backend", "env.num_envs", "env.rollout_length", "env.eval_episodes", "env.episode_window",
     "env.normalize_obs",

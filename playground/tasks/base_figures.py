@@ -1,6 +1,6 @@
 """What a token task's SFT base can do before RL: greedy and sampled accuracy, token entropy and pass@k on val.
 
-The figures the README quotes for a base (issue 22: a base with room to collapse needs sampled pass@1 well below
+The figures docs/training.md quotes for a base (issue 22: a base with room to collapse needs sampled pass@1 well below
 pass@16), measured the way the trainer's validation measures a policy (`TokenTask.validate`: `n` samples per val
 prompt at the rollout temperature, the unbiased pass@k), plus the two things validation does not report: greedy
 accuracy (what the SFT's stop rule watches) and the mean entropy of the sampling distribution over response tokens.

@@ -2,9 +2,9 @@
 old log-probs, verl #4162): token TIS and token IcePop, each back to the trainer's own old log-probs with the
 importance weights pi_old / pi_rollout, learn as a matched rollout does.
 
-Measured (panel seeds 101-103, README): val/accuracy at step 10 is 0.951-0.963 under either correction, 0.924-0.951
-matched, and 0.037-0.293 for the scenario itself. CI runs seed 101 for 10 steps, with and without; seeds 102 and
-103 are `slow`.
+Measured (panel seeds 101-103, docs/failure-modes.md): val/accuracy at step 10 is 0.951-0.963 under either
+correction, 0.924-0.951 matched, and 0.037-0.293 for the scenario itself. CI runs seed 101 for 10 steps, with and
+without; seeds 102 and 103 are `slow`.
 """
 
 from __future__ import annotations
