@@ -218,8 +218,10 @@ def step_rule_chart(long: pd.DataFrame, metric: str, step: float, *, sample_step
     drawn = _finite(long, ["value", "smoothed"])
     x = _x(drawn, x_title)
     tooltip = ["series:N", alt.Tooltip("step:Q", format="d"), alt.Tooltip("value:Q", format=".4g")]
+    around = _span(drawn["value"])  # a constant line: a range around its value, not an axis of 0.000000 ticks
+    scale = alt.Scale(zero=False) if around is None else alt.Scale(domain=around)
     line = alt.Chart(drawn).mark_line(strokeWidth=1.8, point=len(drawn) == 1).encode(
-        x=x, y=alt.Y("value:Q", title=None, scale=alt.Scale(zero=False)), color=_color(legend=False), tooltip=tooltip)
+        x=x, y=alt.Y("value:Q", title=None, scale=scale), color=_color(legend=False), tooltip=tooltip)
     ticks = alt.Chart(pd.DataFrame({"x": list(sample_steps)})).mark_tick(color="#888", thickness=1, size=8).encode(
         x=x, y=alt.value(height - 4))
     rule = alt.Chart(pd.DataFrame({"x": [step]})).mark_rule(color="#444", strokeDash=[4, 3]).encode(x=x)

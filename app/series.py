@@ -228,5 +228,6 @@ def largest_jumps(long: pd.DataFrame, n: int = 3) -> pd.DataFrame:
     line = long[np.isfinite(pd.to_numeric(long["value"], errors="coerce").astype(float))].sort_values("step")
     change = line["value"].astype(float).diff()
     top = line.assign(change=change).dropna(subset=["change"])
-    top = top[top["change"] != 0].reindex(top["change"].abs().sort_values(ascending=False).index)
+    top = top[top["change"] != 0]  # a flat line has no jump (sorted after filtering: no row of a flat step comes back)
+    top = top.iloc[np.argsort(-top["change"].abs().to_numpy(), kind="stable")]
     return top.head(n).sort_values("step")[["step", "x", "value", "change"]].reset_index(drop=True)

@@ -3,6 +3,7 @@ environment's replies marked); a gym run's episode returns and lengths."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -37,6 +38,11 @@ def _token(run: str, label: str, frame: pd.DataFrame) -> None:
         c1.caption(widgets.t("samples_jumps", jumps=", ".join(f"{widgets.integer(s)} ({c:+.3g})" for s, c in zip(
             jumps["step"], jumps["change"], strict=True)), steps=", ".join(str(s) for s in dict.fromkeys(
             min(steps, key=lambda s, j=j: abs(s - j)) for j in jumps["step"]))))
+    else:  # a flat line (a token task's score of 0 on every step): say so, rather than list no steps
+        finite = pd.to_numeric(long["value"], errors="coerce").astype(float)
+        finite = finite[np.isfinite(finite)]
+        if not finite.empty:
+            c1.caption(widgets.t("samples_no_jumps", metric=metric, value=f"{finite.iloc[0]:.4g}", n=len(finite)))
     if not long.empty:
         chart = charts.step_rule_chart(long, metric, step, sample_steps=steps, jumps=jumps,
                                        x_title=widgets.t("x_step"))

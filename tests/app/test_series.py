@@ -130,3 +130,12 @@ def test_largest_jumps_are_the_drawn_lines_biggest_steps_in_step_order():
     assert list(jumps["step"]) == [3, 7]
     assert list(jumps["change"].round(6)) == [0.8, -0.6]
     assert series.largest_jumps(long.iloc[:1]).empty
+
+
+def test_a_flat_line_has_no_jumps_not_rows_of_nan():
+    """A constant line (a token score of 0 throughout) gives no jump: the flat steps do not come back as NaN rows."""
+    long = pd.DataFrame({"step": [1, 2, 3, 4], "x": [1, 2, 3, 4], "value": [0.0, 0.0, 0.0, 0.0]})
+    assert series.largest_jumps(long).empty
+    long["value"] = [0.0, 0.0, 0.5, 0.5]  # one jump among flat steps: only it
+    jumps = series.largest_jumps(long)
+    assert list(jumps["step"]) == [3] and list(jumps["change"]) == [0.5]

@@ -7,7 +7,7 @@ import json
 import pandas as pd
 
 import series
-from app_helpers import chart_data, chart_titles, charts_of, mark_types, show, texts
+from app_helpers import chart_data, chart_titles, charts_of, mark_types, show, texts, units
 
 
 def test_token_samples_at_a_step(app, tree):
@@ -48,6 +48,26 @@ def test_largest_jumps_are_ringed_on_the_chart_they_are_read_from(app, tree):
     steps = ", ".join(f"{int(s)} ({c:+.3g})" for s, c in zip(expected["step"], expected["change"], strict=True))
     assert f"at steps {steps};" in caption
     assert pd.Series(rings["step"]).is_monotonic_increasing
+
+
+def test_a_flat_score_says_so_instead_of_listing_jumps_at_no_step(app, tree):
+    """A token run whose score is 0 on every step (a reverse run that never answers right): no "steps — (+nan)", no
+    rings, and a y axis around the value rather than a degenerate one of 0.000000 ticks."""
+    path = tree["token"] / "metrics.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    for row in rows:
+        row["critic/score/mean"] = 0.0
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    at = show(app.run(), tree["token"]).switch_page("views/samples.py").run()
+    assert not at.exception
+    shown = texts(at)
+    assert "Largest jumps" not in shown and "nan" not in shown and "—" not in shown
+    assert f"critic/score/mean is 0 on every drawn step ({len(rows)} of them): no jump to ring" in shown
+    (chart,) = charts_of(at)
+    spec = json.loads(chart.proto.spec)
+    assert "point" not in mark_types(spec)  # no ring
+    (line,) = [u for u in units(spec) if u["mark"] == "line" or u["mark"].get("type") == "line"]
+    assert line["encoding"]["y"]["scale"]["domain"] == [-1.0, 1.0]
 
 
 def test_a_multi_turn_run_shows_its_episodes_turn_by_turn(app, tree):
