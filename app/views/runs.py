@@ -101,10 +101,15 @@ def render() -> None:
         st.info(widgets.t("no_runs"))
         return
     _selected_section(table)
-    st.subheader(widgets.t("all_runs", n=len(table)))
+    heading = st.empty()  # the count, once the filters below have said how many of the runs they list
     listed, metric = _sorted(_filtered(table))
+    heading.subheader(widgets.t("all_runs", n=len(table)) if len(listed) == len(table)
+                      else widgets.t("all_runs_listed", m=len(listed), n=len(table)))
     c1, c2, _ = st.columns([1, 1, 3])
-    c1.button(widgets.t("show_these", n=min(MAX_SHOW, len(listed))), on_click=widgets.set_runs,
+    # the button's count is the runs it shows: all the listed ones, or the first MAX_SHOW of them, said as such
+    label = (widgets.t("show_these", n=len(listed)) if len(listed) <= MAX_SHOW
+             else widgets.t("show_first", n=MAX_SHOW, m=len(listed)))
+    c1.button(label, on_click=widgets.set_runs, help=widgets.t("show_these_help", n=MAX_SHOW),
               args=(list(listed["run"][:MAX_SHOW]),), key="show_these", disabled=listed.empty)
     c2.button(widgets.t("clear_shown"), on_click=widgets.set_runs, args=([],), key="clear_shown")
     shown = set(st.session_state.get("runs", []))

@@ -47,6 +47,19 @@ def test_filters_and_show_these(app, tree):
     assert at.multiselect(key="runs").value == []
 
 
+def test_the_counts_agree_with_what_is_listed_and_what_the_button_shows(app, tree):
+    """"All runs (14)" beside "Show these (12)" read as a miscount: the button shows at most 12 and now says so."""
+    at = _runs(app)
+    assert len(_table(at)) == 14
+    assert "All runs (14)" in [s.value for s in at.subheader]
+    assert at.button(key="show_these").label == "Show the first 12 of 14"
+    at.button(key="show_these").click().run()
+    assert len(at.multiselect(key="runs").value) == 12
+    at.multiselect(key="filter_finding").set_value(["lr_too_high"]).run()
+    assert "All runs (14), 3 listed by the filters" in [s.value for s in at.subheader]
+    assert at.button(key="show_these").label == "Show these (3)"
+
+
 def test_sort_by_smoothed_metric(app, tree):
     at = _runs(app)
     at.multiselect(key="filter_status").set_value(["finished"]).run()
