@@ -133,7 +133,7 @@ def _finding(run: str, f: dict, key: str) -> None:
     """One finding in a card keyed `<key>` (its fix's button: `<key>-apply`), e.g. lab_run-lr_too_high."""
     with st.container(border=True, key=key):
         steps = widgets.t("finding_steps", first=f.get("first_step"), last=f.get("last_step"))
-        st.markdown(f"{widgets.badge(f)} · {steps}")
+        st.markdown(f"{widgets.verdict_badge(f) if widgets.is_verdict(f) else widgets.badge(f)} · {steps}")
         st.caption(widgets.pick(f.get("explanation")))
         fix = usable_fix(f)
         if fix:
@@ -156,12 +156,16 @@ def draw_findings(run: str, report: dict | None, key: str, active: bool) -> None
         seen.add(keys[-1])
     if active:  # above the cards, so its place on the page does not move as findings come in
         st.caption(widgets.t("diagnosis_live"))
-    bad = [(f, k) for f, k in zip(findings, keys) if is_problem(f)]
-    if not bad:
+    healthy = widgets.healthy_of(report)
+    # the cards: problems, and an inconclusive verdict (its fix: log more steps); healthy is the verdict, said once
+    bad = [(f, k) for f, k in zip(findings, keys) if is_problem(f) or (widgets.is_verdict(f) and f is not healthy)]
+    if healthy is not None and not any(is_problem(f) for f, _ in bad):
+        widgets.show_healthy(healthy)
+    elif not bad:
         st.success(widgets.t("lab_no_warning"))
     for f, k in bad:
         _finding(run, f, k)
-    info = [(f, k) for f, k in zip(findings, keys) if not is_problem(f)]
+    info = [(f, k) for f, k in zip(findings, keys) if not is_problem(f) and not widgets.is_verdict(f)]
     if info:
         with st.expander(widgets.t("lab_info_findings", ids=", ".join(str(f.get("id")) for f, _ in info))):
             for f, k in info:

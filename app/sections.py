@@ -276,11 +276,19 @@ def draw_findings(report: dict | None, overrides: Sequence[str] | None, *, key: 
     """
     if report is None:
         return
+    healthy = widgets.healthy_of(report)
+    if healthy is not None:  # the run's verdict, said as such: no row of the timeline, no finding among the notes
+        report = {**report, "findings": [f for f in report.get("findings", []) or [] if f is not healthy],
+                  "diagnoses": [d for d in report.get("diagnoses", []) or []
+                                if not (isinstance(d, dict) and d.get("root") == healthy)]}
     items = root_causes.chain(report)
     for note in report.get("notes", []) or []:
         st.caption(widgets.pick(note))
+    if healthy is not None:
+        widgets.show_healthy(healthy)
     if not items:
-        st.success(widgets.t("no_findings"))
+        if healthy is None:
+            st.success(widgets.t("no_findings"))
         return
     table = pd.DataFrame([{"id": i["finding"].get("id", "?"), "severity": i["finding"].get("severity", "info"),
                            "first_step": i["finding"].get("first_step"), "last_step": i["finding"].get("last_step"),

@@ -13,11 +13,16 @@ import streamlit as st
 
 from playground import i18n
 from playground.metrics import GROUP_TITLES
+from playground.root_causes import HEALTHY, INCONCLUSIVE, is_problem
 
 import data
 
 SEVERITY_BADGE = {"info": "blue", "warning": "orange", "critical": "red"}
 SEVERITY_ICON = {"info": "🔵", "warning": "🟠", "critical": "🔴"}
+# A run's verdict when nothing is wrong (the engine's `healthy` or `inconclusive` finding): said as the verdict, not
+# tagged beside it as one more finding; the other info findings (low_mfu, update_bottleneck...) are notes, in grey.
+VERDICT_BADGE = {HEALTHY: "green", INCONCLUSIVE: "gray"}
+VERDICT_ICON = {HEALTHY: "✅", INCONCLUSIVE: "⚪"}
 STATUS_ICON = {"running": "▶", "finished": "✓", "diverged": "✗", "oom": "✗", "failed": "✗", "interrupted": "■",
                "gone": "✗"}
 LIVE_S = 2.0  # a running run's charts refresh this often
@@ -138,32 +143,83 @@ def badge(finding: dict) -> str:
     return f":{SEVERITY_BADGE.get(finding.get('severity'), 'gray')}-badge[{finding.get('id', '?')}]"
 
 
+def is_verdict(finding: dict) -> bool:
+    """The engine's verdict on a run with nothing wrong (`healthy`, `inconclusive`), not a finding beside others."""
+    return finding.get("id") in VERDICT_BADGE and not is_problem(finding)
+
+
+def verdict_badge(finding: dict) -> str:
+    """A verdict as a Markdown badge: `:green-badge[healthy]`."""
+    return f":{VERDICT_BADGE.get(finding.get('id'), 'gray')}-badge[{finding.get('id', '?')}]"
+
+
+def healthy_of(report: dict | None) -> dict | None:
+    """The report's `healthy` verdict (a run with nothing of severity warning or worse), else None."""
+    return next((f for f in (report or {}).get("findings", []) or []
+                 if isinstance(f, dict) and f.get("id") == HEALTHY and is_verdict(f)), None)
+
+
+def show_healthy(finding: dict) -> None:
+    """The healthy verdict as the run's verdict: a success box, with the engine's reason under it."""
+    st.success(f"{verdict_badge(finding)} {t('verdict_healthy')}")
+    if finding.get("explanation"):
+        st.caption(pick(finding["explanation"]))
+
+
+def _split(chain: list[dict]) -> tuple[list[dict], list[dict], list[str]]:
+    """A chain's problems (diagnoses of warning or worse, with their consequences), its verdicts, and its notes (the
+    other info findings' ids: performance and the like, which are no alarm)."""
+    problems: list[dict] = []
+    verdicts: list[dict] = []
+    notes: list[str] = []
+    kept = False  # whether the last root went among the problems (its consequences follow it there)
+    for item in chain:
+        f = item["finding"]
+        if item["role"] == "consequence" and kept:
+            problems.append(item)
+        elif is_verdict(f):
+            verdicts.append(f)
+            kept = False
+        else:
+            kept = is_problem(f)
+            (problems.append(item) if kept else notes.append(str(f.get("id", "?"))))
+    return problems, verdicts, notes
+
+
 def badges(chain: list[dict], hidden: bool = False) -> str:
     """Markdown badges for a run's findings in diagnosis order (`root_causes.chain`): each root cause, its consequences
-    after an arrow (`lr_too_high → grad_clip_saturation kl_drift`), diagnoses apart."""
+    after an arrow (`lr_too_high → grad_clip_saturation kl_drift`), diagnoses apart; a run with nothing wrong its
+    verdict (`:green-badge[healthy]`); the informational notes after, in grey text, not as badges."""
     if hidden:
         return f":gray-badge[{t('mystery')}]"
-    parts: list[str] = []
-    for item in chain:
-        if item["role"] == "consequence":
+    problems, verdicts, notes = _split(chain)
+    parts: list[str] = [verdict_badge(v) for v in verdicts]
+    for item in problems:
+        if item["role"] == "consequence" and parts:
             parts[-1] += (" → " if parts[-1].count("→") == 0 else " ") + badge(item["finding"])
         else:
             parts.append(badge(item["finding"]))
+    if notes:
+        parts.append(f":gray[{t('finding_notes', ids=', '.join(notes))}]")
     return " · ".join(parts)
 
 
 def finding_summary(chain: list[dict], hidden: bool = False) -> str:
     """A table cell's findings, short enough to read whole: each diagnosis's root with its severity's mark and how
-    many findings it explains (`🟠 lr_too_high +2 · 🔴 training_crash`); the Diagnosis page has them all."""
+    many findings it explains (`🟠 lr_too_high +2 · 🔴 training_crash`), or the verdict (`✅ healthy`), then the
+    informational notes unmarked (`notes: low_mfu`); the Diagnosis page has them all."""
     if hidden:
         return "❔"
-    parts: list[str] = []
-    for item in chain:
+    problems, verdicts, notes = _split(chain)
+    parts: list[str] = [f"{VERDICT_ICON.get(v.get('id'), '⚪')} {v.get('id')}" for v in verdicts]
+    for item in problems:
         if item["role"] == "consequence" and parts:
             head, _, count = parts[-1].partition(" +")
             parts[-1] = f"{head} +{int(count or 0) + 1}"
         else:
             parts.append(f"{SEVERITY_ICON.get(item['finding'].get('severity'), '⚪')} {item['finding'].get('id', '?')}")
+    if notes:
+        parts.append(t("finding_notes", ids=", ".join(notes)))
     return " · ".join(parts)
 
 

@@ -86,8 +86,8 @@ def _selected_section(table: pd.DataFrame) -> None:
 
 def _fit(texts: pd.Series) -> int:
     """A column's width in pixels that shows its longest text whole (about 6.5 px a character, an emoji two)."""
-    longest = max((len(t) + sum(t.count(icon) for icon in widgets.SEVERITY_ICON.values()) for t in texts.astype(str)),
-                  default=8)
+    icons = [*widgets.SEVERITY_ICON.values(), *widgets.VERDICT_ICON.values()]
+    longest = max((len(t) + sum(t.count(icon) for icon in icons) for t in texts.astype(str)), default=8)
     return min(640, round(24 + 6.5 * longest))
 
 

@@ -43,6 +43,23 @@ def test_t_formats_and_falls_back(lang):
     assert widgets.group_names()["val"] == ("Validation" if lang == "en" else "验证指标")
 
 
+def test_a_healthy_runs_verdict_is_no_tag_and_its_notes_no_alarm(lang):
+    """healthy is the run's verdict (green), and low_mfu / update_bottleneck are notes in grey text, not blue tags
+    beside it that read like alarms."""
+    healthy, mfu = {"id": "healthy", "severity": "info"}, {"id": "low_mfu", "severity": "info"}
+    slow = {"id": "update_bottleneck", "severity": "info"}
+    chain = root_causes.chain({"findings": [healthy, slow, mfu], "diagnoses": [
+        {"root": healthy, "consequences": []}, {"root": slow, "consequences": []}, {"root": mfu, "consequences": []}]})
+    notes = "notes: update_bottleneck, low_mfu" if lang == "en" else "备注：update_bottleneck, low_mfu"
+    assert widgets.badges(chain) == f":green-badge[healthy] · :gray[{notes}]"
+    assert widgets.finding_summary(chain) == f"✅ healthy · {notes}"
+    high = {"id": "lr_too_high", "severity": "warning"}
+    chain = root_causes.chain({"findings": [high, mfu]})  # a problem, and a note after it
+    note = "notes: low_mfu" if lang == "en" else "备注：low_mfu"
+    assert widgets.badges(chain) == f":orange-badge[lr_too_high] · :gray[{note}]"
+    assert widgets.finding_summary(chain).startswith("🟠 lr_too_high · ")
+
+
 def test_short_labels_are_unique():
     table = pd.DataFrame({"name": ["outputs/2026-11-30/09-00-00", "outputs/2026-12-01/09-00-00",
                                    "multirun/2026-11-30/10-00-00/3", "outputs/2026-11-30/10-00-00"]})

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
+
 import data
-from app_helpers import chart_titles, charts_of, show, texts
+from app_helpers import chart_data, chart_titles, charts_of, show, texts
+from fake_runs import diagnosis, finding, write_report
 
 
 def _diagnosis(app, *runs):
@@ -22,6 +25,22 @@ def test_findings_timeline_explanation_and_fix_command(app, tree):
             "actor_rollout_ref.actor.optim.lr=1e-4") in commands
     at.radio(key="lang").set_value("zh").run()
     assert "lr_too_high：中文解释。" in texts(at)
+
+
+def test_healthy_is_the_runs_verdict_not_a_finding_among_its_notes(app, tree):
+    """A healthy run with performance notes: the verdict in a success box; the timeline holds the notes alone."""
+    healthy, mfu = finding("healthy", "info", 1, 60), finding("low_mfu", "info", 5, 60)
+    write_report(tree["healthy"], [healthy, mfu], diagnoses=[diagnosis(healthy), diagnosis(mfu)])
+    at = _diagnosis(app, tree["healthy"])
+    assert not at.exception
+    (verdict,) = at.success
+    assert verdict.value == ":green-badge[healthy] Verdict: healthy. Nothing of severity warning or worse over the " \
+                            "whole run."
+    assert "healthy: explained in English." in texts(at)
+    (timeline,) = charts_of(at)
+    labels = set(pd.concat(chart_data(timeline))["label"].dropna())
+    assert labels == {"1. low_mfu"}  # numbered from 1: the verdict is no row
+    assert ":blue-badge[healthy]" not in texts(at) and ":blue-badge[low_mfu]" in texts(at)
 
 
 def test_pick_another_run_and_a_crash(app, tree):

@@ -19,7 +19,7 @@ from playground.config import ConfigError, compose, validate
 import data
 from app_helpers import ENTRY, chart_data, charts_of, spec_title, texts
 from fake_procs import run_dir_of
-from fake_runs import LR_TOO_HIGH, write_run
+from fake_runs import LR_TOO_HIGH, diagnosis, finding, write_run
 
 TRAIN = [sys.executable, "-m", "playground.train"]
 
@@ -129,6 +129,18 @@ def test_a_fix_that_leaves_the_runs_folder_is_refused(lab, runs, spawn):
     at.button(key="lab_run-lr_too_high-apply").click().run()
     assert any(e.value.startswith("Not started: hydra.run.dir=../x is refused") for e in at.error)
     assert spawn.started == [] and _lab_dirs(runs) == [run]
+
+
+def test_healthy_is_said_as_the_verdict_and_not_among_the_info_notes(lab, runs):
+    """'Also noted (info): healthy, low_mfu' read as if healthy were one more note: it is the run's verdict."""
+    healthy, mfu = finding("healthy", "info", 1, 60), finding("low_mfu", "info", 5, 60)
+    write_run(runs / "lab" / "2026-12-01" / "09-00-00-cartpole-healthy", findings=[healthy, mfu],
+              diagnoses=[diagnosis(healthy), diagnosis(mfu)])
+    at = _fresh()
+    assert not at.exception
+    assert [s.value for s in at.success] == [":green-badge[healthy] Verdict: healthy. Nothing of severity warning or "
+                                             "worse over the whole run."]
+    assert [e.label for e in at.expander if e.label.startswith("Also noted")] == ["Also noted (info): low_mfu"]
 
 
 def test_runs_wait_their_turn_and_can_be_stopped(lab, runs, spawn):

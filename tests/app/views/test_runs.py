@@ -19,6 +19,8 @@ def test_list_shows_runs_badges_and_hides_mystery(app, tree):
     assert len(table) == 14
     row = table[table["run"] == "outputs/2026-11-30/09-10-00"].iloc[0]
     assert row["findings"] == "🟠 lr_too_high"
+    healthy = table[table["run"] == "outputs/2026-11-30/09-00-00"].iloc[0]
+    assert healthy["findings"] == "✅ healthy"  # the verdict, not a blue tag like an info finding's
     mystery = table[table["run"] == "outputs/2026-11-30/09-50-00"].iloc[0]
     assert mystery["scenario"] == "mystery" and mystery["findings"] == "❔"
     assert "entropy_collapse" not in texts(at)
