@@ -45,9 +45,11 @@ def to_spec(chart: alt.TopLevelMixin) -> dict:
     return spec
 
 
-def _color(field: str = "series", legend: bool = True) -> alt.Color:
-    return alt.Color(f"{field}:N", title=None, scale=alt.Scale(range=PALETTE),
-                     legend=alt.Legend() if legend else None)
+def _color(field: str = "series", legend: bool = True, order: Sequence[str] | None = None) -> alt.Color:
+    """The series' colours: PALETTE in `order` when given (a run keeps its colour whatever its label's language
+    sorts it to), else in Vega's sorted order of the labels."""
+    scale = alt.Scale(range=PALETTE, domain=list(order) if order else alt.Undefined)
+    return alt.Color(f"{field}:N", title=None, scale=scale, legend=alt.Legend() if legend else None)
 
 
 def _finite(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
@@ -90,7 +92,7 @@ def _lone(frame: pd.DataFrame, value: str, by: Sequence[str] = ("series",)) -> p
 
 def metric_chart(long: pd.DataFrame, metric: str, *, bands: pd.DataFrame | None = None,
                  groups: pd.DataFrame | None = None, x_title: str = "step", smoothed: bool = True,
-                 title: str | None = None, height: int = HEIGHT) -> alt.LayerChart:
+                 title: str | None = None, height: int = HEIGHT, order: Sequence[str] | None = None) -> alt.LayerChart:
     """One metric over steps (or wall time) for several runs.
 
     Layers, back to front: the guide's normal range (shaded), each seed group's min-max band and mean line,
@@ -106,12 +108,15 @@ def metric_chart(long: pd.DataFrame, metric: str, *, bands: pd.DataFrame | None 
         groups: columns series, x, mean, lo, hi, n (`series.group_stats`, renamed by the view).
         x_title: the x axis title.
         smoothed: draw the raw line faint behind a smoothed one.
+        order: the series (and groups) in the order the page lists them: each takes PALETTE's colour in turn
+            (the Lab's "before" the first, "after the fix" the second, in every language); default: sorted labels.
     """
     x = _x(pd.concat([long, groups if groups is not None else long.iloc[:0]]), x_title, zero=False)
     y = "smoothed:Q" if smoothed else "value:Q"
     has_groups = groups is not None and not groups.empty
     series = set(long["series"]) | (set(groups["series"]) if has_groups else set())
-    color = _color(legend=len(series) > 1 or has_groups)  # a group's legend says how many seeds it holds
+    order = [s for s in dict.fromkeys(order) if s in series] if order else None  # only what is drawn: the legend
+    color = _color(legend=len(series) > 1 or has_groups, order=order)  # a group's legend says how many seeds it holds
     tooltip = ["series:N", alt.Tooltip("step:Q", format="d"), alt.Tooltip("value:Q", format=".4g"),
                alt.Tooltip("smoothed:Q", format=".4g")]
     layers: list[alt.TopLevelMixin] = []

@@ -130,18 +130,19 @@ def _metric_spec(keys: tuple, metric: str | tuple, settings: tuple, x_title: str
     long = series.metric_long(_frames, metric, x_mode=x_mode, weight=weight, max_points=MAX_POINTS)
     if long.empty:
         return None
-    groups = None
+    groups, grouped_runs = None, set()
     if grouped:
         groups = series.group_stats(long, labels)
         grouped_runs = {r for r, g in labels.items() if g in set(groups["group"])}
         groups = groups.rename(columns={"group": "series"})
         long = long[~long["run"].isin(grouped_runs)]
+    order = [group if label in grouped_runs else label for label, group in labels.items()]  # as the sources are listed
     statuses = {label: (s or {}).get(metric) for label, s in _statuses.items()}
     long = series.attach_status(long, statuses).rename(columns={"run": "series"})
     drawn = long if groups is None else pd.concat([long, groups.rename(columns={"mean": "smoothed"})])
     bands = series.ok_bands(metric, *_data_range(drawn), family=family)
     chart = charts.metric_chart(long, metric, bands=bands, groups=groups, x_title=x_title, smoothed=weight > 0,
-                                title=title)
+                                title=title, order=order)
     return charts.to_spec(chart)
 
 

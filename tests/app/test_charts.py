@@ -44,6 +44,15 @@ def test_metric_chart_seed_group_band_and_mean():
     assert "legend" in units(spec)[1]["encoding"]["color"]  # two series: a legend
 
 
+def test_metric_chart_colours_follow_the_given_order_not_the_labels_sort():
+    long = pd.concat([_long([1.0, 2.0], "Before · 1"), _long([2.0, 3.0], "After · 2")], ignore_index=True)
+    spec = charts.to_spec(charts.metric_chart(long, "critic/score/mean", order=["Before · 1", "gone", "After · 2"]))
+    scales = [u["encoding"]["color"]["scale"] for u in units(spec) if "color" in u.get("encoding", {})]
+    assert scales and all(s["domain"] == ["Before · 1", "After · 2"] for s in scales)  # only what is drawn
+    default = charts.to_spec(charts.metric_chart(long, "critic/score/mean"))
+    assert all("domain" not in u["encoding"]["color"]["scale"] for u in units(default) if "color" in u["encoding"])
+
+
 def test_pair_range_rule_timeline_heatmap_parallel_build():
     pair = _long([1.0, 2.0]).assign(metric="critic/vpred_mean")
     assert charts.to_spec(charts.pair_chart(pair, "vpred vs returns"))["mark"]["type"] == "line"

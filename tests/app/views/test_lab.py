@@ -17,7 +17,7 @@ from streamlit.testing.v1 import AppTest
 from playground.config import ConfigError, compose, validate
 
 import data
-from app_helpers import ENTRY, chart_data, charts_of, spec_title, texts
+from app_helpers import ENTRY, chart_data, charts_of, spec_title, texts, units
 from fake_procs import run_dir_of
 from fake_runs import LR_TOO_HIGH, diagnosis, finding, write_run
 
@@ -118,6 +118,21 @@ def test_apply_and_rerun_overlays_both_runs_and_shows_the_finding_gone(lab, runs
     series = set(pd.concat(chart_data(clipfrac))["series"].dropna())
     assert series == {f"Before · {run_dir_of(first).name[:8]}", f"After the fix · {run_dir_of(rerun).name[:8]}"}
     assert at.number_input(key="knob_actor_lr").value == pytest.approx(0.005)  # the form now holds the fix
+
+
+def test_before_and_after_keep_their_colours_in_both_languages(lab, runs, spawn):
+    """The comparison's colours follow the runs' roles, not their translated labels' sort order ("After" sorts
+    before "Before" in English, 修复前 before 修复后 in Chinese): before the first colour, after the second."""
+    at = _short_lr_too_high(lab)
+    at.button(key="lab_train").click().run()
+    at.button(key="lab_run-lr_too_high-apply").click().run()
+    first, rerun = (run_dir_of(argv).name[:8] for argv in spawn.argvs)
+    for lang, before, after in (("en", "Before", "After the fix"), ("zh", "修复前", "修复后")):
+        at.radio(key="lang").set_value(lang).run()
+        clipfrac = next(c for c in charts_of(at) if spec_title(json.loads(c.proto.spec)) == "actor/pg_clipfrac")
+        scales = {json.dumps(u["encoding"]["color"]["scale"]) for u in units(json.loads(clipfrac.proto.spec))
+                  if u.get("encoding", {}).get("color", {}).get("field") == "series"}
+        assert [json.loads(s)["domain"] for s in scales] == [[f"{before} · {first}", f"{after} · {rerun}"]], lang
 
 
 def test_a_fix_that_leaves_the_runs_folder_is_refused(lab, runs, spawn):
