@@ -136,8 +136,8 @@ def _finding(run: str, f: dict, key: str) -> None:
         st.markdown(f"{widgets.verdict_badge(f) if widgets.is_verdict(f) else widgets.badge(f)} · {steps}")
         st.caption(widgets.pick(f.get("explanation")))
         fix = usable_fix(f)
-        if fix:
-            st.code(fix, language="bash", wrap_lines=True)
+        if fix:  # unwrapped: a narrow column scrolls it rather than break a value (`lr=0.` over `005`)
+            st.code(fix, language="bash")
             st.button(widgets.t("apply_rerun"), key=f"{key}-apply", on_click=apply_fix, args=(run, fix),
                       icon=":material/build:", type="primary" if is_problem(f) else "secondary")
 
@@ -185,7 +185,9 @@ def draw_comparison(base: str, run: str, active: bool) -> None:
         st.markdown(f"**{widgets.t('before')}** · {Path(base).name}")
         draw_findings(base, before, "lab_before", False)
     with right:
-        st.markdown(f"**{widgets.t('after')}** · {Path(run).name}" + (f"  \n`{fix}`" if fix else ""))
+        st.markdown(f"**{widgets.t('after')}** · {Path(run).name}")
+        if fix:  # in a code block that does not wrap: inline code in half a column broke the value mid-number
+            st.code(fix, language="bash")
         still = set(_bad_ids(after))
         for fid in _bad_ids(before):
             if fid in still:

@@ -20,7 +20,8 @@ def test_log_by_path_gets_panels_and_diagnosis(app, monkeypatch):
     assert "Read one step (step 5) from a verl_console log: each metric is one point" in texts(at)
     assert "actor/pg_clipfrac" in chart_titles(at)
     assert ":orange-badge[lr_too_high]" in texts(at)  # the guide's example 2
-    assert any("actor_rollout_ref.actor.optim.lr" in c.value for c in at.code)
+    fixes = [c for c in at.code if c.value.startswith("actor_rollout_ref.actor.optim.lr")]
+    assert fixes and not any(c.proto.wrap_lines for c in fixes)  # the fix alone: never broken inside a value
 
 
 def test_path_outside_is_refused(app):

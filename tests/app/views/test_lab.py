@@ -135,6 +135,18 @@ def test_before_and_after_keep_their_colours_in_both_languages(lab, runs, spawn)
         assert [json.loads(s)["domain"] for s in scales] == [[f"{before} · {first}", f"{after} · {rerun}"]], lang
 
 
+def test_a_fix_is_shown_in_code_that_never_breaks_a_value(lab, runs, spawn):
+    """A wrapped code block (or inline code) in half a column broke `lr=0.005` into `lr=0.` and `005`: the fix's
+    overrides are in blocks that scroll instead of wrapping."""
+    at = _short_lr_too_high(lab)
+    at.button(key="lab_train").click().run()
+    at.button(key="lab_run-lr_too_high-apply").click().run()
+    fixes = [c for c in at.code if c.value == "actor_rollout_ref.actor.optim.lr=0.005"]
+    assert len(fixes) == 2  # the rerun's fix under "After the fix", and the first run's card
+    assert all(not c.proto.wrap_lines for c in fixes)
+    assert "`actor_rollout_ref.actor.optim.lr=0.005`" not in texts(at)  # no longer inline code in the heading
+
+
 def test_a_fix_that_leaves_the_runs_folder_is_refused(lab, runs, spawn):
     run = write_run(runs / "lab" / "2026-12-01" / "09-00-00-cartpole-lr_too_high", scenario="lr_too_high",
                     unstable=True, overrides=["task=cartpole", "scenario=lr_too_high"],
