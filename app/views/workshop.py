@@ -42,6 +42,31 @@ def on_page(markdown: str) -> str:
     return "\n".join("##" + line if line.startswith("#") else line for line in kept)
 
 
+def show_worksheet(markdown: str) -> None:
+    """The worksheet's text as Markdown and each fenced block as a code block that wraps at its spaces: in the page's
+    narrow column, Markdown's own code block does not wrap and cut the `check` command off at its edge."""
+    text: list[str] = []
+    block: list[str] | None = None
+    language = ""
+    for line in markdown.splitlines():
+        if line.startswith("```"):
+            if block is None:  # a fence opens: the text so far first
+                if "\n".join(text).strip():
+                    st.markdown("\n".join(text))
+                text, block, language = [], [], line[3:].strip() or "text"
+            else:
+                st.code("\n".join(block), language=language, wrap_lines=True)
+                block = None
+        elif block is not None:
+            block.append(line)
+        else:
+            text.append(line)
+    if block is not None:  # an unclosed fence: shown as it is
+        text += ["```" + language, *block]
+    if "\n".join(text).strip():
+        st.markdown("\n".join(text))
+
+
 def _more_hints(exercise_id: str) -> None:
     ex = find(exercise_id)
     progress = read_progress(ex)
@@ -189,7 +214,7 @@ def _run(ex: dict) -> None:
         st.button(widgets.t("workshop_start"), key="workshop_start", on_click=_start, args=(ex,), type="primary",
                   icon=":material/play_arrow:")
         st.caption(widgets.t("workshop_start_terminal"))
-        st.code(ex["start"], language="bash")
+        st.code(ex["start"], language="bash", wrap_lines=True)
         return
     busy = starting or running.run_active(ex["run"])
     _answer(ex, None if rows is None else rows.iloc[0], busy)
@@ -215,7 +240,7 @@ def render() -> None:
     ex = exercises[number]
     left, right = st.columns([2, 3])
     with left:
-        st.markdown(on_page(ex["worksheet"][widgets.lang()]))
+        show_worksheet(on_page(ex["worksheet"][widgets.lang()]))
         _hints(ex)
     with right:
         _run(ex)

@@ -70,6 +70,16 @@ def test_worksheet_in_both_languages_and_the_start_command(app, workshop):
     assert "更有创意的回答" in texts(at)
 
 
+def test_the_worksheets_check_command_is_shown_whole(app, workshop):
+    """The worksheet's fenced blocks were Markdown code, which does not wrap: the narrow column cut `check` off."""
+    at = _workshop(app)
+    command = '.venv/bin/python -m playground.exercise check 1 --diagnosis <id> --fix "<key=value ...>"'
+    (block,) = [c for c in at.code if c.value == command]
+    assert block.proto.wrap_lines and block.language == "bash"
+    assert not any("```" in m.value for m in at.markdown)  # every fence became a code block
+    assert "Questions" in texts(at) and "Check your answer" in texts(at)
+
+
 def test_hints_are_revealed_one_at_a_time(app, workshop):
     at = _workshop(app)
     assert "Hint 1/3" not in texts(at)
