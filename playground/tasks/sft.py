@@ -4,6 +4,10 @@ Like verl's SFT trainer (`verl/trainer/fsdp_sft_trainer.py`): cross-entropy on t
 Unlike it, training by default stops as soon as greedy validation accuracy first reaches a target, so RL starts
 from a partial solver, and the weights are cached on disk keyed by every setting that shaped them. A task whose base
 needs long training (countdown) instead runs verl's warm-up + cosine schedule to its end (`stop_at_target=false`).
+
+The bases the tasks' scenarios start from ship with the checkout (`bases/`, `make bases` rebuilds them), so no task
+waits for its base the first time. Any other base builds once, saying its progress, and an interrupted build resumes
+from its last checkpoint (`<key>.partial.pt`, every minute and at every eval) to the same weights.
 """
 
 from __future__ import annotations
@@ -14,9 +18,10 @@ import json
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -29,6 +34,21 @@ from playground.tasks.token_data import Example, PromptSet
 
 # Bump when a change here or in the model alters the weights a config produces: old cache entries then miss.
 SFT_CODE_VERSION = 1
+SHIPPED = Path(__file__).resolve().parents[2] / "bases"  # the versioned bases, looked up before the cache
+CHECKPOINT_EVERY_S = 60.0  # an interrupted build loses at most about this much work
+
+
+class SFTProgress(NamedTuple):
+    """Where a base's build stands, as its progress callback hears it after every optimizer step."""
+
+    step: int
+    total: int  # sft.max_steps: the build's length when it runs to the end, its cap when it stops at the target
+    seconds: float  # wall time so far, the time before a resume included
+    val_accuracy: float | None  # the last eval's, None before the first
+
+    def eta_s(self) -> float | None:
+        """Seconds left at this build's pace (a build that stops at its target may end sooner)."""
+        return None if self.step == 0 else self.seconds / self.step * (self.total - self.step)
 
 
 @dataclass
@@ -141,9 +161,16 @@ def sft_loss(model: TinyGPT, task: PromptSet, examples: list[Example]) -> torch.
     return -(log_probs * loss_mask).sum() / loss_mask.sum()
 
 
-def train_sft(task: PromptSet, model_cfg: GPTConfig, sft_cfg: SFTConfig) -> tuple[TinyGPT, dict[str, Any]]:
+def train_sft(task: PromptSet, model_cfg: GPTConfig, sft_cfg: SFTConfig, checkpoint: Path | None = None,
+              progress: Callable[[SFTProgress], None] | None = None) -> tuple[TinyGPT, dict[str, Any]]:
     """Trains from scratch until the first eval with accuracy >= target_acc_lo (or, with `stop_at_target` off,
-    for max_steps, judging the last eval). Deterministic on CPU."""
+    for max_steps, judging the last eval). Deterministic on CPU, also across a resume.
+
+    Args:
+        checkpoint: where the build's state (weights, optimizer, sampling generator, evals) is kept every
+            `CHECKPOINT_EVERY_S` and at every eval; a build that finds one there resumes from it.
+        progress: called after every optimizer step.
+    """
     if model_cfg.vocab_size != task.tokenizer.vocab_size:
         raise ValueError(f"model vocab_size {model_cfg.vocab_size} != tokenizer vocab_size {task.tokenizer.vocab_size}")
     if model_cfg.block_size < task.max_prompt_tokens + task.max_answer_tokens:
@@ -156,8 +183,23 @@ def train_sft(task: PromptSet, model_cfg: GPTConfig, sft_cfg: SFTConfig) -> tupl
     generator = torch.Generator().manual_seed(sft_cfg.seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=sft_cfg.lr, weight_decay=sft_cfg.weight_decay)
     history: list[tuple[int, float]] = []
+    done, before = 0, 0.0  # steps and seconds of the build before this process (a resume)
+    if checkpoint is not None and checkpoint.exists():
+        state = torch.load(checkpoint, map_location="cpu", weights_only=True)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        generator.set_state(state["generator"])
+        history = [tuple(h) for h in state["history"]]
+        done, before = int(state["step"]), float(state["seconds"])
+    saved = time.monotonic()
+
+    def keep(step: int) -> None:
+        state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "generator": generator.get_state(),
+                 "history": history, "step": step, "seconds": before + time.perf_counter() - t0}
+        write_atomic(checkpoint, lambda f: torch.save(state, f))
+
     model.train()
-    for step in range(1, sft_cfg.max_steps + 1):
+    for step in range(done + 1, sft_cfg.max_steps + 1):
         for group in optimizer.param_groups:
             group["lr"] = sft_cfg.lr_at(step)
         loss = sft_loss(model, task, task.sample(sft_cfg.batch_size, generator))
@@ -165,10 +207,19 @@ def train_sft(task: PromptSet, model_cfg: GPTConfig, sft_cfg: SFTConfig) -> tupl
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), sft_cfg.grad_clip)
         optimizer.step()
-        if step % sft_cfg.eval_every:
+        evaluated = step % sft_cfg.eval_every == 0
+        if evaluated:
+            history.append((step, greedy_accuracy(model, task, task.val)))
+        if progress is not None:
+            progress(SFTProgress(step, sft_cfg.max_steps, before + time.perf_counter() - t0,
+                                 history[-1][1] if history else None))
+        if checkpoint is not None and step < sft_cfg.max_steps and (
+                evaluated or time.monotonic() - saved >= CHECKPOINT_EVERY_S):
+            keep(step)
+            saved = time.monotonic()
+        if not evaluated:
             continue
-        acc = greedy_accuracy(model, task, task.val)
-        history.append((step, acc))
+        acc = history[-1][1]
         if acc < sft_cfg.target_acc_lo or (not sft_cfg.stop_at_target and step < sft_cfg.max_steps):
             continue
         if acc > sft_cfg.target_acc_hi:
@@ -176,7 +227,8 @@ def train_sft(task: PromptSet, model_cfg: GPTConfig, sft_cfg: SFTConfig) -> tupl
                                f"sft.target_acc_hi={sft_cfg.target_acc_hi} (previous evals {history[-3:-1]}); "
                                "lower sft.lr or sft.eval_every")
         model.eval()
-        return model, {"val_accuracy": acc, "steps": step, "seconds": time.perf_counter() - t0, "history": history}
+        return model, {"val_accuracy": acc, "steps": step, "seconds": before + time.perf_counter() - t0,
+                       "history": history}
     best = max(history, key=lambda h: h[1], default=(0, 0.0))
     if not sft_cfg.stop_at_target:
         raise RuntimeError(f"SFT ended below the target: val accuracy {history[-1][1]:.3f} at sft.max_steps="
@@ -187,16 +239,30 @@ def train_sft(task: PromptSet, model_cfg: GPTConfig, sft_cfg: SFTConfig) -> tupl
                        "or make the task easier")
 
 
+def base_path(task: PromptSet, model_cfg: GPTConfig, sft_cfg: SFTConfig,
+              cache_dir: Path | str | None = None) -> tuple[Path, bool]:
+    """Where the base of these settings is or will be: the shipped file (`bases/<key>.pt`) where there is one, else
+    `<cache>/sft/<key>.pt`; and whether it exists."""
+    key = cache_key(task, model_cfg, sft_cfg)
+    shipped = SHIPPED / f"{key}.pt"
+    if cache_dir is None and shipped.exists():  # a test's own cache dir asks for a build of its own
+        return shipped, True
+    path = cache_root(cache_dir) / "sft" / f"{key}.pt"
+    return path, path.exists()
+
+
 def build_base_model(
-    task: PromptSet, model_cfg: GPTConfig, sft_cfg: SFTConfig, cache_dir: Path | str | None = None
+    task: PromptSet, model_cfg: GPTConfig, sft_cfg: SFTConfig, cache_dir: Path | str | None = None,
+    progress: Callable[[SFTProgress], None] | None = None,
 ) -> BaseModel:
-    """Loads the base model from `<cache>/sft/<key>.pt`, or trains and caches it.
+    """Loads the base model from `bases/` or `<cache>/sft/<key>.pt`, or trains and caches it.
 
     The file is written to a temporary name and renamed into place, so parallel sweep jobs that
     miss together both train and both write whole, identical files; a reader never sees half a file.
+    A build keeps its state in `<key>.partial.pt` as it goes and resumes from it (`train_sft`).
     """
-    path = cache_root(cache_dir) / "sft" / f"{cache_key(task, model_cfg, sft_cfg)}.pt"
-    if path.exists():
+    path, exists = base_path(task, model_cfg, sft_cfg, cache_dir)
+    if exists:
         blob = torch.load(path, map_location="cpu", weights_only=True)
         model = TinyGPT(model_cfg)
         model.load_state_dict(blob["state_dict"])
@@ -204,11 +270,17 @@ def build_base_model(
         info = blob["info"]
         return BaseModel(model, info["val_accuracy"], info["steps"], info["seconds"], path, cached=True,
                          history=[tuple(h) for h in info["history"]])
-    model, info = train_sft(task, model_cfg, sft_cfg)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial.pt")
+    try:
+        model, info = train_sft(task, model_cfg, sft_cfg, checkpoint=partial, progress=progress)
+    except RuntimeError:  # the recipe misses its window: a resume would miss it again (an interrupt keeps it)
+        partial.unlink(missing_ok=True)
+        raise
     meta = {"task": task.config, "model": dataclasses.asdict(model_cfg), "sft": dataclasses.asdict(sft_cfg),
             "version": SFT_CODE_VERSION}
-    path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, lambda f: torch.save({"state_dict": model.state_dict(), "info": {**info, **meta}}, f))
     write_atomic(path.with_suffix(".json"), lambda f: f.write(json.dumps({**info, **meta}, indent=1).encode()))
+    partial.unlink(missing_ok=True)
     return BaseModel(model, info["val_accuracy"], info["steps"], info["seconds"], path, cached=False,
                      history=info["history"])

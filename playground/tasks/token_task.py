@@ -21,7 +21,7 @@ import copy
 import dataclasses
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from omegaconf import DictConfig
@@ -55,13 +55,14 @@ from playground.tasks.agent_passes import AgentPasses, CriticView, Params, flat_
 from playground.tasks.base import Batch, Task
 from playground.tasks.countdown_reward import val_core_metrics
 from playground.tasks.prompt_sets import check_multi_turn, prompts_for_task
-from playground.tasks.sft import SFTConfig, build_base_model
+from playground.tasks.sft import SFTConfig, SFTProgress, build_base_model
 from playground.tasks.token_data import pass_at_k
 from playground.tasks.token_reward import TokenReward
 
 
-def base_model_for(cfg: DictConfig):
-    """The task's data, the model's config and the SFT base model (built once, then loaded from the cache)."""
+def base_model_for(cfg: DictConfig, progress: Callable[[SFTProgress], None] | None = None):
+    """The task's data, the model's config and the SFT base model (shipped, or built once and then loaded from the
+    cache; `progress` hears a build's steps)."""
     t, m = cfg.task, cfg.actor_rollout_ref.model
     data = prompts_for_task(t)
     check_multi_turn(cfg)
@@ -72,7 +73,7 @@ def base_model_for(cfg: DictConfig):
         raise ConfigError(str(err)) from None
     model_cfg = GPTConfig(vocab_size=data.tokenizer.vocab_size, block_size=m.block_size, n_layer=m.n_layer,
                           n_head=m.n_head, n_embd=m.n_embd)
-    return rl_data, model_cfg, build_base_model(data, model_cfg, SFTConfig(**cfg.sft))
+    return rl_data, model_cfg, build_base_model(data, model_cfg, SFTConfig(**cfg.sft), progress=progress)
 
 
 def _per_agent_stats(prefix: str, values: list[Tensor]) -> dict[str, Tensor]:

@@ -172,3 +172,38 @@ def test_training_to_the_end_judges_the_last_eval(task, tmp_path):
     with pytest.raises(RuntimeError, match="ended below the target"):
         build_base_model(task, MODEL, dataclasses.replace(to_end, max_steps=10, target_acc_lo=1.0),
                          cache_dir=tmp_path)
+
+
+def test_an_interrupted_build_resumes_to_the_same_weights(task, built, tmp_path):
+    """A build stopped mid-way (Ctrl-C) keeps its checkpoint (taken at every eval); the next build resumes from it
+    and ends with the weights, steps and evals of a build that never stopped."""
+    heard = []
+
+    def stop_at_step_7(progress):
+        heard.append(progress)
+        if progress.step == 7:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        build_base_model(task, MODEL, SFT, cache_dir=tmp_path, progress=stop_at_step_7)
+    partial = next((tmp_path / "sft").glob("*.partial.pt"))
+    assert torch.load(partial, weights_only=True)["step"] == 6  # the last eval before the stop
+    assert [p.step for p in heard] == list(range(1, 8)) and heard[0].total == SFT.max_steps
+    assert heard[-1].val_accuracy == heard[-2].val_accuracy is not None and heard[-1].eta_s() > 0
+    resumed_from = []
+    again = build_base_model(task, MODEL, SFT, cache_dir=tmp_path, progress=resumed_from.append)
+    assert resumed_from[0].step == 7 and not partial.exists()
+    assert (again.steps, again.val_accuracy, again.history) == (built.steps, built.val_accuracy, built.history)
+    for (name, x), (_, y) in zip(built.model.state_dict().items(), again.model.state_dict().items(), strict=True):
+        assert torch.equal(x, y), name
+
+
+def test_a_shipped_base_is_loaded_before_the_cache(task, built, tmp_path, monkeypatch):
+    shipped = tmp_path / "bases"
+    shipped.mkdir()
+    (shipped / built.path.name).write_bytes(built.path.read_bytes())
+    monkeypatch.setattr("playground.tasks.sft.SHIPPED", shipped)
+    monkeypatch.setenv("PLAYGROUND_CACHE", str(tmp_path / "empty"))
+    base = build_base_model(task, MODEL, SFT)
+    assert base.cached and base.path == shipped / built.path.name and not (tmp_path / "empty").exists()
+    assert not build_base_model(task, MODEL, SFT, cache_dir=tmp_path / "own").cached  # a cache dir of its own

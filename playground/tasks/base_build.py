@@ -1,0 +1,86 @@
+"""A token task's SFT base, made ready before the trainer starts, and said while it builds.
+
+The bases the tasks' scenarios start from ship with the checkout (`bases/`), so this usually loads a file. Where a
+config asks for another base (a bigger model, another SFT recipe), it builds once: the terminal prints its progress and
+an estimate, and each run dir's `run.json` carries `{"phase": "sft_base", "base": {step, total, eta_s, ...}}` for the
+explorer (the Runs page and the Lab) until the trainer's own `run.json` replaces it. Stopped, the build keeps its
+checkpoint (`playground.tasks.sft`) and the next start resumes it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from omegaconf import DictConfig
+
+from playground.runs import RUN_INFO, write_json_atomic
+from playground.tasks.sft import SFTProgress
+
+SAY_EVERY_S = 15.0  # a terminal line this often (a 15-minute build says about 60)
+WRITE_EVERY_S = 2.0  # run.json this often, as the trainer's own
+
+
+def minutes(seconds: float | None) -> str:
+    if seconds is None:
+        return "estimating"
+    return f"~{seconds / 60:.0f} min left" if seconds >= 90 else f"~{seconds:.0f} s left"
+
+
+class BaseReport:
+    """Hears a base's build (`SFTProgress`) and says it: a line on the terminal, and `run.json` in each run dir."""
+
+    def __init__(self, task_name: str, run_dirs: Sequence[str | Path], infos: Sequence[Mapping[str, Any]],
+                 stream: TextIO | None = None):
+        self.task_name, self.run_dirs, self.infos = task_name, [Path(d) for d in run_dirs], list(infos)
+        self.stream = stream if stream is not None else sys.stderr
+        self.start_time = time.time()
+        self.said = self.written = float("-inf")
+        self.last: SFTProgress | None = None
+
+    def info(self, info: Mapping[str, Any], status: str = "running", error: str | None = None) -> dict[str, Any]:
+        p = self.last
+        base = None if p is None else {"step": p.step, "total": p.total, "seconds": round(p.seconds, 1),
+                                        "eta_s": None if p.eta_s() is None else round(p.eta_s(), 1),
+                                        "val_accuracy": p.val_accuracy}
+        return {"status": status, "phase": "sft_base", "base": base, "last_step": 0, "start_time": self.start_time,
+                "end_time": time.time() if status != "running" else None, "error": error, "pid": os.getpid(), **info}
+
+    def write(self, status: str = "running", error: str | None = None) -> None:
+        for run_dir, info in zip(self.run_dirs, self.infos, strict=True):
+            run_dir.mkdir(parents=True, exist_ok=True)
+            write_json_atomic(run_dir / RUN_INFO, self.info(info, status, error))
+        self.written = time.monotonic()
+
+    def __call__(self, progress: SFTProgress) -> None:
+        first = self.last is None
+        self.last = progress
+        now = time.monotonic()
+        if first:
+            print(f"building the {self.task_name} SFT base (once: later runs load it; a stopped build resumes)",
+                  file=self.stream, flush=True)
+        if first or now - self.written >= WRITE_EVERY_S:
+            self.write()
+        if now - self.said >= SAY_EVERY_S or progress.step == progress.total:
+            acc = "" if progress.val_accuracy is None else f", val accuracy {progress.val_accuracy:.2f}"
+            print(f"  SFT base: step {progress.step}/{progress.total} ({100 * progress.step / progress.total:.0f}%)"
+                  f"{acc}, {minutes(progress.eta_s())}", file=self.stream, flush=True)
+            self.said = now
+
+
+def prepare_base(cfg: DictConfig, run_dirs: Sequence[str | Path], infos: Sequence[Mapping[str, Any]]) -> None:
+    """Load or build the SFT base `cfg` starts from (every agent of a batch shares it), reporting a build."""
+    from playground.tasks.token_task import base_model_for
+
+    report = BaseReport(str(cfg.task.name), run_dirs, infos)
+    try:
+        base_model_for(cfg, progress=report)
+    except KeyboardInterrupt:
+        if report.last is not None:
+            report.write("interrupted", f"interrupted while building the SFT base at step {report.last.step}/"
+                                        f"{report.last.total}: the next start resumes it")
+        raise

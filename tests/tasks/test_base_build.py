@@ -1,0 +1,48 @@
+"""Tests for playground/tasks/base_build.py: a base that builds says so on the terminal and in run.json."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from playground.config import compose
+from playground.tasks import base_build
+from playground.tasks.sft import SFTProgress
+
+
+def test_a_build_is_said_on_the_terminal_and_in_each_run_json(tmp_path, monkeypatch):
+    monkeypatch.setattr(base_build, "SAY_EVERY_S", 0.0)
+    out = io.StringIO()
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    report = base_build.BaseReport("countdown", dirs, [{"seed": 1}, {"seed": 2}], stream=out)
+    report(SFTProgress(1, 4000, 0.2, None))
+    report(SFTProgress(500, 4000, 100.0, 0.05))
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("building the countdown SFT base")
+    assert lines[1] == "  SFT base: step 1/4000 (0%), ~13 min left"  # 0.2 s a step, 3999 to go
+    assert lines[2] == "  SFT base: step 500/4000 (12%), val accuracy 0.05, ~12 min left"
+    for run_dir, seed in zip(dirs, (1, 2)):
+        info = json.loads((run_dir / "run.json").read_text())
+        assert info["status"] == "running" and info["phase"] == "sft_base" and info["seed"] == seed
+        assert info["base"]["step"] == 1 and info["base"]["total"] == 4000  # written at the first step
+
+
+def test_an_interrupted_build_says_it_resumes(tmp_path, monkeypatch):
+    def stopped(cfg, progress):
+        progress(SFTProgress(120, 4000, 30.0, None))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("playground.tasks.token_task.base_model_for", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        base_build.prepare_base(compose(["task=countdown"]), [tmp_path], [{}])
+    info = json.loads((tmp_path / "run.json").read_text())
+    assert info["status"] == "interrupted" and "step 120/4000" in info["error"] and "resumes" in info["error"]
+    assert info["end_time"] is not None
+
+
+def test_a_base_that_needs_no_build_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr("playground.tasks.token_task.base_model_for", lambda cfg, progress: None)
+    base_build.prepare_base(compose(["task=reverse"]), [tmp_path / "run"], [{}])
+    assert not (tmp_path / "run").exists()
