@@ -1,8 +1,9 @@
 """Workshop exercises as data: what an exercise is, where its runs live, and a participant's progress.
 
-Each folder `exercises/NN_slug/` hands participants a misbehaving run (`mystery.yaml`) to read in the explorer, name
-(a catalogue id) and fix. This module only reads and writes the exercises' files (the explorer's Workshop page uses
-it); `playground.exercise` is the command line and the checker that trains the runs.
+Each folder `exercises/NN_slug/` hands participants a misbehaving run (`mystery.yaml`, plus the `cause` that
+`exercise.yaml` keeps from them) to read in the explorer, name (a catalogue id) and fix. This module only reads and
+writes the exercises' files (the explorer's Workshop page uses it); `playground.exercise` is the command line and the
+checker that trains the runs.
 """
 
 from __future__ import annotations
@@ -43,15 +44,18 @@ class Exercise:
     hints: list[dict[str, str]] = field(default_factory=list)  # towards the diagnosis, one at a time
     fix_hints: list[dict[str, str]] = field(default_factory=list)  # towards a fix, once the diagnosis is right
     near_misses: dict[str, dict[str, str]] = field(default_factory=dict)  # a tempting wrong id -> why not
+    # The overrides that break the run, the ones the reference fix undoes: they are the answer, so they live here
+    # (which participants leave closed), not in mystery.yaml, which the worksheet sends them to.
+    cause: list[str] = field(default_factory=list)
 
     @property
     def right_ids(self) -> list[str]:
         return [self.diagnosis, *self.accepted]
 
     def mystery(self) -> list[str]:
-        """The mystery config's overrides, as `mystery.yaml` lists them."""
+        """The mystery config's overrides: `mystery.yaml`'s (what participants may read), then the `cause`."""
         with open(self.folder / "mystery.yaml", encoding="utf-8") as f:
-            return [str(o) for o in yaml.safe_load(f)["overrides"]]
+            return [*(str(o) for o in yaml.safe_load(f)["overrides"]), *self.cause]
 
     def worksheet(self, lang: str) -> str:
         return (self.folder / f"worksheet.{lang}.md").read_text(encoding="utf-8")

@@ -67,6 +67,37 @@ def test_what_participants_see_does_not_name_the_answer(ex):
     assert re.findall(r"scenario=(\w+)", text) == ["mystery"]
 
 
+def _answer(ex) -> list[str]:
+    """The mystery config's overrides that the reference fix undoes: the change that broke the run, the answer."""
+    fixed = {item.split("=", 1)[0] for item in ex.reference_fix}
+    return [item for item in ex.mystery() if item.split("=", 1)[0] in fixed]
+
+
+def _files_the_worksheet_names(ex) -> list:
+    """Every file of the checkout a worksheet names (`exercises/NN/mystery.yaml`, docs/training.md ...)."""
+    root = EXERCISES_DIR.parent
+    names = {m for lang in ("en", "zh") for m in re.findall(r"[\w./-]+\.(?:ya?ml|md|py|json)", ex.worksheet(lang))}
+    return sorted({root / n for n in names if (root / n).is_file()})
+
+
+@pytest.mark.parametrize("ex", EXERCISES, ids=_ids(EXERCISES))
+def test_no_file_the_worksheet_sends_participants_to_holds_the_answer(ex):
+    """Exercise 03's worksheet sent participants to its mystery.yaml, which held `critic.optim.lr=2.5e-6`: the broken
+    knob, in plain sight. The change that broke a run lives in exercise.yaml's `cause` (closed to participants), and no
+    file a worksheet names, nor the worksheets and hints themselves, holds it."""
+    answer = _answer(ex)
+    assert answer == [item for item in ex.cause if item in answer]  # each is the cause's, none mystery.yaml's
+    files = _files_the_worksheet_names(ex)
+    assert ex.folder / "mystery.yaml" in files  # the worksheet still says how the run was launched
+    texts = {str(f): f.read_text(encoding="utf-8") for f in files if f.name != "exercise.yaml"}
+    texts.update({f"worksheet.{lang}": ex.worksheet(lang) for lang in ("en", "zh")})
+    texts["hints"] = "\n".join(h[lang] for h in ex.hints for lang in ("en", "zh"))
+    for item in answer:
+        key, value = item.split("=", 1)
+        said = re.compile(rf"{re.escape(key)}\s*=\s*{re.escape(value)}(?![\w.])")
+        assert not [name for name, text in texts.items() if said.search(text)], item
+
+
 @pytest.mark.parametrize("ex", EXERCISES, ids=_ids(EXERCISES))
 def test_worksheets_ask_the_same_questions_in_both_languages(ex):
     def outline(md):
