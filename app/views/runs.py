@@ -38,8 +38,9 @@ def _filtered(table: pd.DataFrame) -> pd.DataFrame:
                             axis=1)
     if text:
         needle = text.lower()
-        haystack = table.apply(lambda r: " ".join([r["name"], r["task"], "" if r["mystery"] else r["scenario"],
-                                                   *r["overrides"]]).lower(), axis=1)
+        # a mystery's scenario and overrides are its answer: a search does not find it by them
+        haystack = table.apply(lambda r: " ".join([r["name"], r["task"], *(
+            [] if r["mystery"] else [r["scenario"], *r["overrides"]])]).lower(), axis=1)
         keep &= haystack.str.contains(needle, regex=False)
     return table[keep]
 
@@ -69,7 +70,9 @@ def _selected_section(table: pd.DataFrame) -> None:
     if shown.empty:
         st.info(widgets.t("none_selected"))
         return
-    params = run_params.differing_params(dict(zip(shown["label"], shown["overrides"], strict=True)))
+    # a workshop mystery's overrides hold the change that broke it (its answer): not compared until it is solved
+    overrides = [[] if m else o for o, m in zip(shown["overrides"], shown["mystery"], strict=True)]
+    params = run_params.differing_params(dict(zip(shown["label"], overrides, strict=True)))
     for _, row in shown.iterrows():
         scenario = widgets.t("mystery") if row["mystery"] else row["scenario"]
         steps = widgets.integer(row["last_step"])

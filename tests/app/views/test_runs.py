@@ -62,6 +62,16 @@ def test_the_counts_agree_with_what_is_listed_and_what_the_button_shows(app, tre
     assert at.button(key="show_these").label == "Show these (3)"
 
 
+def test_a_mystery_runs_overrides_give_nothing_away(app, tree):
+    """Its overrides hold the change that broke it (here scenario=entropy_collapse): no search finds it by them, and
+    showing it beside another run compares nothing of its own."""
+    at = _runs(app)
+    at.text_input(key="filter_text").input("entropy_collapse").run()
+    assert "outputs/2026-11-30/09-50-00" not in set(_table(at)["run"])
+    at = show(_runs(app), tree["healthy"], tree["mystery"])
+    assert "entropy_collapse" not in texts(at) and "Shown (2)" in texts(at)
+
+
 def test_sort_by_smoothed_metric(app, tree):
     at = _runs(app)
     at.multiselect(key="filter_status").set_value(["finished"]).run()
