@@ -91,7 +91,7 @@ def fit(cfgs: Sequence[DictConfig], run_dirs: Sequence[str | Path], overrides: S
     if task is None and cfgs[0].task.family == "token":  # a base that must build says so before the trainer starts
         from playground.tasks.base_build import prepare_base
 
-        prepare_base(cfgs[0], run_dirs, extras)
+        prepare_base(cfgs, run_dirs, extras)
     trainer = Trainer(list(cfgs), list(run_dirs), devices[0], extra_infos=extras, task=task)
     outcomes = trainer.fit()
     for cfg, run_dir in zip(cfgs, run_dirs):

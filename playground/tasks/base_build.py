@@ -72,13 +72,17 @@ class BaseReport:
             self.said = now
 
 
-def prepare_base(cfg: DictConfig, run_dirs: Sequence[str | Path], infos: Sequence[Mapping[str, Any]]) -> None:
-    """Load or build the SFT base `cfg` starts from (every agent of a batch shares it), reporting a build."""
+def prepare_base(cfgs: Sequence[DictConfig], run_dirs: Sequence[str | Path],
+                 infos: Sequence[Mapping[str, Any]]) -> None:
+    """Load or build the SFT base the configs start from (the agents of a batch share it), reporting a build with
+    what the Runs page lists of a run (task, scenario, seed) beside `infos`."""
     from playground.tasks.token_task import base_model_for
 
-    report = BaseReport(str(cfg.task.name), run_dirs, infos)
+    named = [{"task": str(c.task.name), "family": "token", "scenario": str(c.scenario), "seed": int(c.trainer.seed),
+              "total_steps": int(c.trainer.total_training_steps), **info} for c, info in zip(cfgs, infos, strict=True)]
+    report = BaseReport(str(cfgs[0].task.name), run_dirs, named)
     try:
-        base_model_for(cfg, progress=report)
+        base_model_for(cfgs[0], progress=report)
     except KeyboardInterrupt:
         if report.last is not None:
             report.write("interrupted", f"interrupted while building the SFT base at step {report.last.step}/"

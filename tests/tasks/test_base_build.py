@@ -36,13 +36,14 @@ def test_an_interrupted_build_says_it_resumes(tmp_path, monkeypatch):
 
     monkeypatch.setattr("playground.tasks.token_task.base_model_for", stopped)
     with pytest.raises(KeyboardInterrupt):
-        base_build.prepare_base(compose(["task=countdown"]), [tmp_path], [{}])
+        base_build.prepare_base([compose(["task=countdown", "trainer.seed=7"])], [tmp_path], [{}])
     info = json.loads((tmp_path / "run.json").read_text())
     assert info["status"] == "interrupted" and "step 120/4000" in info["error"] and "resumes" in info["error"]
+    assert (info["task"], info["scenario"], info["seed"]) == ("countdown", "healthy", 7)  # the Runs page's columns
     assert info["end_time"] is not None
 
 
 def test_a_base_that_needs_no_build_writes_nothing(tmp_path, monkeypatch):
     monkeypatch.setattr("playground.tasks.token_task.base_model_for", lambda cfg, progress: None)
-    base_build.prepare_base(compose(["task=reverse"]), [tmp_path / "run"], [{}])
+    base_build.prepare_base([compose(["task=reverse"])], [tmp_path / "run"], [{}])
     assert not (tmp_path / "run").exists()
