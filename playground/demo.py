@@ -1,14 +1,16 @@
 """`make play`: the explorer opens on its Lab, while a small demo sweep trains in the background behind it.
 
 Healthy runs and a few failure scenarios of both task families run one after another into `outputs/demo/`, so they
-appear on the explorer's other pages and stream in as they train; the Lab trains what you ask it to. Ctrl-C stops
-both (and the runs the explorer started).
+appear on the explorer's other pages and stream in as they train; the Lab trains what you ask it to. Ctrl-C (or a
+SIGTERM) stops both, and the runs the explorer started, and ends the demo with exit code 0 (a stop is no failure: make
+prints no error) and a line on how to go on: a later `make play` keeps the runs that ended and trains the rest.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,7 +19,9 @@ import urllib.request
 import webbrowser
 from pathlib import Path
 
+from playground.interrupts import raise_terminated
 from playground.overrides import value_of
+from playground.runs import read_run_info
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPLORER_URL = "http://127.0.0.1:8599"  # .streamlit/config.toml's address and port; its first page is the Lab
@@ -57,8 +61,29 @@ def demo_commands(root: Path) -> list[list[str]]:
     return commands
 
 
-def run_demo_sweep(root: Path) -> None:
+DONE = ("finished", "diverged", "oom")  # a run that ended on its own (a failure scenario may diverge): kept
+
+
+def run_dir_of(command: list[str]) -> Path:
+    return Path(command[-1].removeprefix("hydra.run.dir="))
+
+
+def to_train(root: Path) -> list[list[str]]:
+    """The demo's commands whose runs have not ended yet: a demo stopped before keeps what it finished. A run it
+    stopped (or one that failed) starts over in a clean folder: a run dir's metrics are appended to, not replaced."""
+    commands = []
     for command in demo_commands(root):
+        run_dir = run_dir_of(command)
+        if (read_run_info(run_dir) or {}).get("status") in DONE:
+            continue
+        if run_dir.is_dir() and run_dir.parent == root:
+            shutil.rmtree(run_dir)
+        commands.append(command)
+    return commands
+
+
+def run_demo_sweep(root: Path) -> None:
+    for command in to_train(root):
         run = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             run.wait()
@@ -69,45 +94,62 @@ def run_demo_sweep(root: Path) -> None:
 def _stop(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         proc.terminate()
-        proc.wait(timeout=10)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
-def _exit_on_sigterm(signum, frame) -> None:
-    """A SIGTERM ends the demo as Ctrl-C does: `finally` blocks stop the processes it started."""
-    sys.exit(128 + signum)
+def stopped_line(root: Path) -> str:
+    """What a stopped demo says: where its runs are and how to go on."""
+    return (f"stopped: the demo runs that ended are kept in {root}; `make play` trains the rest (the one stopped "
+            f"starts over), and deleting {root} trains them all afresh")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", default="outputs/demo", help="where the demo runs are written")
     parser.add_argument("--no-explorer", action="store_true", help="only train the demo runs, in the foreground")
+    parser.add_argument("--behind-explorer", action="store_true", help=argparse.SUPPRESS)  # the demo's own: quiet
     args = parser.parse_args(argv)
     root = (ROOT / args.runs).resolve()
     root.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    if args.no_explorer:
-        run_demo_sweep(root)
-        print(f"demo runs written to {root}")
-        return 0
-    trainer = subprocess.Popen([sys.executable, "-m", "playground.demo", "--runs", args.runs, "--no-explorer"],
-                               cwd=ROOT, env=env)
-    print(f"training the demo runs in the background into {root}; the explorer shows them as they stream in")
-    env["PLAYGROUND_RUNS"] = explorer_roots(root)
-    # headless (the config's default), and the browser opened here: a non-headless first start of Streamlit asks
-    # for an e-mail address on stdin and serves nothing until it gets one
-    explorer = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app"], cwd=ROOT, env=env)
+    signal.signal(signal.SIGTERM, raise_terminated)  # a SIGTERM ends the demo as Ctrl-C does
+    started: list[subprocess.Popen] = []
+    stopped = False
     try:
+        if args.no_explorer:
+            if not args.behind_explorer:
+                print(f"training the demo runs into {root} (Ctrl-C stops)", flush=True)
+            run_demo_sweep(root)
+            print(f"demo runs written to {root}")
+            return 0
+        started.append(subprocess.Popen([sys.executable, "-m", "playground.demo", "--runs", args.runs,
+                                         "--no-explorer", "--behind-explorer"], cwd=ROOT, env=env))
+        print(f"training the demo runs in the background into {root}; the explorer shows them as they stream in")
+        env["PLAYGROUND_RUNS"] = explorer_roots(root)
+        # headless (the config's default), and the browser opened here: a non-headless first start of Streamlit asks
+        # for an e-mail address on stdin and serves nothing until it gets one
+        explorer = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app"], cwd=ROOT, env=env)
+        started.insert(0, explorer)
         if _wait_until_serving(explorer):
-            print(f"the explorer is at {EXPLORER_URL}")
+            print(f"the explorer is at {EXPLORER_URL} (Ctrl-C stops the demo)")
             webbrowser.open(EXPLORER_URL)
         while explorer.poll() is None:
             time.sleep(0.5)
-    except KeyboardInterrupt:
-        pass
+        return 0
+    except KeyboardInterrupt:  # Ctrl-C or a SIGTERM: asked for, so no failure (`make play` prints no error)
+        stopped = True
     finally:
-        for proc in (explorer, trainer):
+        # the children get the terminal's Ctrl-C too; a second one while they stop leaves none running
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        for proc in started:
             _stop(proc)
+    if stopped and not args.behind_explorer:
+        print(f"\n{stopped_line(root)}", flush=True)
     return 0
 
 
