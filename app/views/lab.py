@@ -33,10 +33,11 @@ def _typed(knob: knobs.Knob, value: object) -> object:
 def _load_scenario() -> None:
     """Fill every field with the chosen scenario's values, with its short run's on top (a callback: before the fields
     are drawn)."""
-    task = st.session_state["lab_task"]
-    if st.session_state.get("lab_scenario") not in knobs.scenario_of(task).scenarios:
-        st.session_state["lab_scenario"] = _default_scenario(task)
-    config = knobs.lab_config(task, st.session_state["lab_scenario"])
+    task, scenario = st.session_state["lab_task"], st.session_state.get("lab_scenario")
+    if scenario not in knobs.scenario_of(task).scenarios:
+        scenario = _default_scenario(task)
+    config = knobs.lab_config(task, scenario)  # composed before any field is written: the slow part
+    st.session_state["lab_scenario"] = scenario
     for knob in knobs.KNOBS:
         st.session_state[f"knob_{knob.name}"] = _typed(knob, config.value(knob))
     st.session_state[EXTRA] = []
@@ -50,24 +51,40 @@ def _on_task() -> None:
 def _load(overrides: list[str]) -> None:
     """The fields of a run's config (knobs; other overrides kept as applied fixes), before the fields are drawn."""
     task, scenario, values, extra = knobs.form_from(overrides)
+    fallback = knobs.scenario_config(task, scenario)  # composed before any field is written
     st.session_state["lab_task"], st.session_state["lab_scenario"] = task, scenario
-    fallback = knobs.scenario_config(task, scenario)
     for knob in knobs.KNOBS:
         value = values.get(knob.name)
         st.session_state[f"knob_{knob.name}"] = _typed(knob, fallback.value(knob) if value is None else value)
     st.session_state[EXTRA] = extra
 
 
+def _set_up() -> bool:
+    """Whether every field the form draws holds a value (the task, the scenario, each of the task's knobs)."""
+    task = st.session_state.get("lab_task")
+    if task not in knobs.tasks():
+        return False
+    keys = ["lab_scenario", *(f"knob_{k.name}" for k in knobs.shown_knobs(knobs.scenario_of(task).family))]
+    return all(key in st.session_state for key in keys)
+
+
 def _init() -> None:
+    """Give the fields their values before they are drawn: an applied fix's, else, when any field has none, the
+    shown Lab run's config or the task's default scenario.
+
+    Every read or write of session state lets Streamlit stop the run for a rerun the browser asked for, and the
+    first run after start-up, slow while nothing is composed yet, could stop here after setting the task and before
+    the knobs: when the task alone said "set up", the next run drew each knob at its widget default, 0, under the
+    right "task default". So set-up is judged on every field, and a cut-short one is done again whole."""
     if lab_run.LOAD in st.session_state:
         _load(st.session_state.pop(lab_run.LOAD))
-    elif "lab_task" not in st.session_state and (view := lab_run.current_view()):
-        _load(lab_run.run_overrides(view["run"]))  # the run shown, with its own config in the fields
-    elif "lab_task" not in st.session_state:
-        tasks = knobs.tasks()
-        st.session_state["lab_task"] = "cartpole" if "cartpole" in tasks else tasks[0]
-        st.session_state["lab_scenario"] = _default_scenario(st.session_state["lab_task"])
-        _load_scenario()
+    elif not _set_up():
+        if view := lab_run.current_view():
+            _load(lab_run.run_overrides(view["run"]))  # the run shown, with its own config in the fields
+            return
+        tasks, task = knobs.tasks(), st.session_state.get("lab_task")
+        st.session_state["lab_task"] = task if task in tasks else "cartpole" if "cartpole" in tasks else tasks[0]
+        _load_scenario()  # the task's default scenario unless one of its own is already chosen
 
 
 def _disabled(knob: knobs.Knob, config: knobs.Checked) -> bool:

@@ -217,6 +217,53 @@ def test_a_fresh_lab_shows_the_sidebars_run_only_when_it_is_a_lab_run(runs, tmp_
     assert at.selectbox(key="lab_scenario").value == "healthy"
 
 
+def _expected_fields(task: str) -> dict[str, object]:
+    """What a fresh Lab's number fields hold for `task`: its default scenario's values (short run on top)."""
+    import knobs
+
+    scenario = knobs.scenario_of(task).scenario or "healthy"
+    config = knobs.lab_config(task, scenario)
+    return {f"knob_{k.name}": config.value(k) for k in knobs.shown_knobs(config.family)
+            if k.kind in ("int", "float")}
+
+
+def _number_fields(at) -> dict[str, object]:
+    return {w.key: w.value for w in at.number_input if w.key.startswith("knob_")}
+
+
+def _assert_fields(at, task: str) -> None:
+    shown, expected = _number_fields(at), _expected_fields(task)
+    assert set(shown) == set(expected), task
+    for key, value in expected.items():
+        assert shown[key] == pytest.approx(value), (task, key, shown[key], value)
+
+
+@pytest.mark.parametrize("task", ["cartpole", "mountaincar", "reverse", "countdown"])
+def test_a_first_session_whose_first_run_was_cut_short_still_shows_the_tasks_values(runs, task):
+    """The knobs all read 0 under "task default 0.0025 / 8 / 80 / 1" in the first session after start-up: reading
+    or writing session state lets Streamlit stop a run for a rerun the browser asked for, and the first run, slow
+    while nothing is composed yet, was stopped in the form's set-up after it had set the task and before the knobs:
+    the next run took the task as a sign that the form was set up, and the fields fell back to their widget default,
+    0. Here the session holds what that cut-short run left: the task alone."""
+    at = AppTest.from_file(ENTRY, default_timeout=60)
+    at.session_state["lab_task"] = task
+    at.run()
+    assert not at.exception
+    assert at.selectbox(key="lab_task").value == task
+    _assert_fields(at, task)
+
+
+def test_every_tasks_number_fields_start_at_its_values_in_a_first_session(lab):
+    """A first session, then each task in turn: every number field holds the task's value, none a widget's 0."""
+    import knobs
+
+    _assert_fields(lab, "cartpole")
+    for task in knobs.tasks():
+        lab.selectbox(key="lab_task").set_value(task).run()
+        assert not lab.exception
+        _assert_fields(lab, task)
+
+
 def test_every_short_run_file_names_a_scenario_of_its_task_and_validates():
     """conf/scenario_lab/<task>_<scenario>.yaml: a misspelt name would silently give the Lab no short run."""
     from playground.config import CONF_DIR, known_options, scenarios_of
