@@ -42,7 +42,7 @@ ENV_ROOTS = "PLAYGROUND_RUNS"
 DEFAULT_ROOTS = ("outputs", "multirun")
 TTL_S = 2.0  # the run list is re-listed at most this often; metric files are re-read when they change
 RUN_COLUMNS = ["run", "name", "root", "sweep", "job", "status", "task", "family", "scenario", "seed", "last_step",
-               "total_steps", "start_time", "end_time", "mystery", "overrides", "findings", "chain", "worst",
+               "total_steps", "start_time", "end_time", "mystery", "base", "overrides", "findings", "chain", "worst",
                "score_target", "has_info"]
 Stamp = tuple[int, int]
 
@@ -130,6 +130,8 @@ def _run_row(run_dir: Path, root: Path, warnings: list[tuple[str, str]]) -> dict
         "scenario": info.get("scenario", ""), "seed": info.get("seed"), "last_step": info.get("last_step"),
         "total_steps": info.get("total_steps"), "start_time": info.get("start_time"),
         "end_time": info.get("end_time"), "mystery": mystery,
+        # a token run building its SFT base before its first step (playground.tasks.base_build): how far it is
+        "base": info.get("base") if info.get("phase") == "sft_base" and info.get("status") == "running" else None,
         "overrides": list(info.get("overrides") or _hydra_overrides(run_dir)), "findings": findings,
         "chain": chain(report),
         "worst": "" if mystery else worst, "score_target": info.get("score_target"), "has_info": bool(info),

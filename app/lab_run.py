@@ -107,7 +107,10 @@ def status_line(run: str) -> str:
     if info:
         status = data.run_status(info)
         done, total = widgets.integer(info.get("last_step")), widgets.integer(info.get("total_steps"))
-        parts += [widgets.status_text(status), f"{widgets.t('col_step')} {done}/{total}"]
+        if status == "running" and info.get("phase") == "sft_base":  # before its first step: the base's progress
+            parts.append(widgets.status_text(status, info.get("base")))
+        else:
+            parts += [widgets.status_text(status), f"{widgets.t('col_step')} {done}/{total}"]
     elif job is not None:
         parts.append(running.job_state(job) if job.state != "running" else widgets.t("job_starting"))
     return " · ".join(parts)

@@ -223,9 +223,16 @@ def finding_summary(chain: list[dict], hidden: bool = False) -> str:
     return " · ".join(parts)
 
 
-def status_text(status: str) -> str:
+def status_text(status: str, base: dict | None = None) -> str:
+    """A run's status with its icon; a run still building its SFT base (`base`, run.json's) says how far it is."""
     key = f"status_{status}"
-    return f"{STATUS_ICON.get(status, '?')} {t(key) if key in i18n.table() else status}"
+    text = f"{STATUS_ICON.get(status, '?')} {t(key) if key in i18n.table() else status}"
+    if status == "running" and isinstance(base, dict) and base.get("total"):
+        eta = base.get("eta_s")
+        left = (t("base_eta_min", n=round(eta / 60)) if eta is not None and eta >= 90
+                else t("base_eta_s", n=round(eta)) if eta is not None else t("base_eta_unknown"))
+        text += " · " + t("base_building", pct=round(100 * int(base.get("step", 0)) / int(base["total"])), left=left)
+    return text
 
 
 def integer(value: object) -> str:

@@ -51,6 +51,6 @@ def test_dicts_values_and_replacing():
 def test_fix_command_later_overrides_win():
     command = fix_command(["task=cartpole", "actor_rollout_ref.actor.optim.lr=3e-2", "tag=a b"],
                           "actor_rollout_ref.actor.optim.lr=1e-3 +critic.ppo_epochs=2")
-    assert command == (".venv/bin/python -m playground.train task=cartpole 'tag=a b' actor_rollout_ref.actor.optim.lr=1e-3 "
-                       "+critic.ppo_epochs=2")
+    assert command == (".venv/bin/python -m playground.train task=cartpole 'tag=a b' "
+                       "actor_rollout_ref.actor.optim.lr=1e-3 +critic.ppo_epochs=2")
     assert fix_command([], "") == ".venv/bin/python -m playground.train"

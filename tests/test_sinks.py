@@ -263,4 +263,5 @@ def test_a_too_short_run_ends_inconclusive_with_train_longer_as_its_fix(train_ru
     _, run_dir = train_run(["task=reverse", "+debug=tiny", "trainer.total_training_steps=2"])
     lines = summary_lines(run_dir)
     assert lines[2] == "diagnosis: inconclusive (too little evidence for a verdict)"
-    assert lines[3] == "fix: .venv/bin/python -m playground.train task=reverse +debug=tiny trainer.total_training_steps=20"
+    assert lines[3] == ("fix: .venv/bin/python -m playground.train task=reverse +debug=tiny "
+                        "trainer.total_training_steps=20")

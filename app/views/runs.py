@@ -79,7 +79,8 @@ def _selected_section(table: pd.DataFrame) -> None:
         if pd.notna(row["total_steps"]):
             steps += f"/{widgets.integer(row['total_steps'])}"
         differ = " · ".join(f"`{k}={v}`" for k, v in params.loc[row["label"]].items()) if not params.empty else ""
-        st.markdown(f"**{row['label']}** · {row['task']} · {scenario} · {widgets.status_text(row['status'])} · "
+        status = widgets.status_text(row["status"], row["base"])
+        st.markdown(f"**{row['label']}** · {row['task']} · {scenario} · {status} · "
                     f"{widgets.t('col_step')} {steps} · {widgets.t('col_seed')} {widgets.integer(row['seed'])}  "
                     f"{widgets.badges(row['chain'], hidden=row['mystery'])}"
                     + (f"  \n{differ}" if differ else ""))
@@ -122,7 +123,8 @@ def render() -> None:
         widgets.t("col_run"): listed["name"],
         widgets.t("col_task"): listed["task"],
         widgets.t("col_scenario"): listed["scenario"].where(~listed["mystery"], widgets.t("mystery")),
-        widgets.t("col_status"): [widgets.status_text(s) for s in listed["status"]],
+        widgets.t("col_status"): [widgets.status_text(s, b) for s, b in zip(listed["status"], listed["base"],
+                                                                              strict=True)],
         widgets.t("col_findings"): findings,
         widgets.t("col_step"): pd.to_numeric(listed["last_step"], errors="coerce").astype("Int64"),
         widgets.t("col_seed"): pd.to_numeric(listed["seed"], errors="coerce").astype("Int64"),

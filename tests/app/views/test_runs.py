@@ -84,3 +84,25 @@ def test_sort_by_smoothed_metric(app, tree):
                                      "multirun/2026-11-30/10-00-00/5"}  # the unstable runs score lowest
     at.toggle(key="sort_desc").set_value(False).run()
     assert list(_table(at)["critic/score/mean"]) == sorted(scores)
+
+
+def test_a_run_building_its_sft_base_says_how_far_it_is(tmp_path, monkeypatch):
+    """Before its first step a token run whose base must build says so (playground.tasks.base_build's run.json)."""
+    import json
+    import os
+    import time
+
+    from streamlit.testing.v1 import AppTest
+
+    from app_helpers import ENTRY
+
+    run = tmp_path / "outputs" / "countdown-big"
+    run.mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({
+        "status": "running", "phase": "sft_base", "pid": os.getpid(), "start_time": time.time(), "last_step": 0,
+        "task": "countdown", "scenario": "healthy", "seed": 1, "total_steps": 60,
+        "base": {"step": 500, "total": 4000, "seconds": 100.0, "eta_s": 700.0, "val_accuracy": 0.05}}))
+    monkeypatch.setenv("PLAYGROUND_RUNS", str(tmp_path / "outputs"))
+    at = _runs(AppTest.from_file(ENTRY, default_timeout=60))
+    status = _table(at)["status"].iloc[0]
+    assert status == "▶ running · building its SFT base: 12% (~12 min left; once, later runs load it)"
