@@ -33,11 +33,11 @@ DEMO_RUNS = [
     ("cartpole-critic_undertrained", ["task=cartpole", "scenario=critic_undertrained"]),
     ("mountaincar-no_learning_signal", ["task=mountaincar"]),
     ("reverse-lr_too_high", ["task=reverse", "scenario=lr_too_high"]),
-    # multi-turn: the tool the policy stops calling, the game it stops exploring (each builds its SFT base first)
+    # multi-turn: the tool the policy stops calling, the game it stops exploring
     ("calc-tool_skip_collapse", ["task=calc", "scenario=tool_skip_collapse"]),
     ("frozenlake-echo_trap", ["task=frozenlake", "scenario=echo_trap"]),
-    # countdown, last: its SFT base takes about a quarter of an hour of CPU to build (once, then cached). A format
-    # score above a right answer's, and the fix (the format score back to 0.1: the task's healthy run)
+    # countdown (its SFT base ships in bases/, as every task's: no run waits for one). A format score above a right
+    # answer's, and the fix (the format score back to 0.1: the task's healthy run)
     ("countdown-reward_hacking", ["task=countdown", "scenario=reward_hacking"]),
     ("countdown-healthy", ["task=countdown"]),
     # RL on 16 prompts narrows what the model can reach (pass@16 below the base's), and the fix: the whole training
