@@ -372,3 +372,27 @@ def test_a_one_step_log_draws_dots_and_its_phase_timings(server, shots):
             assert _share_of(phases.screenshot(path=shots / "external-phases.png"), BLUE) > 0.0001
         finally:
             browser.close()
+
+
+@pytest.mark.slow  # a 60-step countdown run (about 1.5 min alone on a CPU core); CI: tests/tasks/test_bases.py
+def test_countdown_trains_in_the_lab_from_an_empty_model_cache(tmp_path, shots):
+    """A newcomer's first countdown run: with no model cache at all, the Lab trains countdown's reward_hacking from
+    the shipped SFT base (no quarter of an hour of SFT first) and shows its diagnosis while it trains."""
+    from playwright.sync_api import expect, sync_playwright
+
+    runs = tmp_path / "outputs"
+    env = explorer_env(runs, HOME=str(tmp_path / "home"), PLAYGROUND_CACHE=str(tmp_path / "empty-cache"))
+    with explorer(env, tmp_path / "server.log") as (url, _), sync_playwright() as p:
+        browser, page = open_page(p, url)  # the Lab is the first page
+        try:
+            expect(page.get_by_role("heading", name="Lab", exact=True)).to_be_visible(timeout=60_000)
+            choose(page, "Task", "countdown")
+            choose(page, "Scenario", "reward_hacking")
+            expect(page.get_by_text("task=countdown scenario=reward_hacking").first).to_be_visible(timeout=30_000)
+            page.locator(".st-key-lab_train button").click()
+            card = page.locator(".st-key-lab_run-reward_hacking").first
+            expect(card).to_contain_text("reward.format_score=0.1", timeout=300_000)
+            page.screenshot(path=shots / "lab-countdown.png", full_page=True)
+        finally:
+            browser.close()
+    assert not (tmp_path / "empty-cache").exists()  # nothing was built: the base came from bases/
