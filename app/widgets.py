@@ -231,7 +231,9 @@ def status_text(status: str, base: dict | None = None) -> str:
         eta = base.get("eta_s")
         left = (t("base_eta_min", n=round(eta / 60)) if eta is not None and eta >= 90
                 else t("base_eta_s", n=round(eta)) if eta is not None else t("base_eta_unknown"))
-        text += " · " + t("base_building", pct=round(100 * int(base.get("step", 0)) / int(base["total"])), left=left)
+        step, total = int(base.get("step", 0)), int(base["total"])
+        text += " · " + (t("base_building", pct=round(100 * step / total), left=left) if base.get("target") is None
+                         else t("base_building_capped", step=step, total=total, left=left))
     return text
 
 

@@ -27,8 +27,19 @@ WRITE_EVERY_S = 2.0  # run.json this often, as the trainer's own
 
 def minutes(seconds: float | None) -> str:
     if seconds is None:
-        return "estimating"
+        return "estimating the time left"
     return f"~{seconds / 60:.0f} min left" if seconds >= 90 else f"~{seconds:.0f} s left"
+
+
+def progress_text(p: SFTProgress) -> str:
+    """`step 500/4000 (12%), val accuracy 0.05, ~12 min left`; a build that stops at its target gives its cap and
+    the accuracy it stops at (`step 256 of at most 3000, val accuracy 0.12 (stops at 0.30), at most ~3 min left`)."""
+    acc = "" if p.val_accuracy is None else f", val accuracy {p.val_accuracy:.2f}"
+    if p.target is None:
+        return f"step {p.step}/{p.total} ({100 * p.step / p.total:.0f}%){acc}, {minutes(p.eta_s())}"
+    left = minutes(p.eta_s())
+    return (f"step {p.step} of at most {p.total}{acc} (stops at {p.target:.2f}), "
+            f"{'at most ' + left if p.eta_s() is not None else left}")
 
 
 class BaseReport:
@@ -46,7 +57,7 @@ class BaseReport:
         p = self.last
         base = None if p is None else {"step": p.step, "total": p.total, "seconds": round(p.seconds, 1),
                                         "eta_s": None if p.eta_s() is None else round(p.eta_s(), 1),
-                                        "val_accuracy": p.val_accuracy}
+                                        "val_accuracy": p.val_accuracy, "target": p.target}
         return {"status": status, "phase": "sft_base", "base": base, "last_step": 0, "start_time": self.start_time,
                 "end_time": time.time() if status != "running" else None, "error": error, "pid": os.getpid(), **info}
 
@@ -60,15 +71,16 @@ class BaseReport:
         first = self.last is None
         self.last = progress
         now = time.monotonic()
-        if first:
+        if first and progress.step > 1:
+            print(f"building the {self.task_name} SFT base: resuming a stopped build after its step "
+                  f"{progress.step - 1}", file=self.stream, flush=True)
+        elif first:
             print(f"building the {self.task_name} SFT base (once: later runs load it; a stopped build resumes)",
                   file=self.stream, flush=True)
         if first or now - self.written >= WRITE_EVERY_S:
             self.write()
         if now - self.said >= SAY_EVERY_S or progress.step == progress.total:
-            acc = "" if progress.val_accuracy is None else f", val accuracy {progress.val_accuracy:.2f}"
-            print(f"  SFT base: step {progress.step}/{progress.total} ({100 * progress.step / progress.total:.0f}%)"
-                  f"{acc}, {minutes(progress.eta_s())}", file=self.stream, flush=True)
+            print(f"  SFT base: {progress_text(progress)}", file=self.stream, flush=True)
             self.said = now
 
 
@@ -82,7 +94,10 @@ def prepare_base(cfgs: Sequence[DictConfig], run_dirs: Sequence[str | Path],
               "total_steps": int(c.trainer.total_training_steps), **info} for c, info in zip(cfgs, infos, strict=True)]
     report = BaseReport(str(cfgs[0].task.name), run_dirs, named)
     try:
-        base_model_for(cfgs[0], progress=report)
+        _, _, base = base_model_for(cfgs[0], progress=report)
+        if report.last is not None:
+            print(f"  SFT base ready: {base.steps} steps, val accuracy {base.val_accuracy:.2f}, "
+                  f"{base.seconds / 60:.1f} min; kept in {base.path}", file=report.stream, flush=True)
     except KeyboardInterrupt:
         if report.last is not None:
             report.write("interrupted", f"interrupted while building the SFT base at step {report.last.step}/"

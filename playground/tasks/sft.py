@@ -36,6 +36,7 @@ from playground.tasks.token_data import Example, PromptSet
 SFT_CODE_VERSION = 1
 SHIPPED = Path(__file__).resolve().parents[2] / "bases"  # the versioned bases, looked up before the cache
 CHECKPOINT_EVERY_S = 60.0  # an interrupted build loses at most about this much work
+ESTIMATE_AFTER = 20  # steps before a time estimate (the first step alone costs ~2 s more: torch's optimizer set-up)
 
 
 class SFTProgress(NamedTuple):
@@ -45,10 +46,14 @@ class SFTProgress(NamedTuple):
     total: int  # sft.max_steps: the build's length when it runs to the end, its cap when it stops at the target
     seconds: float  # wall time so far, the time before a resume included
     val_accuracy: float | None  # the last eval's, None before the first
+    target: float | None = None  # the accuracy a build that stops at its target stops at; None: it runs to the end
 
     def eta_s(self) -> float | None:
-        """Seconds left at this build's pace (a build that stops at its target may end sooner)."""
-        return None if self.step == 0 else self.seconds / self.step * (self.total - self.step)
+        """Seconds left at this build's pace (at most that for a build that stops at its target); None over the first
+        `ESTIMATE_AFTER` steps, whose pace the first optimizer step's one-off set-up still distorts."""
+        if self.step < ESTIMATE_AFTER:
+            return None
+        return self.seconds / self.step * (self.total - self.step)
 
 
 @dataclass
@@ -212,7 +217,8 @@ def train_sft(task: PromptSet, model_cfg: GPTConfig, sft_cfg: SFTConfig, checkpo
             history.append((step, greedy_accuracy(model, task, task.val)))
         if progress is not None:
             progress(SFTProgress(step, sft_cfg.max_steps, before + time.perf_counter() - t0,
-                                 history[-1][1] if history else None))
+                                 history[-1][1] if history else None,
+                                 sft_cfg.target_acc_lo if sft_cfg.stop_at_target else None))
         if checkpoint is not None and step < sft_cfg.max_steps and (
                 evaluated or time.monotonic() - saved >= CHECKPOINT_EVERY_S):
             keep(step)

@@ -17,16 +17,25 @@ def test_a_build_is_said_on_the_terminal_and_in_each_run_json(tmp_path, monkeypa
     out = io.StringIO()
     dirs = [tmp_path / "a", tmp_path / "b"]
     report = base_build.BaseReport("countdown", dirs, [{"seed": 1}, {"seed": 2}], stream=out)
-    report(SFTProgress(1, 4000, 0.2, None))
+    report(SFTProgress(1, 4000, 2.2, None))
     report(SFTProgress(500, 4000, 100.0, 0.05))
+    report(SFTProgress(256, 3000, 50.0, 0.12, target=0.3))  # a base that stops at its target
     lines = out.getvalue().splitlines()
     assert lines[0].startswith("building the countdown SFT base")
-    assert lines[1] == "  SFT base: step 1/4000 (0%), ~13 min left"  # 0.2 s a step, 3999 to go
-    assert lines[2] == "  SFT base: step 500/4000 (12%), val accuracy 0.05, ~12 min left"
+    assert lines[1] == "  SFT base: step 1/4000 (0%), estimating the time left"  # one step's pace says nothing yet
+    assert lines[2] == "  SFT base: step 500/4000 (12%), val accuracy 0.05, ~12 min left"  # 0.2 s a step, 3500 to go
+    assert lines[3] == "  SFT base: step 256 of at most 3000, val accuracy 0.12 (stops at 0.30), at most ~9 min left"
     for run_dir, seed in zip(dirs, (1, 2)):
         info = json.loads((run_dir / "run.json").read_text())
         assert info["status"] == "running" and info["phase"] == "sft_base" and info["seed"] == seed
         assert info["base"]["step"] == 1 and info["base"]["total"] == 4000  # written at the first step
+
+
+def test_a_resumed_build_says_where_it_goes_on_from():
+    out = io.StringIO()
+    base_build.BaseReport("countdown", [], [], stream=out)(SFTProgress(306, 4000, 61.0, None))
+    assert out.getvalue().splitlines()[0] == ("building the countdown SFT base: resuming a stopped build after its "
+                                              "step 305")
 
 
 def test_an_interrupted_build_says_it_resumes(tmp_path, monkeypatch):
@@ -44,6 +53,6 @@ def test_an_interrupted_build_says_it_resumes(tmp_path, monkeypatch):
 
 
 def test_a_base_that_needs_no_build_writes_nothing(tmp_path, monkeypatch):
-    monkeypatch.setattr("playground.tasks.token_task.base_model_for", lambda cfg, progress: None)
+    monkeypatch.setattr("playground.tasks.token_task.base_model_for", lambda cfg, progress: (None, None, None))
     base_build.prepare_base([compose(["task=reverse"])], [tmp_path / "run"], [{}])
     assert not (tmp_path / "run").exists()

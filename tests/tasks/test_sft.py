@@ -189,7 +189,8 @@ def test_an_interrupted_build_resumes_to_the_same_weights(task, built, tmp_path)
     partial = next((tmp_path / "sft").glob("*.partial.pt"))
     assert torch.load(partial, weights_only=True)["step"] == 6  # the last eval before the stop
     assert [p.step for p in heard] == list(range(1, 8)) and heard[0].total == SFT.max_steps
-    assert heard[-1].val_accuracy == heard[-2].val_accuracy is not None and heard[-1].eta_s() > 0
+    assert heard[-1].val_accuracy == heard[-2].val_accuracy is not None and heard[-1].target == SFT.target_acc_lo
+    assert heard[-1].eta_s() is None  # too few steps for a pace
     resumed_from = []
     again = build_base_model(task, MODEL, SFT, cache_dir=tmp_path, progress=resumed_from.append)
     assert resumed_from[0].step == 7 and not partial.exists()
