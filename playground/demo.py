@@ -82,10 +82,39 @@ def to_train(root: Path) -> list[list[str]]:
     return commands
 
 
+class _Stop:
+    """Ctrl-C and SIGTERM, remembered as well as raised. A stop asked while a run's process starts is raised once
+    `Popen` has returned (raised inside it, after its fork, it would leave a child no one stops), and one swallowed by
+    a library on its way up still stops the demo before its next run."""
+
+    asked: list[int] = []
+    starting = False
+
+    @classmethod
+    def handler(cls, signum, frame) -> None:
+        cls.asked.append(signum)
+        if not cls.starting:
+            cls.raise_it()
+
+    @classmethod
+    def raise_it(cls) -> None:
+        if cls.asked and cls.asked[-1] == signal.SIGTERM:
+            raise_terminated(signal.SIGTERM, None)
+        raise KeyboardInterrupt
+
+
 def run_demo_sweep(root: Path) -> None:
     for command in to_train(root):
-        run = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if _Stop.asked:
+            _Stop.raise_it()
+        _Stop.starting = True
         try:
+            run = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        finally:
+            _Stop.starting = False
+        try:
+            if _Stop.asked:  # asked while it started: the child may have missed the terminal's Ctrl-C
+                _Stop.raise_it()
             run.wait()
         finally:
             _stop(run)  # stopped early: the run records `interrupted` and keeps its metrics
@@ -116,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     root = (ROOT / args.runs).resolve()
     root.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    signal.signal(signal.SIGTERM, raise_terminated)  # a SIGTERM ends the demo as Ctrl-C does
+    signal.signal(signal.SIGTERM, _Stop.handler)  # a SIGTERM ends the demo as Ctrl-C does
+    signal.signal(signal.SIGINT, _Stop.handler)
     started: list[subprocess.Popen] = []
     stopped = False
     try:

@@ -6,6 +6,9 @@ import subprocess
 import sys
 import time
 
+import pytest
+
+from playground import demo
 from playground.demo import demo_commands, explorer_roots, run_dir_of, stopped_line, to_train
 from playground.runs import RunRecorder, read_run_info
 
@@ -66,3 +69,43 @@ def test_the_explorer_lists_the_demo_runs_once(tmp_path):
     roots = explorer_roots(ROOT / "outputs" / "demo").split(os.pathsep)
     assert roots == [str(ROOT / "outputs"), str(ROOT / "multirun")]  # outputs/demo lies inside outputs/
     assert explorer_roots(tmp_path).split(os.pathsep)[-1] == str(tmp_path)
+
+
+class _StartingRun:
+    """A run's process whose start is where the Ctrl-C lands (the signal handler runs inside Popen)."""
+
+    made: list["_StartingRun"] = []
+
+    def __init__(self, command, **kwargs):
+        demo._Stop.handler(signal.SIGINT, None)
+        self.stopped = False
+        _StartingRun.made.append(self)
+
+    def poll(self):
+        return 0 if self.stopped else None
+
+    def wait(self, timeout=None):
+        return 0
+
+    def terminate(self):
+        self.stopped = True
+
+
+def test_a_ctrl_c_while_a_run_starts_stops_that_run_too(tmp_path, monkeypatch):
+    """Raised inside Popen, after its fork, the interrupt would leave a child no one stops (forked after the
+    terminal's signal, it never got it); it is raised once Popen has returned, and the child is stopped."""
+    monkeypatch.setattr(demo._Stop, "asked", [])
+    monkeypatch.setattr(demo.subprocess, "Popen", _StartingRun)
+    _StartingRun.made.clear()
+    with pytest.raises(KeyboardInterrupt):
+        demo.run_demo_sweep(tmp_path)
+    assert len(_StartingRun.made) == 1 and _StartingRun.made[0].stopped
+
+
+def test_a_stop_swallowed_on_its_way_up_still_stops_the_next_run(tmp_path, monkeypatch):
+    monkeypatch.setattr(demo._Stop, "asked", [signal.SIGTERM])  # asked, but its KeyboardInterrupt got lost
+    monkeypatch.setattr(demo.subprocess, "Popen", _StartingRun)
+    _StartingRun.made.clear()
+    with pytest.raises(KeyboardInterrupt):
+        demo.run_demo_sweep(tmp_path)
+    assert _StartingRun.made == []  # no run was started
