@@ -5,7 +5,8 @@ A command that ends by itself must exit 0. One that is still running after `BUDG
 server) must have said something by then and stop cleanly on Ctrl-C. Neither may print a traceback. The worksheets'
 placeholders (`<id>`, `<key=value ...>`) are filled with the exercise's own answer. Every worksheet's quick commands
 run here; `start N` and `check N`, which train, run for one gym and one token exercise (every exercise under
-`-m slow`; `make workshop-verify` trains them all to the end).
+`-m slow`; `make workshop-verify` trains them all to the end). docs/ shows the commands behind its measurements, most
+too long to run here: each `playground.train` command there composes and validates, and each other module exists.
 """
 
 from __future__ import annotations
@@ -150,3 +151,54 @@ def test_a_worksheets_training_commands_work_as_written(number, checkout, tmp_pa
 def test_every_worksheets_training_commands_work_as_written(number, checkout, tmp_path):
     for command in worksheet_commands(training=True, numbers=(number,)):
         check(command, checkout, tmp_path)
+
+
+PLACEHOLDER = re.compile(r"<[^>]*>|\.\.\.|…")
+
+
+def _docs_train_overrides() -> list[tuple[str, list[str]]]:
+    """docs/'s `playground.train` commands as overrides: a placeholder seed (`S`, `N`, `<101..110>`) becomes 1, and
+    other placeholders (`<fix>`, `<overrides>`, `...`) and Hydra's sweep flag are left out."""
+    found = []
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        for command in commands(page.read_text(encoding="utf-8")):
+            words = shlex.split(command)
+            if words[:3] != [".venv/bin/python", "-m", "playground.train"]:
+                continue
+            overrides = []
+            for word in words[3:]:
+                key, _, value = word.partition("=")
+                if word == "-m" or key.startswith("hydra"):
+                    continue
+                if key.endswith(".seed") and (PLACEHOLDER.search(value) or re.fullmatch(r"[A-Z]", value)):
+                    word = f"{key}=1"
+                elif PLACEHOLDER.search(word):
+                    continue
+                overrides.append(word)
+            found.append((f"{page.name}: {command}", overrides))
+    return found
+
+
+def test_docs_train_commands_name_configs_that_compose_and_validate():
+    """docs/ shows the commands behind its measurements, most of them too long to run here: each composes and passes
+    the checks a run makes before any compute, as its text names it (with its placeholders left out)."""
+    from playground.config import check_group_overrides, compose, validate, with_default_scenario
+
+    checked = _docs_train_overrides()
+    assert len(checked) >= 30
+    for where, overrides in checked:
+        try:
+            check_group_overrides(overrides)
+            validate(compose(with_default_scenario(overrides)))
+        except Exception as error:  # noqa: BLE001 - the command and the line a user would get
+            pytest.fail(f"{where}\n{type(error).__name__}: {error}")
+
+
+def test_docs_other_commands_name_modules_that_exist():
+    import importlib.util
+
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        for command in commands(page.read_text(encoding="utf-8")):
+            words = shlex.split(command)
+            if words[0] == ".venv/bin/python" and len(words) > 2 and words[1] == "-m":
+                assert importlib.util.find_spec(words[2]) is not None, f"{page.name}: {command}"
