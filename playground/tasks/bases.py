@@ -28,10 +28,10 @@ from omegaconf import OmegaConf
 
 from playground import PYTHON
 from playground.config import compose
-from playground.models.tiny_gpt import GPTConfig
 from playground.tasks.base_build import BaseReport
 from playground.tasks.prompt_sets import prompts_for_task
 from playground.tasks.sft import SHIPPED, SFTConfig, build_base_model, cache_key
+from playground.tasks.token_task import base_model_config
 from playground.workshop import load_all
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
@@ -66,11 +66,8 @@ def _prompts(task_yaml: str):
 def base_settings(overrides: list[str]):
     """The prompt set, model and SFT settings a config's base is built from."""
     cfg = compose(overrides)
-    m = cfg.actor_rollout_ref.model
     data = _prompts(OmegaConf.to_yaml(cfg.task, resolve=True))  # the scenarios of a task share one prompt set
-    model = GPTConfig(vocab_size=data.tokenizer.vocab_size, block_size=m.block_size, n_layer=m.n_layer,
-                      n_head=m.n_head, n_embd=m.n_embd)
-    return data, model, SFTConfig(**cfg.sft)
+    return data, base_model_config(cfg, data), SFTConfig(**cfg.sft)
 
 
 def needed() -> dict[str, tuple[list[str], list[str]]]:

@@ -56,14 +56,21 @@ from playground.tasks.base import Batch, Task
 from playground.tasks.countdown_reward import val_core_metrics
 from playground.tasks.prompt_sets import check_multi_turn, prompts_for_task
 from playground.tasks.sft import SFTConfig, SFTProgress, build_base_model
-from playground.tasks.token_data import pass_at_k
+from playground.tasks.token_data import PromptSet, pass_at_k
 from playground.tasks.token_reward import TokenReward
+
+
+def base_model_config(cfg: DictConfig, data: PromptSet) -> GPTConfig:
+    """The transformer `actor_rollout_ref.model` names, over the prompt set's vocabulary: the base's and the actor's."""
+    m = cfg.actor_rollout_ref.model
+    return GPTConfig(vocab_size=data.tokenizer.vocab_size, block_size=m.block_size, n_layer=m.n_layer,
+                     n_head=m.n_head, n_embd=m.n_embd)
 
 
 def base_model_for(cfg: DictConfig, progress: Callable[[SFTProgress], None] | None = None):
     """The task's data, the model's config and the SFT base model (shipped, or built once and then loaded from the
     cache; `progress` hears a build's steps)."""
-    t, m = cfg.task, cfg.actor_rollout_ref.model
+    t = cfg.task
     data = prompts_for_task(t)
     check_multi_turn(cfg)
     limit = int(cfg.data.train_max_samples)
@@ -71,8 +78,7 @@ def base_model_for(cfg: DictConfig, progress: Callable[[SFTProgress], None] | No
         rl_data = data if limit == -1 else data.with_train_subset(limit)
     except ValueError as err:
         raise ConfigError(str(err)) from None
-    model_cfg = GPTConfig(vocab_size=data.tokenizer.vocab_size, block_size=m.block_size, n_layer=m.n_layer,
-                          n_head=m.n_head, n_embd=m.n_embd)
+    model_cfg = base_model_config(cfg, data)
     return rl_data, model_cfg, build_base_model(data, model_cfg, SFTConfig(**cfg.sft), progress=progress)
 
 
