@@ -228,9 +228,7 @@ def status_text(status: str, base: dict | None = None) -> str:
     key = f"status_{status}"
     text = f"{STATUS_ICON.get(status, '?')} {t(key) if key in i18n.table() else status}"
     if status == "running" and isinstance(base, dict) and base.get("total"):
-        eta = base.get("eta_s")
-        left = (t("base_eta_min", n=round(eta / 60)) if eta is not None and eta >= 90
-                else t("base_eta_s", n=round(eta)) if eta is not None else t("base_eta_unknown"))
+        left = i18n.time_left(base.get("eta_s"), lang())
         step, total = int(base.get("step", 0)), int(base["total"])
         text += " · " + (t("base_building", pct=round(100 * step / total), left=left) if base.get("target") is None
                          else t("base_building_capped", step=step, total=total, left=left))

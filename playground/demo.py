@@ -82,39 +82,39 @@ def to_train(root: Path) -> list[list[str]]:
     return commands
 
 
-class _Stop:
-    """Ctrl-C and SIGTERM, remembered as well as raised. A stop asked while a run's process starts is raised once
-    `Popen` has returned (raised inside it, after its fork, it would leave a child no one stops), and one swallowed by
-    a library on its way up still stops the demo before its next run."""
+class StopRequests:
+    """Ctrl-C and SIGTERM, remembered as well as raised (`handler` is the demo's signal handler). A stop asked while a
+    run's process starts is raised once `Popen` has returned (raised inside it, after its fork, it would leave a child
+    no one stops), and one swallowed by a library on its way up still stops the demo before its next run."""
 
-    asked: list[int] = []
-    starting = False
+    def __init__(self) -> None:
+        self.asked: list[int] = []
+        self.starting = False
 
-    @classmethod
-    def handler(cls, signum, frame) -> None:
-        cls.asked.append(signum)
-        if not cls.starting:
-            cls.raise_it()
+    def handler(self, signum, frame) -> None:
+        self.asked.append(signum)
+        if not self.starting:
+            self.raise_it()
 
-    @classmethod
-    def raise_it(cls) -> None:
-        if cls.asked and cls.asked[-1] == signal.SIGTERM:
+    def raise_it(self) -> None:
+        if self.asked and self.asked[-1] == signal.SIGTERM:
             raise_terminated(signal.SIGTERM, None)
         raise KeyboardInterrupt
 
 
-def run_demo_sweep(root: Path) -> None:
+def run_demo_sweep(root: Path, stops: StopRequests) -> None:
+    """Train the demo runs not yet finished, one process at a time, until done or `stops` hears a stop."""
     for command in to_train(root):
-        if _Stop.asked:
-            _Stop.raise_it()
-        _Stop.starting = True
+        if stops.asked:
+            stops.raise_it()
+        stops.starting = True
         try:
             run = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         finally:
-            _Stop.starting = False
+            stops.starting = False
         try:
-            if _Stop.asked:  # asked while it started: the child may have missed the terminal's Ctrl-C
-                _Stop.raise_it()
+            if stops.asked:  # asked while it started: the child may have missed the terminal's Ctrl-C
+                stops.raise_it()
             run.wait()
         finally:
             _stop(run)  # stopped early: the run records `interrupted` and keeps its metrics
@@ -145,15 +145,16 @@ def main(argv: list[str] | None = None) -> int:
     root = (ROOT / args.runs).resolve()
     root.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    signal.signal(signal.SIGTERM, _Stop.handler)  # a SIGTERM ends the demo as Ctrl-C does
-    signal.signal(signal.SIGINT, _Stop.handler)
+    stops = StopRequests()
+    signal.signal(signal.SIGTERM, stops.handler)  # a SIGTERM ends the demo as Ctrl-C does
+    signal.signal(signal.SIGINT, stops.handler)
     started: list[subprocess.Popen] = []
     stopped = False
     try:
         if args.no_explorer:
             if not args.behind_explorer:
                 print(f"training the demo runs into {root} (Ctrl-C stops)", flush=True)
-            run_demo_sweep(root)
+            run_demo_sweep(root, stops)
             print(f"demo runs written to {root}")
             return 0
         started.append(subprocess.Popen([sys.executable, "-m", "playground.demo", "--runs", args.runs,

@@ -41,3 +41,13 @@ def text_in(path: str | Path, key: str, lang: str, /, **fields: Any) -> str:
 def text(key: str, lang: str, /, **fields: Any) -> str:
     """The explorer's UI string `key` (`ui_strings.yaml`) in `lang`."""
     return text_in(UI_STRINGS_PATH, key, lang, **fields)
+
+
+def time_left(seconds: float | None, lang: str) -> str:
+    """`~12 min left` (90 s and more), `~40 s left`, or that it is still being estimated (None): an SFT base's build,
+    said on the terminal (`tasks.base_build`) and in the explorer alike."""
+    if seconds is None:
+        return text("base_eta_unknown", lang)
+    if seconds >= 90:
+        return text("base_eta_min", lang, n=round(seconds / 60))
+    return text("base_eta_s", lang, n=round(seconds))

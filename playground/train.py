@@ -88,11 +88,13 @@ def fit(cfgs: Sequence[DictConfig], run_dirs: Sequence[str | Path], overrides: S
     if num_threads is not None and devices[0].type == "cpu":
         torch.set_num_threads(num_threads)
     extras = [run_facts(o, devices[0]) for o in overrides]
+    prepared_base = None
     if task is None and cfgs[0].task.family == "token":  # a base that must build says so before the trainer starts
         from playground.tasks.base_build import prepare_base
 
-        prepare_base(cfgs, run_dirs, extras)
-    trainer = Trainer(list(cfgs), list(run_dirs), devices[0], extra_infos=extras, task=task)
+        prepared_base = prepare_base(cfgs, run_dirs, extras)
+    trainer = Trainer(list(cfgs), list(run_dirs), devices[0], extra_infos=extras, task=task,
+                      prepared_base=prepared_base)
     outcomes = trainer.fit()
     for cfg, run_dir in zip(cfgs, run_dirs):
         write_findings(run_dir, cfg)

@@ -17,6 +17,7 @@ import time
 from collections.abc import Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from omegaconf import DictConfig
@@ -30,6 +31,9 @@ from playground.rollout_correction import RolloutCorrection
 from playground.stopping import AgentOutcome, Stop, StopRules
 from playground.tasks import build_task
 from playground.tasks.base import Batch, Task
+
+if TYPE_CHECKING:
+    from playground.tasks.token_task import PreparedBase
 from playground.workers import TaskActor, TaskCritic, TaskReference, TaskRollout, WorldModelTrainer
 
 
@@ -41,14 +45,16 @@ class Trainer:
         run_dirs: one output dir per agent (Hydra's job dirs).
         extra_infos: per agent, more facts for `run.json` (overrides, the rerun command, the device).
         task: the task to train on, built by the caller; default `tasks.build_task` (the config's family).
+        prepared_base: a token task's SFT base, made ready by the caller (`base_build.prepare_base`).
     """
 
     def __init__(self, cfgs: Sequence[DictConfig], run_dirs: Sequence[str | Path], device: torch.device,
-                 extra_infos: Sequence[dict] | None = None, task: Task | None = None):
+                 extra_infos: Sequence[dict] | None = None, task: Task | None = None,
+                 prepared_base: PreparedBase | None = None):
         self.cfg, self.num_agents, self.device = cfgs[0], len(cfgs), device
         agent_hp = AgentHParams(cfgs, device)
         self.hp = hp = resolve_step_hparams(cfgs, agent_hp)
-        self.task = task = build_task(cfgs, agent_hp, device) if task is None else task
+        self.task = task = build_task(cfgs, agent_hp, device, prepared_base) if task is None else task
         # the workers; the actor and the critic shuffle their rows with the same generators (the critic first)
         shuffle_gens = [torch.Generator().manual_seed(int(c.trainer.seed) + 2) for c in cfgs]
         self.rollout = TaskRollout(task, self.cfg)

@@ -75,9 +75,10 @@ class _StartingRun:
     """A run's process whose start is where the Ctrl-C lands (the signal handler runs inside Popen)."""
 
     made: list["_StartingRun"] = []
+    stops: demo.StopRequests
 
     def __init__(self, command, **kwargs):
-        demo._Stop.handler(signal.SIGINT, None)
+        _StartingRun.stops.handler(signal.SIGINT, None)
         self.stopped = False
         _StartingRun.made.append(self)
 
@@ -94,18 +95,19 @@ class _StartingRun:
 def test_a_ctrl_c_while_a_run_starts_stops_that_run_too(tmp_path, monkeypatch):
     """Raised inside Popen, after its fork, the interrupt would leave a child no one stops (forked after the
     terminal's signal, it never got it); it is raised once Popen has returned, and the child is stopped."""
-    monkeypatch.setattr(demo._Stop, "asked", [])
+    stops = _StartingRun.stops = demo.StopRequests()
     monkeypatch.setattr(demo.subprocess, "Popen", _StartingRun)
     _StartingRun.made.clear()
     with pytest.raises(KeyboardInterrupt):
-        demo.run_demo_sweep(tmp_path)
+        demo.run_demo_sweep(tmp_path, stops)
     assert len(_StartingRun.made) == 1 and _StartingRun.made[0].stopped
 
 
 def test_a_stop_swallowed_on_its_way_up_still_stops_the_next_run(tmp_path, monkeypatch):
-    monkeypatch.setattr(demo._Stop, "asked", [signal.SIGTERM])  # asked, but its KeyboardInterrupt got lost
+    stops = _StartingRun.stops = demo.StopRequests()
+    stops.asked.append(signal.SIGTERM)  # asked, but its KeyboardInterrupt got lost
     monkeypatch.setattr(demo.subprocess, "Popen", _StartingRun)
     _StartingRun.made.clear()
     with pytest.raises(KeyboardInterrupt):
-        demo.run_demo_sweep(tmp_path)
+        demo.run_demo_sweep(tmp_path, stops)
     assert _StartingRun.made == []  # no run was started

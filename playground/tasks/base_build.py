@@ -14,30 +14,28 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from omegaconf import DictConfig
 
+from playground.i18n import time_left
 from playground.runs import RUN_INFO, write_json_atomic
 from playground.tasks.sft import SFTProgress
 
+if TYPE_CHECKING:
+    from playground.tasks.token_task import PreparedBase
+
 SAY_EVERY_S = 15.0  # a terminal line this often (a 15-minute build says about 60)
 WRITE_EVERY_S = 2.0  # run.json this often, as the trainer's own
-
-
-def minutes(seconds: float | None) -> str:
-    if seconds is None:
-        return "estimating the time left"
-    return f"~{seconds / 60:.0f} min left" if seconds >= 90 else f"~{seconds:.0f} s left"
 
 
 def progress_text(p: SFTProgress) -> str:
     """`step 500/4000 (12%), val accuracy 0.05, ~12 min left`; a build that stops at its target gives its cap and
     the accuracy it stops at (`step 256 of at most 3000, val accuracy 0.12 (stops at 0.30), at most ~3 min left`)."""
     acc = "" if p.val_accuracy is None else f", val accuracy {p.val_accuracy:.2f}"
+    left = time_left(p.eta_s(), "en")
     if p.target is None:
-        return f"step {p.step}/{p.total} ({100 * p.step / p.total:.0f}%){acc}, {minutes(p.eta_s())}"
-    left = minutes(p.eta_s())
+        return f"step {p.step}/{p.total} ({100 * p.step / p.total:.0f}%){acc}, {left}"
     return (f"step {p.step} of at most {p.total}{acc} (stops at {p.target:.2f}), "
             f"{'at most ' + left if p.eta_s() is not None else left}")
 
@@ -85,16 +83,17 @@ class BaseReport:
 
 
 def prepare_base(cfgs: Sequence[DictConfig], run_dirs: Sequence[str | Path],
-                 infos: Sequence[Mapping[str, Any]]) -> None:
+                 infos: Sequence[Mapping[str, Any]]) -> PreparedBase:
     """Load or build the SFT base the configs start from (the agents of a batch share it), reporting a build with
-    what the Runs page lists of a run (task, scenario, seed) beside `infos`."""
+    what the Runs page lists of a run (task, scenario, seed) beside `infos`; the task is then built from it."""
     from playground.tasks.token_task import base_model_for
 
     named = [{"task": str(c.task.name), "family": "token", "scenario": str(c.scenario), "seed": int(c.trainer.seed),
               "total_steps": int(c.trainer.total_training_steps), **info} for c, info in zip(cfgs, infos, strict=True)]
     report = BaseReport(str(cfgs[0].task.name), run_dirs, named)
     try:
-        _, _, base = base_model_for(cfgs[0], progress=report)
+        prepared = base_model_for(cfgs[0], progress=report)
+        base = prepared.base
         if report.last is not None:
             print(f"  SFT base ready: {base.steps} steps, val accuracy {base.val_accuracy:.2f}, "
                   f"{base.seconds / 60:.1f} min; kept in {base.path}", file=report.stream, flush=True)
@@ -103,3 +102,4 @@ def prepare_base(cfgs: Sequence[DictConfig], run_dirs: Sequence[str | Path],
             report.write("interrupted", f"interrupted while building the SFT base at step {report.last.step}/"
                                         f"{report.last.total}: the next start resumes it")
         raise
+    return prepared

@@ -22,6 +22,7 @@ import dataclasses
 import functools
 import math
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import torch
 from omegaconf import DictConfig
@@ -55,7 +56,7 @@ from playground.tasks.agent_passes import AgentPasses, CriticView, Params, flat_
 from playground.tasks.base import Batch, Task
 from playground.tasks.countdown_reward import val_core_metrics
 from playground.tasks.prompt_sets import check_multi_turn, prompts_for_task
-from playground.tasks.sft import SFTConfig, SFTProgress, build_base_model
+from playground.tasks.sft import BaseModel, SFTConfig, SFTProgress, build_base_model
 from playground.tasks.token_data import PromptSet, pass_at_k
 from playground.tasks.token_reward import TokenReward
 
@@ -67,7 +68,15 @@ def base_model_config(cfg: DictConfig, data: PromptSet) -> GPTConfig:
                      n_head=m.n_head, n_embd=m.n_embd)
 
 
-def base_model_for(cfg: DictConfig, progress: Callable[[SFTProgress], None] | None = None):
+class PreparedBase(NamedTuple):
+    """What a token task starts from: its RL prompts, the transformer's config and the SFT base."""
+
+    rl_data: PromptSet
+    model_cfg: GPTConfig
+    base: BaseModel
+
+
+def base_model_for(cfg: DictConfig, progress: Callable[[SFTProgress], None] | None = None) -> PreparedBase:
     """The task's data, the model's config and the SFT base model (shipped, or built once and then loaded from the
     cache; `progress` hears a build's steps)."""
     t = cfg.task
@@ -79,7 +88,7 @@ def base_model_for(cfg: DictConfig, progress: Callable[[SFTProgress], None] | No
     except ValueError as err:
         raise ConfigError(str(err)) from None
     model_cfg = base_model_config(cfg, data)
-    return rl_data, model_cfg, build_base_model(data, model_cfg, SFTConfig(**cfg.sft), progress=progress)
+    return PreparedBase(rl_data, model_cfg, build_base_model(data, model_cfg, SFTConfig(**cfg.sft), progress=progress))
 
 
 def _per_agent_stats(prefix: str, values: list[Tensor]) -> dict[str, Tensor]:
@@ -121,11 +130,14 @@ class TokenTask(Task):
     val_score_metric = None  # the score is measured on validation already
     model_input_keys = ("input_ids", "attention_mask", "position_ids", "responses")
 
-    def __init__(self, cfgs: list[DictConfig], hp: AgentHParams, device: torch.device):
+    def __init__(self, cfgs: list[DictConfig], hp: AgentHParams, device: torch.device,
+                 prepared: PreparedBase | None = None):
+        """`prepared`: the base `base_model_for` gave the caller already (`train.fit` makes it ready first, so that
+        a build is said before the trainer starts); default: loaded here."""
         cfg = self.cfg = cfgs[0]
         self.cfgs, self.hp, self.device, self.num_agents = list(cfgs), hp, device, len(cfgs)
         self.batched_params = self.num_agents > 1  # K = 1 keeps the plain model (no agent dim)
-        self.data, self.model_cfg, self.base = base_model_for(cfg)
+        self.data, self.model_cfg, self.base = base_model_for(cfg) if prepared is None else prepared
         self.tokenizer = self.data.tokenizer
         use_critic = uses_critic(cfg)
         seeds = [int(c.trainer.seed) for c in cfgs]

@@ -52,7 +52,20 @@ def test_an_interrupted_build_says_it_resumes(tmp_path, monkeypatch):
     assert info["end_time"] is not None
 
 
-def test_a_base_that_needs_no_build_writes_nothing(tmp_path, monkeypatch):
-    monkeypatch.setattr("playground.tasks.token_task.base_model_for", lambda cfg, progress: (None, None, None))
-    base_build.prepare_base([compose(["task=reverse"])], [tmp_path / "run"], [{}])
+def test_a_base_that_needs_no_build_writes_nothing(tmp_path):
+    prepared = base_build.prepare_base([compose(["task=reverse"])], [tmp_path / "run"], [{}])
+    assert prepared.base.cached and prepared.base.path.parent.name == "bases"  # the shipped file, loaded
     assert not (tmp_path / "run").exists()
+
+
+def test_a_token_run_loads_its_base_once(tmp_path, monkeypatch):
+    """`train.fit` makes the base ready (to say a build) and the task starts from that, not from a second load."""
+    from playground import train
+    from playground.tasks import token_task
+
+    calls = []
+    real = token_task.base_model_for
+    monkeypatch.setattr(token_task, "base_model_for", lambda *a, **k: calls.append(1) or real(*a, **k))
+    cfg = compose(["task=reverse", "trainer.total_training_steps=1", "trainer.test_freq=-1"])
+    train.fit([cfg], [tmp_path / "run"], [[]])
+    assert len(calls) == 1
