@@ -32,6 +32,15 @@ GOLDEN: dict[str, list[str]] = {
     # the knob the set was recorded with (8fbc6f4): a task default changed on purpose is not a refactor's change
     "addition": ["task=addition", "actor_rollout_ref.actor.kl_loss_coef=0.001", "trainer.total_training_steps=6"],
     "reverse_memory_capped": ["task=reverse", "trainer.memory_limit_gb=4", "trainer.total_training_steps=4"],
+    # the rollout and the update beyond the defaults: a rollout engine that differs from the trainer under bypass
+    # mode, and the decoupled correction (token IS) on a stale rollout
+    "reverse_rollout_mismatch": ["task=reverse", "scenario=rollout_mismatch", "trainer.total_training_steps=4"],
+    "reverse_decoupled_token_is": ["task=reverse", "scenario=off_policy_staleness",
+                                   "+rollout_correction=decoupled_token_is", "trainer.total_training_steps=4"],
+    # one run of each prompt set added since (issue 40): countdown's reward, calc's tool turns, frozenlake's game
+    "countdown": ["task=countdown", "trainer.total_training_steps=3"],
+    "calc": ["task=calc", "trainer.total_training_steps=3"],
+    "frozenlake": ["task=frozenlake", "trainer.total_training_steps=2"],
 }
 # One sweep of three CartPole agents that differ in their learning rate: trained as one batch.
 BATCH = ["task=cartpole", "trainer.total_training_steps=8", "hydra/launcher=batched",
