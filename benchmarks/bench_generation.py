@@ -1,4 +1,4 @@
-"""Rollout throughput of `playground.models.generation.generate`, with and without the KV cache.
+"""Rollout throughput of `playground.rollout.decode.generate`, with and without the KV cache.
 
 Prints one JSON line per (d_model, batch, cache): generated tokens/s on reverse-5 prompts, one thread,
 an untrained model and EOS disabled, so every row generates exactly `--new-tokens` tokens
@@ -14,8 +14,8 @@ import time
 
 import torch
 
-from playground.models.generation import generate
 from playground.models.tiny_gpt import GPTConfig, TinyGPT
+from playground.rollout.decode import generate
 from playground.tasks.token_data import make_prompts
 
 

@@ -1,5 +1,6 @@
-"""Multi-turn generation throughput (`models.multi_turn.generate_episodes`) against single-turn generation
-(`models.generation.generate`) at the same total length, both with the KV cache (issue 24's bar: >= 0.7x).
+"""Multi-turn generation throughput (`rollout.decode.generate` with its per-turn hook, `rollout.turns.EpisodeTurns`)
+against single-turn generation (the same loop without it) at the same total length, both with the KV cache (issue
+24's bar: >= 0.7x).
 
 An untrained model on calc's tokenizer (22 tokens), EOS disabled, so every row runs to `--length` tokens on the
 single-turn path. On the multi-turn path the turn-end tokens are `--turn-ends` of the digits (an untrained model samples
@@ -19,11 +20,10 @@ import time
 
 import torch
 
-from playground.models.generation import generate
-from playground.models.multi_turn import generate_episodes
 from playground.models.tiny_gpt import GPTConfig, TinyGPT
+from playground.rollout.decode import generate
+from playground.rollout.turns import EnvReply, EpisodeTurns
 from playground.tasks.calc_data import CalcPrompts
-from playground.tasks.episodes import EnvReply
 
 
 class FixedReply:
@@ -58,10 +58,11 @@ def bench(batch: int, length: int, n_embd: int, turn_ends: int, reply: int, reps
     def multi() -> tuple[float, int]:
         episodes = [FixedReply(reply_text) for _ in range(batch)]
         t0 = time.perf_counter()
-        out, traces = generate_episodes(model, prompt_ids, prompt_mask, episodes, turn_end_ids=turn_end_ids,
-                                        encode=tok.encode, decode=tok.decode, max_new_tokens=length, eos_id=-1,
-                                        pad_id=tok.pad_id, generator=torch.Generator().manual_seed(1))
-        multi.turns = statistics.mean(t.num_turns for t in traces)
+        turns = EpisodeTurns(episodes, turn_end_ids=turn_end_ids, encode=tok.encode, decode=tok.decode,
+                             max_new_tokens=length, pad_id=tok.pad_id, device=prompt_ids.device)
+        out = generate(model, prompt_ids, prompt_mask, max_new_tokens=length, eos_id=-1, pad_id=tok.pad_id,
+                       generator=torch.Generator().manual_seed(1), turns=turns)
+        multi.turns = statistics.mean(t.num_turns for t in turns.traces)
         return time.perf_counter() - t0, int(out.attention_mask.sum())
 
     # the two paths take turns, rep by rep: a shared machine's drift (another process, a clock change) then falls on

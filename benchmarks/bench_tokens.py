@@ -17,7 +17,7 @@ from playground.metrics import STEP
 
 
 def rollout_tokens_per_s(trainer, use_kv_cache: bool, repeats: int = 5) -> float:
-    from playground.models.generation import generate
+    from playground.rollout.decode import generate
 
     task = trainer.task
     examples = task.data.sample(task.rows_per_step, torch.Generator().manual_seed(0))

@@ -135,9 +135,9 @@ def rollout_precision(device: str, prompts: int = 256) -> dict[str, dict[str, fl
     `training/rollout_probs_diff_*` per rollout dtype, emitted and returned."""
     from playground.algos.rollout_debug import rollout_probs_diff
     from playground.config import compose
-    from playground.models.generation import build_sequences, generate
     from playground.models.tiny_gpt import compute_log_prob
-    from playground.rollout_engine import RolloutSpec, RolloutWeights
+    from playground.rollout.decode import build_sequences, generate
+    from playground.rollout.weights import RolloutSpec, RolloutWeights
     from playground.tasks.token_task import base_model_for
 
     cfg = compose(["task=reverse"])

@@ -236,4 +236,4 @@ class Trainer:
 
     def _validate(self, timing: dict[str, float]) -> dict[str, torch.Tensor]:
         with self._timed(timing, "testing"):
-            return self.task.validate()
+            return self.rollout.validate()

@@ -14,7 +14,7 @@ from typing import Protocol
 
 import torch
 from omegaconf import DictConfig, OmegaConf
-from torch import Tensor
+from torch import Tensor, nn
 
 from playground.algos.losses import agg_loss
 from playground.algos.policy_registry import POLICY_LOSSES
@@ -22,7 +22,7 @@ from playground.algos.rollout_debug import per_agent, rollout_probs_diff, trajec
 from playground.hparams import AgentHParams, StepHParams
 from playground.memory import MemoryGuard
 from playground.optim import AgentAdamW, lr_factor, warmup_steps
-from playground.rollout_engine import RolloutSpec, RolloutWeights
+from playground.rollout.weights import RolloutSpec, RolloutWeights
 from playground.tasks.base import Batch, Task
 from playground.update import Metrics, UpdateShape, update_actor, update_critic
 
@@ -36,6 +36,9 @@ class Rollout(Protocol):
     def generate(self, agents: Sequence[int] | None = None) -> Batch:
         """This step's rows for every agent (`agents=None`), or more rows of the same step for some agents: the
         `gen` fields of `Batch`."""
+
+    def validate(self) -> dict[str, Tensor]:
+        """The `testing` phase's `val/*` metrics `(K,)`, generated with the rollout's weights."""
 
 
 class Actor(Protocol):
@@ -112,7 +115,7 @@ def rollout_correction_on(cfg: DictConfig) -> bool:
 
 
 class TaskRollout:
-    """verl's rollout engine over the task's generation: its own weights (`rollout_engine.RolloutWeights`: shared
+    """verl's rollout engine over the task's generation: its own weights (`rollout.weights.RolloutWeights`: shared
     with the actor unless its dtype, staleness or weight sync differ), synced before each step's generation.
 
     It hands on `rollout_log_probs` (the log-probs it reports for its sampled tokens) with
@@ -124,17 +127,16 @@ class TaskRollout:
         # a rollout that matches the trainer (the default) generates with the actor's own model: no copy, nothing to
         # sync; a task without a model of its own to copy (gym) always rolls out with the trainer's policy
         self.weights = None
-        if task.rollout_model is not None and self.spec.owns_weights:
-            self.weights = RolloutWeights(task.rollout_model, self.spec)
-            task.rollout_model = self.weights.model
-        elif task.rollout_model is None and self.spec.owns_weights:
+        if task.rollout_source is not None and self.spec.owns_weights:
+            self.weights = RolloutWeights(task.rollout_source, self.spec)
+        elif task.rollout_source is None and self.spec.owns_weights:
             raise ValueError(f"actor_rollout_ref.rollout.{{dtype,staleness,weight_sync}}: a {task.family} task's "
                              "rollout is the trainer's policy itself: allowed only float32, 0 and full")
 
     def generate(self, agents: Sequence[int] | None = None) -> Batch:
         if agents is None and self.weights is not None:  # a step starts: verl's update_weights before gen
             self.weights.sync()
-        batch = self.task.generate(agents)
+        batch = self.task.generate(agents, self.policy)
         rollout_log_probs = batch.pop("rollout_log_probs", None)
         if self.keep_log_probs:
             batch["rollout_log_probs"] = rollout_log_probs
@@ -142,6 +144,15 @@ class TaskRollout:
             batch["rollout_staleness"] = torch.full(batch["response_mask"].shape[:2], self.weights.versions_behind,
                                                     device=batch["response_mask"].device)
         return batch
+
+    @property
+    def policy(self) -> nn.Module | None:
+        """The weights the rollout generates with: its own copy, or None where it shares the trainer's."""
+        return None if self.weights is None else self.weights.model
+
+    def validate(self) -> dict[str, Tensor]:
+        """Validation generates on the rollout engine too, as verl's does."""
+        return self.task.validate(self.policy)
 
     def debug_metrics(self, batch: Batch) -> Metrics:
         """verl's `calculate_debug_metrics` (the rollout's log-probs against the actor's old log-probs) and the rows'

@@ -9,8 +9,8 @@ from torch import nn
 
 from playground.algos.rollout_debug import per_agent, rollout_probs_diff, trajectory_staleness
 from playground.config import ConfigError, compose, validate
-from playground.models.generation import _pick_tokens
-from playground.rollout_engine import RolloutSpec, RolloutWeights
+from playground.rollout.decode import _pick_tokens
+from playground.rollout.weights import RolloutSpec, RolloutWeights
 from playground.runs import read_metrics_jsonl
 
 TINY_TOKEN = ["task=reverse", "+debug=tiny", "trainer.total_training_steps=2"]
@@ -138,8 +138,8 @@ def test_a_gym_rollout_is_the_trainer():
 # ---- the rollout's log-probs against the trainer's -------------------------------------------------------------------
 def _probs_diff_of(rollout_model, trainer_model) -> float:
     """Generate 8 responses with `rollout_model` and score them with `trainer_model`: verl's probs diff mean."""
-    from playground.models.generation import build_sequences, generate
     from playground.models.tiny_gpt import compute_log_prob
+    from playground.rollout.decode import build_sequences, generate
 
     prompt = torch.randint(3, 16, (8, 4), generator=torch.Generator().manual_seed(0))
     out = generate(rollout_model, prompt, torch.ones_like(prompt), max_new_tokens=6, eos_id=1, pad_id=0,
@@ -181,9 +181,9 @@ def test_a_run_logs_the_probes_only_when_asked(train_run):
 class _FakeTask:
     """A task whose generation reports its own log-probs (as the token task does), with no model to copy."""
 
-    rollout_model = None
+    rollout_source = None
 
-    def generate(self, agents=None):
+    def generate(self, agents=None, policy=None):
         return {"response_mask": torch.ones(1, 2, 3), "rollout_log_probs": torch.full((1, 2, 3), -0.5)}
 
 

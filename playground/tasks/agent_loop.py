@@ -1,5 +1,6 @@
-"""A prompt set's episodes, generated: the bridge between a multi-turn prompt set (`episodes.py`) and the agent loop
-on the KV cache (`models.multi_turn.generate_episodes`), used by the RL rollout and the SFT base's evaluation."""
+"""A prompt set's episodes, generated: the bridge between a multi-turn prompt set and the rollout's agent loop
+(`rollout.turns.EpisodeTurns`, the decode loop's per-turn hook), used by the RL rollout and the SFT base's evaluation;
+and what a batch of episodes adds to the step (its fields, verl's turn metrics, the Samples page's turns)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,13 @@ from typing import Any
 
 import torch
 
-from playground.models.generation import GenerationOutput
-from playground.models.multi_turn import EpisodeTrace, generate_episodes
+from playground.rollout.decode import GenerationOutput, generate
+from playground.rollout.turns import EpisodeTrace, EpisodeTurns
 from playground.tasks.token_data import Example, PromptSet
 
 
 def is_multi_turn(prompts: PromptSet | type[PromptSet]) -> bool:
-    """Whether a prompt set runs episodes: it has `turn_end_tokens` and `new_episode` (`episodes.py`)."""
+    """Whether a prompt set runs episodes: it has `turn_end_tokens` and `new_episode` (`rollout.turns.Episode`)."""
     return hasattr(prompts, "new_episode") and hasattr(prompts, "turn_end_tokens")
 
 
@@ -22,12 +23,15 @@ def run_episodes(model, prompts: PromptSet, examples: Sequence[Example], prompt_
                  prompt_mask: torch.Tensor, *, max_assistant_turns: int | None = None,
                  max_user_turns: int | None = None, **generation: Any) -> tuple[GenerationOutput, list[EpisodeTrace]]:
     """One fresh episode per example (rows of a group never share one), generated with the prompt set's tokenizer and
-    turn-end tokens; `generation`: `generate_episodes`'s sampling keywords and `max_new_tokens`."""
+    turn-end tokens; `generation`: `decode.generate`'s sampling keywords and `max_new_tokens`."""
     tok = prompts.tokenizer
-    return generate_episodes(model, prompt_ids, prompt_mask, [prompts.new_episode(e) for e in examples],
-                             turn_end_ids=[tok.stoi[t] for t in prompts.turn_end_tokens], encode=tok.encode,
-                             decode=tok.decode, eos_id=tok.eos_id, pad_id=tok.pad_id,
-                             max_assistant_turns=max_assistant_turns, max_user_turns=max_user_turns, **generation)
+    turns = EpisodeTurns([prompts.new_episode(e) for e in examples],
+                         turn_end_ids=[tok.stoi[t] for t in prompts.turn_end_tokens], encode=tok.encode,
+                         decode=tok.decode, max_new_tokens=generation["max_new_tokens"], pad_id=tok.pad_id,
+                         device=prompt_ids.device, max_assistant_turns=max_assistant_turns,
+                         max_user_turns=max_user_turns)
+    out = generate(model, prompt_ids, prompt_mask, eos_id=tok.eos_id, pad_id=tok.pad_id, turns=turns, **generation)
+    return out, turns.traces
 
 
 def episode_fields(traces: list[EpisodeTrace], num_agents: int, width: int, device: torch.device) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar, Protocol, TypedDict
 
-from torch import Tensor
+from torch import Tensor, nn
 
 
 class Batch(TypedDict, total=False):
@@ -101,9 +101,9 @@ class Task(ABC):
     rows_per_unit: int = 1  # rows per unit of ppo_mini_batch_size (verl counts prompts: rollout.n sequences each)
     peak_flops: float = float("inf")  # the device's peak FLOP/s, for perf/mfu/* (inf: MFU reads 0)
     critic: ValueModel | None = None  # required when the config trains a critic (`config.uses_critic`)
-    # the model generation runs on, which the rollout worker replaces by its own copy (`rollout_engine`); None: the
-    # task's rollout is the trainer's policy itself (gym), and the rollout keys must keep their defaults
-    rollout_model: Any = None
+    # the policy model a rollout engine may hold a copy of (`rollout.weights.RolloutWeights`, the rollout worker's);
+    # None: the task's rollout is the trainer's policy itself (gym), and the rollout keys must keep their defaults
+    rollout_source: nn.Module | None = None
     world_model: WorldModel | None = None  # the optional world-model hook
 
     @abstractmethod
@@ -112,10 +112,11 @@ class Task(ABC):
 
     # ---- one PPO step, in the order the workers call them ----------------------------------------------------
     @abstractmethod
-    def generate(self, agents: Sequence[int] | None = None) -> Batch:
+    def generate(self, agents: Sequence[int] | None = None, policy: nn.Module | None = None) -> Batch:
         """Roll out this step's batch with the current policy (the `gen` phase): the `gen` fields of `Batch`.
         `agents=None`: every agent, the start of a step. A list: more rows of the same step for those agents only,
-        each from its own streams (dynamic sampling; a task without it may refuse)."""
+        each from its own streams (dynamic sampling; a task without it may refuse). `policy`: the rollout engine's
+        own copy of `rollout_source` to generate with (the rollout worker's); None: the trainer's policy itself."""
 
     def compute_scores(self, batch: Batch) -> None:
         """Fill `scores` and `token_level_scores` (the `reward` phase); a task whose rollout already scored its
@@ -177,5 +178,6 @@ class Task(ABC):
         return {}
 
     @abstractmethod
-    def validate(self) -> dict[str, Tensor]:
-        """Validation metrics `(K,)` (`val/*`), run every `trainer.test_freq` steps and at the end."""
+    def validate(self, policy: nn.Module | None = None) -> dict[str, Tensor]:
+        """Validation metrics `(K,)` (`val/*`), run every `trainer.test_freq` steps and at the end; `policy` as in
+        `generate` (verl validates on the rollout engine)."""

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 import torch
 
-from playground.models.generation import generate
 from playground.models.tiny_gpt import TinyGPT, compute_log_prob, position_ids_from_mask
+from playground.rollout.decode import generate
 from playground.tasks.sft import greedy_accuracy
 from playground.tasks.token_data import PromptSet, pass_at_k
 

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from playground.tasks.episodes import EnvReply
+from playground.rollout.turns import EnvReply
 from playground.tasks.token_data import DIGITS, Example, NumberPrompts, Tokenizer
 
 TAGS = ("<tool>", "</tool>", "<result>", "</result>", "<answer>", "</answer>")

@@ -39,7 +39,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from playground.tasks.episodes import EnvReply
+from playground.rollout.turns import EnvReply
 from playground.tasks.frozenlake import ACTION_NAMES, FrozenLake, LakeMap, generate_map, scripted_moves
 from playground.tasks.token_data import Example, PromptSet, Tokenizer
 

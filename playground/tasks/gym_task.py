@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 from omegaconf import DictConfig
-from torch import Tensor
+from torch import Tensor, nn
 
 from playground.envs.gym_vector import GymnasiumEnv
 from playground.envs.shaping import ScaledObs, progress_shaping
@@ -143,9 +143,11 @@ class GymTask(Task):
 
     # ---- gen ----------------------------------------------------------------------------------------
     @torch.no_grad()
-    def generate(self, agents: Sequence[int] | None = None) -> Batch:
+    def generate(self, agents: Sequence[int] | None = None, policy: nn.Module | None = None) -> Batch:
         """Roll out T steps of N envs per agent; returns the batch in env-major rows `(K, N·T, ...)`. Every agent
-        rolls out at once (the envs step together): `agents` may only name all of them."""
+        rolls out at once (the envs step together): `agents` may only name all of them. The rollout is the trainer's
+        policy itself (no `rollout_source`): `policy` must be None."""
+        _no_engine_copy(policy)
         if agents is not None and list(agents) != list(range(self.num_agents)):
             raise ValueError("a gym rollout steps every agent's envs together: it cannot roll out some agents")
         k, n, t_len = self.num_agents, self.num_envs, self.rollout_length
@@ -284,8 +286,9 @@ class GymTask(Task):
 
     # ---- testing ------------------------------------------------------------------------------------
     @torch.inference_mode()
-    def validate(self) -> dict[str, Tensor]:
+    def validate(self, policy: nn.Module | None = None) -> dict[str, Tensor]:
         """`val/score`: the mean return of `env.eval_episodes` fresh episodes per agent with greedy actions `(K,)`."""
+        _no_engine_copy(policy)
         episodes = self.cfg.env.eval_episodes
         env = make_env(self.cfg, self.num_agents, episodes, [s + EVAL_SEED_OFFSET for s in self.seeds], self.device)
         obs = env.reset()
@@ -303,3 +306,8 @@ class GymTask(Task):
                 break
         env.close()
         return {"val/score": returns.mean(dim=1)}
+
+
+def _no_engine_copy(policy: nn.Module | None) -> None:
+    if policy is not None:  # the rollout worker refuses a rollout of its own for a task without a rollout_source
+        raise ValueError("a gym task's rollout is the trainer's policy itself: it takes no rollout engine's weights")

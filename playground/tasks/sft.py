@@ -26,8 +26,8 @@ from typing import Any, NamedTuple
 import torch
 
 from playground.config import ConfigError
-from playground.models.generation import generate
 from playground.models.tiny_gpt import GPTConfig, TinyGPT, compute_log_prob, position_ids_from_mask
+from playground.rollout.decode import generate
 from playground.runs import write_atomic
 from playground.tasks.agent_loop import is_multi_turn, run_episodes
 from playground.tasks.token_data import Example, PromptSet

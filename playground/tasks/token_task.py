@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 import torch
 from omegaconf import DictConfig
-from torch import Tensor
+from torch import Tensor, nn
 
 from playground.algos.group_stats import (
     GROUP_REWARD_STD,
@@ -41,7 +41,6 @@ from playground.hparams import AgentHParams
 from playground.metrics import LENGTH_BY_CORRECTNESS
 from playground.models import checkpointing
 from playground.models.agents import stack_agents
-from playground.models.generation import GenerationOutput, build_sequences, generate
 from playground.models.tiny_gpt import (
     GPTConfig,
     TinyGPTCritic,
@@ -50,7 +49,8 @@ from playground.models.tiny_gpt import (
     count_params,
 )
 from playground.perf import device_name, peak_flops
-from playground.rollout_engine import DTYPES
+from playground.rollout.decode import GenerationOutput, build_sequences, generate
+from playground.rollout.weights import DTYPES
 from playground.tasks.agent_loop import episode_fields, episode_metrics, episode_sample, is_multi_turn, run_episodes
 from playground.tasks.agent_passes import AgentPasses, CriticView, Params, flat_rows
 from playground.tasks.base import Batch, Task
@@ -165,7 +165,7 @@ class TokenTask(Task):
         self.n = int(cfg.actor_rollout_ref.rollout.n)
         self.greedy_baseline = cfg.algorithm.adv_estimator == "remax"  # ReMax: each prompt's greedy reward
         self.temperature = float(cfg.actor_rollout_ref.rollout.temperature)
-        self.rollout_model = self.model  # what generation runs on; the rollout worker puts its own copy here
+        self.rollout_source = self.model  # what a rollout engine of its own copies (the rollout worker's)
         # the trainer's forward precision (verl's FSDP MixedPrecision param_dtype): autocast over fp32 master weights
         trainer_dtype = DTYPES[str(cfg.actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype)]
         self.trainer_precision = (contextlib.nullcontext if trainer_dtype == torch.float32 else
@@ -200,13 +200,14 @@ class TokenTask(Task):
     # ---- gen / reward -------------------------------------------------------------------------------
     @torch.no_grad()
     def _generate(self, agents: list[int], examples: list[list], *, temperature: float, top_p: float,
-                  do_sample: bool, model=None, top_k: int = -1
+                  do_sample: bool, policy: nn.Module, model=None, top_k: int = -1
                   ) -> tuple[Tensor, Tensor, GenerationOutput, list | None]:
         """Generate for each agent's prompts (`examples[i]`: agent `agents[i]`'s), with its own sampling generator;
         the outputs are agent-major `(len(agents)·rows, ...)`. `model`: a plain model that generates instead of the
-        agents' (one agent's rows). The log-probs are the rollout's `logprobs_mode`; the agents' rows run on the
-        rollout's weights (`rollout_model`). A multi-turn task runs its episodes (`agent_loop.run_episodes`) and
-        returns their traces (`models.multi_turn.EpisodeTrace`, one per row, agent-major); a single-turn task None."""
+        agents' (one agent's rows). The log-probs are the rollout's `logprobs_mode`; the agents' rows run on
+        `policy` (the actor's model, or the rollout engine's copy of it). A multi-turn task runs its episodes
+        (`agent_loop.run_episodes`) and returns their traces (`rollout.turns.EpisodeTrace`, one per row, agent-major);
+        a single-turn task None."""
         data, rollout = self.cfg.data, self.cfg.actor_rollout_ref.rollout
         width = data.max_prompt_length + data.max_response_length
         was_training = self.model.training
@@ -217,7 +218,7 @@ class TokenTask(Task):
             prompt_ids, prompt_mask = self.data.collate_prompts(flat, width=data.max_prompt_length,
                                                                 truncation=data.truncation)
             prompt_ids, prompt_mask = prompt_ids.to(self.device), prompt_mask.to(self.device)
-            net = self.passes.view(self.rollout_model, [agents[i] for i in chunk]) if model is None else model
+            net = self.passes.view(policy, [agents[i] for i in chunk]) if model is None else model
             sampling = dict(max_new_tokens=data.max_response_length, temperature=temperature, top_p=top_p,
                             top_k=top_k, logprobs_mode=str(rollout.logprobs_mode), do_sample=do_sample,
                             generator=[self.sample_gens[agents[i]] for i in chunk])
@@ -235,10 +236,12 @@ class TokenTask(Task):
             *(torch.cat([getattr(out, name) for out in outs]) for name in fields)), (
             [trace for part in traces for trace in part] if self.multi_turn else None)
 
-    def generate(self, agents: Sequence[int] | None = None) -> Batch:
+    def generate(self, agents: Sequence[int] | None = None, policy: nn.Module | None = None) -> Batch:
         """Each agent samples its prompts, repeats each `rollout.n` times (interleaved, one uid per prompt) and
         generates. A call for every agent starts a step; `agents`: roll out for these agents only, each from its own
-        streams, for more rows of the same step (dynamic sampling)."""
+        streams, for more rows of the same step (dynamic sampling). `policy`: the rollout engine's copy of the weights
+        (None: the actor's own)."""
+        policy = self.model if policy is None else policy
         if agents is None:
             self.prompts_before_step = list(self.prompts_drawn)
         agents = list(range(self.num_agents)) if agents is None else list(agents)
@@ -250,10 +253,10 @@ class TokenTask(Task):
         rollout = self.cfg.actor_rollout_ref.rollout
         prompt_ids, prompt_mask, out, traces = self._generate(agents, examples, temperature=self.temperature,
                                                               top_p=float(rollout.top_p), do_sample=True,
-                                                              top_k=int(rollout.top_k))
+                                                              top_k=int(rollout.top_k), policy=policy)
         input_ids, attention_mask, position_ids = build_sequences(prompt_ids, prompt_mask, out)
         rows = lambda x: x.view(len(agents), -1, *x.shape[1:])  # noqa: E731 - (K·bs, ...) -> (K, bs, ...)
-        extra = {"reward_baselines": self._greedy_rewards(agents, examples)} if self.greedy_baseline else {}
+        extra = {"reward_baselines": self._greedy_rewards(agents, examples, policy)} if self.greedy_baseline else {}
         if traces is not None:
             extra.update(episode_fields(traces, len(agents), out.responses.shape[1], self.device))
         return {**extra, "input_ids": rows(input_ids), "attention_mask": rows(attention_mask),
@@ -263,12 +266,13 @@ class TokenTask(Task):
                 "ground_truth": [[e.answer for e in r] for r in examples],
                 "prompt_text": [[e.prompt for e in r] for r in examples], "agents": agents}
 
-    def _greedy_rewards(self, agents: list[int], examples: list[list]) -> Tensor:
+    def _greedy_rewards(self, agents: list[int], examples: list[list], policy: nn.Module) -> Tensor:
         """ReMax's baseline, as verl's `gen_max` phase: one greedy (do_sample=False) response per prompt, scored by
         the reward function (× reward.scale, without the injected noise), repeated over the prompt's `rollout.n`
         rows: `(len(agents), rows)`."""
         prompts = [r[::self.n] for r in examples]
-        _, _, out, traces = self._generate(agents, prompts, temperature=self.temperature, top_p=1.0, do_sample=False)
+        _, _, out, traces = self._generate(agents, prompts, temperature=self.temperature, top_p=1.0, do_sample=False,
+                                           policy=policy)
         texts = self.data.decode_responses(out.responses.cpu())
         lengths = out.response_length.view(len(agents), -1)
         per_agent = len(prompts[0])
@@ -382,7 +386,7 @@ class TokenTask(Task):
 
     # ---- testing ------------------------------------------------------------------------------------
     @torch.no_grad()
-    def validate(self) -> dict[str, Tensor]:
+    def validate(self, policy: nn.Module | None = None) -> dict[str, Tensor]:
         """Held-out prompts, the same for every agent: `val/score`, `val/accuracy` and `val/pass@k` for
         k = 1..val_kwargs.n, each `(K,)`."""
         vk = self.cfg.actor_rollout_ref.rollout.val_kwargs
@@ -391,12 +395,13 @@ class TokenTask(Task):
         do_sample = bool(vk.do_sample) and float(vk.temperature) > 0
         # Before the first update every agent of a batch is still the base: greedy decoding of the base once gives
         # every agent's numbers, on the plain layers a run of its own decodes with (the same bits)
-        once = (self.num_agents > 1 and not do_sample and self.rollout_model is self.model
-                and self._agents_are_the_base())
+        policy = self.model if policy is None else policy
+        once = self.num_agents > 1 and not do_sample and policy is self.model and self._agents_are_the_base()
         agents = [0] if once else list(range(self.num_agents))
         _, _, out, traces = self._generate(agents, [examples] * len(agents),
                                    temperature=float(vk.temperature) if do_sample else 1.0,
-                                   top_p=float(vk.top_p), do_sample=do_sample, model=self.ref_model if once else None)
+                                   top_p=float(vk.top_p), do_sample=do_sample, policy=policy,
+                                   model=self.ref_model if once else None)
         texts = self.data.decode_responses(out.responses.cpu())
         outcomes = None if traces is None else [t.outcome for t in traces]
         rows = [slice(k * len(examples), (k + 1) * len(examples)) for k in range(len(agents))]

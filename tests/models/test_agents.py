@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from playground.models.agents import AgentView, stack_agents
-from playground.models.generation import generate
 from playground.models.tiny_gpt import (
     GPTConfig,
     TinyGPT,
@@ -18,6 +17,7 @@ from playground.models.tiny_gpt import (
     compute_values,
     position_ids_from_mask,
 )
+from playground.rollout.decode import generate
 
 V, PAD, BOS, EOS = 17, 0, 1, 2
 K, ROWS = 3, 8

@@ -6,10 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from playground.models.generation import build_sequences, generate
-from playground.models.multi_turn import generate_episodes
 from playground.models.tiny_gpt import GPTConfig, TinyGPT, compute_log_prob
-from playground.tasks.episodes import EnvReply
+from playground.rollout.decode import build_sequences, generate
+from playground.rollout.turns import EnvReply, EpisodeTurns
 from playground.tasks.token_data import Tokenizer
 from tests.models.test_tiny_gpt import EOS, PAD, ScriptedModel, mixed_prompts
 
@@ -32,6 +31,17 @@ class FakeEpisode:
     def outcome(self, last_turn: str) -> dict[str, float]:
         self.last = last_turn
         return {"score": float(len(self.seen)), "acc": 0.0}
+
+
+def generate_episodes(model, prompt_ids, prompt_mask, episodes, *, turn_end_ids, encode, decode, max_new_tokens,
+                      pad_id, max_assistant_turns=None, max_user_turns=None, **sampling):
+    """The decode loop with its per-turn hook: the rows and their traces."""
+    turns = EpisodeTurns(episodes, turn_end_ids=turn_end_ids, encode=encode, decode=decode,
+                         max_new_tokens=max_new_tokens, pad_id=pad_id, device=prompt_ids.device,
+                         max_assistant_turns=max_assistant_turns, max_user_turns=max_user_turns)
+    out = generate(model, prompt_ids, prompt_mask, max_new_tokens=max_new_tokens, pad_id=pad_id, turns=turns,
+                   **sampling)
+    return out, turns.traces
 
 
 def run(script, episodes, width=3, max_new_tokens=10, **kwargs):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from playground.models.generation import build_sequences, generate
 from playground.models.tiny_gpt import (
     GPTConfig,
     KVCache,
@@ -18,6 +17,7 @@ from playground.models.tiny_gpt import (
     count_params,
     position_ids_from_mask,
 )
+from playground.rollout.decode import build_sequences, generate
 
 V, PAD, BOS, EOS = 17, 0, 1, 2
 

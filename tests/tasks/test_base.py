@@ -44,7 +44,7 @@ class TwoPromptTask(Task):
     def describe(self) -> dict:
         return {"action_space": "token", "max_entropy": float(torch.log(torch.tensor(4.0)))}
 
-    def generate(self, agents=None):
+    def generate(self, agents=None, policy=None):  # policy: None, a table has no rollout engine's copy
         prompt = torch.arange(2).repeat_interleave(self.n)  # each prompt n times: one uid per prompt
         with torch.no_grad():
             tokens = torch.multinomial(self.actor.logits[prompt].softmax(-1), 1, generator=self.gen)
@@ -78,7 +78,7 @@ class TwoPromptTask(Task):
     def update_flops(self, batch, role, epochs):
         return 0.0
 
-    def validate(self):
+    def validate(self, policy=None):
         greedy = self.actor.logits.argmax(-1)
         return {"val/accuracy": (greedy == self.targets).float().mean().view(1)}
 

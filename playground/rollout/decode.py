@@ -1,18 +1,24 @@
-"""Sampling responses from a `TinyGPT` with its KV cache, as an inference engine does: what the rollout runs.
+"""Sampling responses from a `TinyGPT` with its KV cache, as an inference engine does: the rollout's one decode loop.
 
 `generate` decodes a batch token by token (agent k's rows from agent k's generator, so a batch of agents samples as
-each would alone), and reports the log-probs of the tokens it sampled the way vLLM does (`logprobs_mode`);
-`build_sequences` joins prompt and response into verl's `input_ids` / `attention_mask` / `position_ids`.
+each would alone), and reports the log-probs of the tokens it sampled the way vLLM does (`logprobs_mode`). Given a
+per-turn environment hook (`turns.EpisodeTurns`, verl's agent loop) it runs multi-turn episodes in the same pass: the
+hook's replies are fed as forced tokens, out of the loss. `build_sequences` joins prompt and response into verl's
+`input_ids` / `attention_mask` / `position_ids`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from playground.models.tiny_gpt import KVCache, TinyGPT, position_ids_from_mask
+
+if TYPE_CHECKING:
+    from playground.rollout.turns import EpisodeTurns
 
 
 @dataclass
@@ -21,8 +27,8 @@ class GenerationOutput:
     response_mask: torch.Tensor  # (bs, max_new_tokens) long; 1 on the policy's tokens, up to and including EOS
     response_length: torch.Tensor  # (bs,) long; tokens in the response; == max_new_tokens means the limit was hit
     log_probs: torch.Tensor  # (bs, max_new_tokens) the log-probs the rollout reports (`logprobs_mode`); 0 where masked
-    # (bs, max_new_tokens) long; 1 on every response token the model reads: the policy's and, in a multi-turn episode
-    # (`multi_turn.generate_episodes`), the environment's replies too. Single-turn it is `response_mask`
+    # (bs, max_new_tokens) long; 1 on every response token the model reads: the policy's and, in a multi-turn episode,
+    # the environment's replies too. Single-turn it equals `response_mask`
     attention_mask: torch.Tensor
 
 
@@ -96,6 +102,7 @@ def generate(
     do_sample: bool = True,
     generator: torch.Generator | Sequence[torch.Generator] | None = None,
     use_kv_cache: bool = True,
+    turns: EpisodeTurns | None = None,
 ) -> GenerationOutput:
     """Samples responses for left-padded prompts, like verl's rollout (vLLM/SGLang) with `n=1`.
 
@@ -112,14 +119,21 @@ def generate(
         use_kv_cache: reuse past keys/values; without it every step recomputes the whole sequence.
             Both give the same tokens.
         top_k, logprobs_mode: see `_pick_tokens` (top_k <= 0: off, vLLM's -1 and HF's 0).
+        turns: a multi-turn episode per row (`turns.EpisodeTurns`): when a row's assistant turn ends, its environment
+            replies and the reply's tokens are fed one a step as forced tokens (in `attention_mask`, out of
+            `response_mask`, log-prob 0), through the same KV cache; the hook ends rows too and keeps their traces.
+            With no turn-end token ever sampled it samples what a single-turn call samples.
     """
     B = prompt_ids.size(0)
     device = prompt_ids.device
+    if turns is not None and turns.rows != B:
+        raise ValueError(f"one episode per row: {turns.rows} episodes for {B} rows")
     generators = list(generator) if isinstance(generator, Sequence) else [generator]
     sampling = do_sample and temperature != 0
     drawing = [True] * len(generators)  # which agents still have a row that runs
     responses = torch.full((B, max_new_tokens), pad_id, dtype=torch.long, device=device)
     response_mask = torch.zeros((B, max_new_tokens), dtype=torch.long, device=device)
+    attention = torch.zeros((B, max_new_tokens), dtype=torch.long, device=device)
     log_probs = torch.zeros((B, max_new_tokens), device=device)
     done = torch.zeros(B, dtype=torch.bool, device=device)
     ids, mask = prompt_ids, prompt_mask.long()
@@ -132,13 +146,21 @@ def generate(
         if not use_kv_cache:
             logits = model(ids, mask, position_ids_from_mask(mask))
         uniforms = _uniforms(generators, drawing, B, device) if sampling else None
-        tokens, token_log_probs = _pick_tokens(logits[:, -1], temperature, top_p, uniforms, top_k, logprobs_mode)
+        sampled, sampled_log_probs = _pick_tokens(logits[:, -1], temperature, top_p, uniforms, top_k, logprobs_mode)
         alive = ~done
-        tokens = torch.where(alive, tokens, torch.full_like(tokens, pad_id))
+        tokens = torch.where(alive, sampled, torch.full_like(sampled, pad_id))
+        policy = alive  # the rows whose token the policy sampled (not the environment's)
+        if turns is not None:
+            replying = alive & turns.replying(t)
+            policy = alive & ~replying
+            tokens = torch.where(replying, turns.reply_tokens(t), tokens)
         responses[:, t] = tokens
-        response_mask[:, t] = alive.long()
-        log_probs[:, t] = torch.where(alive, token_log_probs, torch.zeros_like(token_log_probs))
-        done = done | (tokens == eos_id)
+        response_mask[:, t] = policy.long()
+        attention[:, t] = alive.long()
+        log_probs[:, t] = torch.where(policy, sampled_log_probs, torch.zeros_like(sampled_log_probs))
+        done = done | (policy & (tokens == eos_id))
+        if turns is not None:  # a turn that ended here gets its reply (or ends the episode)
+            done = done | turns.after_token(t, tokens, policy, responses)
         if t == max_new_tokens - 1:
             break
         agents_done = done.view(len(generators), -1).all(-1).tolist()  # one host sync per step
@@ -153,7 +175,10 @@ def generate(
             num_valid = num_valid + alive.long()
         else:
             ids, mask = torch.cat([ids, tokens[:, None]], 1), torch.cat([mask, new_mask], 1)
-    return GenerationOutput(responses, response_mask, response_mask.sum(-1), log_probs, response_mask)
+    lengths = attention.sum(-1)
+    if turns is not None:
+        turns.finish(responses, lengths)
+    return GenerationOutput(responses, response_mask, lengths, log_probs, attention)
 
 
 def build_sequences(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, gen: GenerationOutput
