@@ -17,8 +17,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from playground.algos.names import GROUP_ESTIMATORS
-from playground.algos.rollout_corr_spec import config_error as rollout_correction_error
-from playground.algos.rollout_corr_spec import is_enabled as rollout_correction_enabled
+from playground.algos.rollout_correction.spec import RolloutCorrectionSpec
+from playground.algos.rollout_correction.spec import config_error as rollout_correction_error
 from playground.config_schema import type_error
 from playground.failures import SCENARIO_IDS
 from playground.overrides import ABSENT, parse_all
@@ -142,14 +142,14 @@ def validate(cfg: DictConfig) -> None:
 
 
 def _validate_rollout_correction(cfg: DictConfig, family: str) -> None:
-    """`algorithm.rollout_correction`: its values (`rollout_corr_spec.config_error`), and what a correction needs: the
-    rollout's own log-probs (verl requires `actor_rollout_ref.rollout.calculate_log_probs`, token tasks only) and, in
-    bypass mode, the PPO loss its `ppo_clip` is (verl swaps the loss mode for its bypass loss)."""
+    """`algorithm.rollout_correction`: its values (`algos.rollout_correction.spec.config_error`), and what a
+    correction needs: the rollout's own log-probs (verl requires `actor_rollout_ref.rollout.calculate_log_probs`, token
+    tasks only) and, in bypass mode, the PPO loss its `ppo_clip` is (verl swaps the loss mode for its bypass loss)."""
     corr = _get(cfg, "algorithm.rollout_correction")
     error = rollout_correction_error(corr)
     if error:
         raise ConfigError(error)
-    if not rollout_correction_enabled(corr):
+    if not RolloutCorrectionSpec.from_config(corr).enabled:
         return
     settings = ", ".join(f"{k}={corr[k]}" for k in ("rollout_is", "rollout_rs", "bypass_mode") if corr[k])
     if family == "gym":

@@ -22,7 +22,7 @@ from omegaconf.errors import OmegaConfBaseException
 from omegaconf.nodes import AnyNode, BooleanNode, EnumNode, FloatNode, IntegerNode, StringNode
 
 from playground.algos.names import ADV_ESTIMATORS, KL_ESTIMATORS, LOSS_AGG_MODES, POLICY_LOSSES
-from playground.algos.rollout_corr_spec import IS_LEVELS, LOSS_TYPES
+from playground.algos.rollout_correction.spec import IS_LEVELS, LOSS_TYPES
 from playground.failures import FAILURE_IDS
 from playground.overrides import ABSENT, lookup
 

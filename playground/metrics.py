@@ -85,8 +85,8 @@ METRIC_GROUPS: dict[str, list[str]] = {
     "training": [STEP, "training/epoch", "train/num_gen_batches", "train/zero_adv_group_ratio",
                  "training/filter_groups/*"],
     # the rollout engine against the trainer: verl's calculate_debug_metrics, the async trainers' staleness, and verl's
-    # rollout correction (`algorithm.rollout_correction`, playground/algos/rollout_corr.py: the rollout's log-probs
-    # against the trainer's, the IS weights and the rejection). One group: they read the same gap
+    # rollout correction (`algorithm.rollout_correction`, playground/algos/rollout_correction/: the rollout's
+    # log-probs against the trainer's, the IS weights and the rejection). One group: they read the same gap
     "rollout": [
         "training/rollout_probs_diff_mean", "training/rollout_probs_diff_max", "training/rollout_probs_diff_std",
         "training/rollout_probs_diff_valid", "training/rollout_actor_probs_pearson_corr", "training/off_policy/*",

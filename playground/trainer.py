@@ -1,7 +1,7 @@
 """One PPO training loop for both task families, and for K agents trained as one batch.
 
 A training step follows verl's `RayPPOTrainer.fit` (v0.7), each phase timed as `timing_s/<phase>`:
-`gen` (rollout) → `reward` → `old_log_prob` (+ `actor/entropy_loss`) → `ref` → `values` → `adv` (in-reward
+`gen` (rollout) → `reward` → `old_log_prob` (+ the entropy metric) → `ref` → `values` → `adv` (in-reward
 KL, advantage estimator) → `update_critic` → `update_actor` (from step `critic_warmup` on) → `testing`.
 Steps count from 1; with `val_before_train` a validation-only record is logged at step 0. Every agent gets
 its own records, outcome and stop conditions: an agent that diverges or stops leaves the others untouched.
@@ -27,10 +27,11 @@ from playground.dynamic_sampling import DynamicSampler
 from playground.hparams import AgentHParams, resolve_step_hparams
 from playground.memory import MemoryGuard, is_oom_error
 from playground.records import StepRecorder
-from playground.rollout_correction import RolloutCorrection
+from playground.rollout.correction import RolloutCorrection
 from playground.stopping import AgentOutcome, Stop, StopRules
 from playground.tasks import build_task
 from playground.tasks.base import Batch, Task
+from playground.update import entropy_metrics
 
 if TYPE_CHECKING:
     from playground.tasks.token_task import PreparedBase
@@ -58,16 +59,18 @@ class Trainer:
         # the workers; the actor and the critic shuffle their rows with the same generators (the critic first)
         shuffle_gens = [torch.Generator().manual_seed(int(c.trainer.seed) + 2) for c in cfgs]
         self.rollout = TaskRollout(task, self.cfg)
-        self.actor = TaskActor(task, cfgs, agent_hp, hp, shuffle_gens, device)
+        # algorithm.rollout_correction (verl's rollout_corr_helper): applied only where the rollout hands on its
+        # log-probs (a correction, or rollout.calculate_log_probs' metrics-only mode); bypass mode is the actor's loss
+        correction = RolloutCorrection.from_config(self.cfg)
+        self.rollout_corr = correction if self.rollout.keep_log_probs else None
+        self.actor = TaskActor(task, cfgs, agent_hp, hp, shuffle_gens, device,
+                               bypass=correction.spec if correction.bypass_mode else None)
         self.critic = TaskCritic(task, cfgs, agent_hp, hp, shuffle_gens) if hp.use_critic else None
         self.world_model = WorldModelTrainer(task, agent_hp) if task.world_model is not None else None
         self.reference = TaskReference(task)
         self.kl_in_reward = KLInReward(self.cfg.algorithm.kl_ctrl.type, agent_hp, hp.kl_penalty, self.num_agents,
                                        device) if hp.use_kl_in_reward else None
         self.estimator = AdvantageEstimator(hp)
-        # algorithm.rollout_correction (verl's rollout_corr_helper): built only where the rollout hands on its log-probs
-        # (a correction, or rollout.calculate_log_probs' metrics-only mode); nothing else reads it
-        self.rollout_corr = RolloutCorrection(self.cfg) if self.rollout.keep_log_probs else None
         # measured from here on: the models and the optimizers' state are the run's baseline
         self.memory = MemoryGuard([c.trainer.memory_limit_gb for c in cfgs], device)
         task.watch_memory(self.memory)
@@ -152,13 +155,13 @@ class Trainer:
             batch = self._generate(timed, metrics)  # gen, reward
             if batch is None:  # every agent still training ended its sampling at the cap
                 return [{} for _ in range(self.num_agents)]
-            bypass = self.rollout_corr is not None and self.rollout_corr.bypass_mode
-            if bypass:  # verl: the rollout's log-probs are the old ones, not recomputed
+            entropy_before = None
+            if self.actor.bypass is not None:  # verl: the rollout's log-probs are the old ones, not recomputed
                 self.rollout_corr.apply_bypass_mode(batch)
             else:
                 with timed("old_log_prob"):
-                    batch["old_log_probs"], entropy = self.actor.compute_log_prob(batch)
-                    metrics["actor/entropy_loss"] = [self.actor.entropy_loss(entropy, batch)]
+                    batch["old_log_probs"], entropy_before = self.actor.compute_log_prob(batch)
+                    metrics.update(entropy_metrics(entropy_before))  # the update may measure it again
                     metrics.update(self.rollout.debug_metrics(batch))  # verl: with rollout.calculate_log_probs
             if hp.use_kl_loss or hp.use_kl_in_reward:
                 with timed("ref"):
@@ -175,14 +178,9 @@ class Trainer:
                     metrics.update(self.critic.update(batch, self.active, self.memory))
             if hp.critic_warmup <= step:
                 with timed("update_actor"):
-                    metrics.update(self.actor.update(batch, self.active, self.memory,
-                                                     entropy_before=metrics.get("actor/entropy_loss", [None])[0],
-                                                     rollout_correction=self.rollout_corr.bypass_settings()
-                                                     if bypass else None))
+                    metrics.update(self.actor.update(batch, self.active, self.memory, entropy_before))
             if self.world_model is not None:
                 metrics.update(self.world_model.update(batch, self.active))
-        if "actor/entropy_loss" in metrics:  # (bypass mode measures it in the update, absent before critic_warmup)
-            metrics["actor/entropy"] = metrics["actor/entropy_loss"]  # verl >= 0.4's name of the same value
         self.recorder.add_mfu(metrics, batch, timing, self._update_epochs())
         records = self.recorder.step_records(step, batch, metrics, timing, self.memory)
         self.recorder.log_samples(batch, step, self.active.tolist())

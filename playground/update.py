@@ -16,10 +16,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from playground.algos.bypass import compute_policy_loss_bypass_mode
 from playground.algos.kl import kl_penalty
 from playground.algos.losses import agg_loss, compute_value_loss, get_policy_loss_fn
 from playground.algos.masked import masked_mean
+from playground.algos.rollout_correction.bypass import compute_policy_loss_bypass_mode
+from playground.algos.rollout_correction.spec import RolloutCorrectionSpec
 from playground.optim import AgentAdamW
 from playground.tasks.base import Batch
 
@@ -134,7 +135,8 @@ class Metrics(defaultdict):
 def update_actor(actor, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape, *, loss_mode: str,
                  entropy_coeff: Tensor, use_kl_loss: bool, kl_loss_coef: Tensor, kl_loss_type: str,
                  grad_clip: Tensor, generators: Sequence[torch.Generator], active: Tensor,
-                 policy_loss_kwargs: dict, memory_guard=None, rollout_correction: dict | None = None) -> Metrics:
+                 policy_loss_kwargs: dict, memory_guard=None, rollout_correction: RolloutCorrectionSpec | None = None,
+                 entropy_before: Tensor | None = None) -> Metrics:
     """verl's `update_policy`: clipped surrogate − entropy bonus + KL loss, per mini-batch one step.
 
     `actor` is the task (`tasks.base.Task`): its `log_prob_and_entropy(mini_batch)` and `model_input_keys` (the batch
@@ -148,12 +150,16 @@ def update_actor(actor, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape,
     `policy_loss.clip_cov_ratio` ..., a generator per agent for Clip-Cov's draw), passed to the registered loss.
     A batch with `rollout_is_weights` (rollout correction, decoupled mode) passes them to the loss too.
 
-    `rollout_correction`: in bypass mode, the `algorithm.rollout_correction` settings: the old log-probs are the
-    rollout's (never the on-policy shortcut), `algos.bypass` is the loss, and the update computes the entropy
-    metric itself (no `old_log_prob` pass measured it).
+    `rollout_correction`: in bypass mode, `algorithm.rollout_correction`: the old log-probs are the rollout's (never
+    the on-policy shortcut), `algos.rollout_correction.bypass` is the loss, and the update measures the entropy metric
+    itself (no `old_log_prob` pass measured it).
+
+    `entropy_before`: the old log-prob pass's entropy `(K,)`. verl replaces it by the update's mean when the update
+    computes entropy: per agent where its entropy_coeff != 0 (agents of a batch may differ), every agent in bypass
+    mode (`entropy_before` None).
 
     Returns:
-        lists of `(K,)` tensors: pg metrics, `actor/entropy_loss` when the update computes entropy,
+        lists of `(K,)` tensors: pg metrics, the entropy metric (`entropy_metrics`) when the update computes entropy,
         `actor/kl_loss`, `actor/kl_coef`, and per optimizer step `actor/pg_loss`, `actor/loss` (the whole objective
         the step minimised: pg − entropy bonus + KL loss, verl's engine-path key) and `actor/grad_norm`.
     """
@@ -166,6 +172,7 @@ def update_actor(actor, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape,
     entropy_bonus = bool((entropy_coeff != 0).any())
     compute_entropy = bypass or entropy_bonus  # bypass: only for the metric
     metrics = Metrics()
+    in_update: list[Tensor] = []  # the entropy each micro-batch measured
     keys = [*actor.model_input_keys, "response_mask", "advantages",  # only the fields the loss below reads
             *(() if on_policy else ("old_log_probs",)), *(("ref_log_prob",) if use_kl_loss else ()),
             *(("rollout_is_weights",) if "rollout_is_weights" in batch else ())]
@@ -189,7 +196,7 @@ def update_actor(actor, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape,
                 entropy_agg = agg_loss(entropy, mask, shape.loss_agg_mode)
                 if entropy_bonus:
                     loss = loss - entropy_coeff.view(-1) * entropy_agg
-                metrics.add({"actor/entropy_loss": entropy_agg})
+                in_update.append(entropy_agg.detach())
             if use_kl_loss:
                 kld = kl_penalty(log_prob, mb["ref_log_prob"], kl_loss_type)
                 kl_loss = agg_loss(kld, mask, shape.loss_agg_mode)
@@ -207,7 +214,17 @@ def update_actor(actor, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape,
         metrics.add({"actor/pg_loss": pg_loss_step, "actor/loss": loss_step, "actor/grad_norm": grad_norm})
         if use_kl_loss:
             metrics.add({"actor/kl_loss": kl_loss_step})
+    if in_update:
+        measured = torch.stack(in_update).mean(0)
+        metrics.update(entropy_metrics(measured if entropy_before is None else torch.where(
+            entropy_coeff.view(-1) != 0, measured, entropy_before)))
     return metrics
+
+
+def entropy_metrics(entropy: Tensor) -> dict[str, list[Tensor]]:
+    """The step's entropy `(K,)` under both of verl's names: `actor/entropy_loss` (verl <= 0.3 and the guide) and
+    `actor/entropy` (verl >= 0.4), the old log-prob pass's unless the update measured it again (`update_actor`)."""
+    return {"actor/entropy_loss": [entropy], "actor/entropy": [entropy]}
 
 
 def update_critic(critic, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape, *, cliprange_value: Tensor,

@@ -18,6 +18,7 @@ from torch import Tensor, nn
 
 from playground.algos.losses import agg_loss
 from playground.algos.policy_registry import POLICY_LOSSES
+from playground.algos.rollout_correction.spec import RolloutCorrectionSpec
 from playground.algos.rollout_debug import per_agent, rollout_probs_diff, trajectory_staleness
 from playground.hparams import AgentHParams, StepHParams
 from playground.memory import MemoryGuard
@@ -45,9 +46,10 @@ class Actor(Protocol):
     """The policy under the trainer's weights: `old_log_prob` and `update_actor`."""
 
     def compute_log_prob(self, batch: Batch) -> tuple[Tensor, Tensor]:
-        """`(log_probs, entropy)` `(K, rows, T)` of the batch's responses, without gradients."""
+        """The batch's old log-probs `(K, rows, T)` and their entropy as the loss aggregates it `(K,)`, without
+        gradients."""
 
-    def update(self, batch: Batch, active: Tensor, memory: MemoryGuard, entropy_before: Tensor) -> Metrics:
+    def update(self, batch: Batch, active: Tensor, memory: MemoryGuard, entropy_before: Tensor | None) -> Metrics:
         """One PPO update of the agents in `active`; returns its metrics as lists of `(K,)` tensors."""
 
 
@@ -108,12 +110,6 @@ class LRSchedule:
 
 
 # ---- the implementations over a task --------------------------------------------------------------------------------
-def rollout_correction_on(cfg: DictConfig) -> bool:
-    """Whether verl's `algorithm.rollout_correction` corrects or rejects anything (it reads `rollout_log_probs`)."""
-    rc = OmegaConf.select(cfg, "algorithm.rollout_correction", default=None)
-    return rc is not None and any(rc.get(key) for key in ("rollout_is", "rollout_rs", "bypass_mode"))
-
-
 class TaskRollout:
     """verl's rollout engine over the task's generation: its own weights (`rollout.weights.RolloutWeights`: shared
     with the actor unless its dtype, staleness or weight sync differ), synced before each step's generation.
@@ -123,7 +119,8 @@ class TaskRollout:
 
     def __init__(self, task: Task, cfg: DictConfig):
         self.task, self.spec = task, RolloutSpec.from_cfg(cfg)
-        self.keep_log_probs = self.spec.calculate_log_probs or rollout_correction_on(cfg)
+        correction = RolloutCorrectionSpec.from_config(cfg.algorithm.rollout_correction)
+        self.keep_log_probs = self.spec.calculate_log_probs or correction.enabled  # a correction reads them
         # a rollout that matches the trainer (the default) generates with the actor's own model: no copy, nothing to
         # sync; a task without a model of its own to copy (gym) always rolls out with the trainer's policy
         self.weights = None
@@ -184,8 +181,9 @@ class TaskActor:
     """
 
     def __init__(self, task: Task, cfgs: Sequence[DictConfig], hp: AgentHParams, step_hp: StepHParams,
-                 shuffle_gens: list[torch.Generator], device: torch.device):
-        self.task, self.hp, self.shuffle_gens = task, step_hp, shuffle_gens
+                 shuffle_gens: list[torch.Generator], device: torch.device,
+                 bypass: RolloutCorrectionSpec | None = None):
+        self.task, self.hp, self.shuffle_gens, self.bypass = task, step_hp, shuffle_gens, bypass
         self.optimizer = make_optimizer(task.actor.params, cfgs[0], hp, ACTOR_OPTIM, task.batched_params)
         self.shape = update_shape(cfgs[0].actor_rollout_ref.actor, task.rows_per_unit)
         self.schedule = LRSchedule(cfgs, ACTOR_OPTIM, step_hp.total_steps)
@@ -199,17 +197,14 @@ class TaskActor:
 
     @torch.no_grad()
     def compute_log_prob(self, batch: Batch) -> tuple[Tensor, Tensor]:
-        return self.task.log_prob_and_entropy(batch)
+        """The old log-probs `(K, rows, T)`, and the per-token entropy aggregated as the actor's loss is `(K,)`: the
+        step's entropy metric (`update.entropy_metrics`) unless the update measures it again."""
+        log_probs, entropy = self.task.log_prob_and_entropy(batch)
+        return log_probs, agg_loss(entropy, batch["response_mask"], self.shape.loss_agg_mode)
 
-    def entropy_loss(self, entropy: Tensor, batch: Batch) -> Tensor:
-        """`actor/entropy_loss`: the per-token entropy aggregated as the actor's loss is, `(K,)`."""
-        return agg_loss(entropy, batch["response_mask"], self.shape.loss_agg_mode)
-
-    def update(self, batch: Batch, active: Tensor, memory: MemoryGuard, entropy_before: Tensor | None,
-               rollout_correction: dict | None = None) -> Metrics:
-        """`entropy_before`: `actor/entropy_loss` of the old log-prob pass; verl replaces it by the update's when the
-        update computes entropy (entropy_coeff != 0), per agent, since agents of a batch may differ in it. None in
-        rollout correction's bypass mode (`rollout_correction`: its settings), which skips that pass: the update's."""
+    def update(self, batch: Batch, active: Tensor, memory: MemoryGuard, entropy_before: Tensor | None) -> Metrics:
+        """One PPO update of the agents in `active` (bypass mode's loss when the actor was built with `bypass`).
+        `entropy_before`: `compute_log_prob`'s entropy, None in bypass mode (which skips that pass)."""
         hp = self.hp
         lr = self.schedule.apply(self.optimizer)
         metrics = update_actor(
@@ -217,12 +212,7 @@ class TaskActor:
             entropy_coeff=hp.entropy_coeff, use_kl_loss=hp.use_kl_loss, kl_loss_coef=hp.kl_loss_coef,
             kl_loss_type=hp.kl_loss_type, grad_clip=hp.actor_grad_clip, generators=self.shuffle_gens,
             active=active, memory_guard=memory, policy_loss_kwargs=self.policy_loss_kwargs,
-            rollout_correction=rollout_correction)
-        in_update = metrics.pop("actor/entropy_loss", None)
-        if in_update is not None:
-            update_entropy = torch.stack(in_update).mean(0)
-            metrics["actor/entropy_loss"] = [update_entropy if entropy_before is None else torch.where(
-                hp.entropy_coeff.view(-1) != 0, update_entropy, entropy_before)]
+            rollout_correction=self.bypass, entropy_before=entropy_before)
         metrics["actor/lr"] = [lr]
         if not hp.use_kl_loss:
             metrics["actor/kl_loss"] = [self.no_kl_loss]

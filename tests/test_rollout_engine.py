@@ -77,8 +77,15 @@ def _step(actor: nn.Module, weights: RolloutWeights, version: float) -> None:
 
 
 def test_a_rollout_like_the_trainer_shares_the_actors_weights():
-    actor = nn.Linear(2, 2)
-    assert RolloutWeights(actor, _spec()).model is actor
+    from playground.workers import TaskRollout
+
+    class Task:  # a model to copy, which a rollout like the trainer's never copies
+        rollout_source = nn.Linear(2, 2)
+
+    rollout = TaskRollout(Task(), compose(["task=reverse"]))
+    assert rollout.weights is None and rollout.policy is None  # the task generates with its own actor
+    with pytest.raises(ValueError, match="shares the actor's weights"):
+        RolloutWeights(nn.Linear(2, 2), _spec())
 
 
 def test_a_bf16_rollout_holds_a_rounded_copy_synced_each_step():

@@ -16,8 +16,8 @@ def test_non_finite_losses_end_the_run_as_diverged(train_run, monkeypatch):
 
     real = GymTask.generate
 
-    def poisoned(self, agents=None):
-        batch = real(self, agents)
+    def poisoned(self, agents=None, policy=None):
+        batch = real(self, agents, policy)
         batch["token_level_scores"] = batch["token_level_scores"] * float("nan")  # a broken reward
         return batch
 

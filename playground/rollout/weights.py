@@ -53,18 +53,19 @@ class RolloutSpec:
 
 
 class RolloutWeights:
-    """The model the rollout generates with: the actor's own (shared) or a copy kept in the rollout's dtype.
+    """The rollout's own copy of the policy, kept in its dtype and synced as `spec` says: built only where the rollout
+    differs from the trainer (`RolloutSpec.owns_weights`; else the rollout worker generates with the actor's model).
 
     Args:
         actor: the trainer's model (stacked over agents for K > 1); the copy has its structure.
     """
 
     def __init__(self, actor: nn.Module, spec: RolloutSpec):
+        if not spec.owns_weights:
+            raise ValueError("a rollout like the trainer's (float32, no staleness, full sync) shares the actor's "
+                             "weights: it has no copy to keep")
         self.actor, self.spec, self.steps = actor, spec, 0
         self.versions_behind = 0  # of this step's rollout: (global_steps - 1) - the weights' version
-        if not spec.owns_weights:
-            self.model = actor
-            return
         # loaded from the same checkpoint as the actor (the base), then kept in the engine's dtype
         self.model = copy.deepcopy(actor).to(spec.dtype).eval().requires_grad_(False)
         if spec.load_format == "dummy":  # vLLM's initialize_dummy_weights: the sync is to deliver the real ones
@@ -87,8 +88,6 @@ class RolloutWeights:
         sync delivers them."""
         version = self.steps  # the actor's version: updates so far (global_steps - 1)
         self.steps += 1
-        if self.model is self.actor:
-            return
         actor = dict(self.actor.named_parameters())
         if self.spec.staleness > 0:
             self.history.append((version, {name: actor[name].detach().clone() for name in self.synced}))

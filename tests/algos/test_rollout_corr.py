@@ -8,12 +8,12 @@ import math
 import pytest
 import torch
 
-from playground.algos.rollout_corr import (
+from playground.algos.rollout_correction.importance import (
     compute_offpolicy_metrics,
     compute_rollout_correction_and_rejection_mask,
     compute_rollout_correction_weights,
 )
-from playground.algos.rollout_rs import compute_rollout_rejection_mask
+from playground.algos.rollout_correction.rejection import compute_rollout_rejection_mask
 
 # two rows, the second with a padded last token; log r = logp_old − logp_rollout
 LOG_RATIO = [[0.1, -0.2, 0.0], [0.3, -0.1, 0.0]]

@@ -1,4 +1,4 @@
-"""Rollout correction wired into the losses, the update and the step (`playground.rollout_correction`), with batches
+"""Rollout correction wired into the losses, the update and the step (`playground.rollout.correction`), with batches
 built here: the rollout's log-probs are the old ones plus a known perturbation (the rollout worker that writes them
 is issue 23's other part)."""
 
@@ -11,15 +11,20 @@ import torch
 from omegaconf import OmegaConf
 
 from playground.algos.aggregate import agg_loss
-from playground.algos.bypass import compute_policy_loss_bypass_mode, compute_policy_loss_reinforce
 from playground.algos.losses import POLICY_LOSSES, compute_policy_loss_vanilla
+from playground.algos.rollout_correction.bypass import compute_policy_loss_bypass_mode, compute_policy_loss_reinforce
+from playground.algos.rollout_correction.spec import RolloutCorrectionSpec
 from playground.models.mlp import GymActor
 from playground.optim import AgentAdamW
-from playground.rollout_correction import RolloutCorrection
+from playground.rollout.correction import RolloutCorrection
 from playground.update import UpdateShape, update_actor
 
 OFF = {"rollout_is": None, "rollout_is_threshold": 2.0, "rollout_is_batch_normalize": False, "rollout_rs": None,
        "rollout_rs_threshold": None, "bypass_mode": False, "loss_type": "ppo_clip"}
+
+
+def _spec(**settings) -> RolloutCorrectionSpec:
+    return RolloutCorrectionSpec.from_config({**OFF, **settings})
 
 
 def _loss_inputs(seed=0):
@@ -83,10 +88,9 @@ def test_reinforce_is_the_weighted_log_prob_gradient():
 def test_bypass_ppo_clip_is_ppo_against_the_rollout_with_the_rejection_mask_and_no_weights():
     rollout, log_prob, advantages, mask = _loss_inputs()
     log_prob[0, 0, 0] = rollout[0, 0, 0] + 1.0  # far off: rejected by token_k1 in [0.5, 2]
-    settings = {**OFF, "bypass_mode": True, "rollout_is": "token", "rollout_rs": "token_k1",
-                "rollout_rs_threshold": "0.5_2.0"}
+    settings = {"bypass_mode": True, "rollout_is": "token", "rollout_rs": "token_k1", "rollout_rs_threshold": "0.5_2.0"}
     loss, metrics = compute_policy_loss_bypass_mode(rollout, log_prob, advantages, mask, "token-mean",
-                                                    rollout_correction=settings, ppo_kwargs={})
+                                                    rollout_correction=_spec(**settings), ppo_kwargs={})
     kept = mask.clone()
     kept[0, 0, 0] = 0
     expected, _ = compute_policy_loss_vanilla(rollout, log_prob, advantages, kept, "token-mean")
@@ -94,7 +98,7 @@ def test_bypass_ppo_clip_is_ppo_against_the_rollout_with_the_rejection_mask_and_
     assert float(metrics["rollout_corr/rollout_rs_masked_fraction"]) == pytest.approx(1 / mask.sum().item(), rel=1e-6)
     assert "rollout_corr/rollout_is_mean" in metrics  # computed for the log, not applied
     reinforce, _ = compute_policy_loss_bypass_mode(rollout, log_prob, advantages, mask, "token-mean",
-                                                   rollout_correction={**settings, "loss_type": "reinforce"},
+                                                   rollout_correction=_spec(**settings, loss_type="reinforce"),
                                                    ppo_kwargs={})
     weights = torch.exp(log_prob - rollout).clamp(max=2.0) * mask
     torch.testing.assert_close(reinforce, (-advantages * log_prob * weights * kept).sum().view(1) / kept.sum())
@@ -146,11 +150,12 @@ def test_bypass_update_trains_against_the_rollouts_log_probs_not_the_shortcut():
     with torch.no_grad():
         current = actor.log_prob_and_entropy(batch)[0]
     batch["old_log_probs"] = current - 0.05  # the rollout's: off by a known shift
-    metrics = _update(actor, batch, rollout_correction={**OFF, "bypass_mode": True})
+    metrics = _update(actor, batch, rollout_correction=_spec(bypass_mode=True))
     assert float(metrics["actor/ppo_kl"][0]) == pytest.approx(-0.05, abs=1e-6)  # the shortcut would give 0
     assert float(metrics["rollout_corr/kl"][0]) == pytest.approx(-0.05, abs=1e-6)
     assert float(metrics["rollout_corr/k3_kl"][0]) == pytest.approx(math.exp(0.05) - 0.05 - 1, rel=1e-4)
-    assert "actor/entropy_loss" in metrics  # no old_log_prob pass measured it: the update does
+    # no old_log_prob pass measured it: the update does, under both of verl's names
+    assert "actor/entropy_loss" in metrics and metrics["actor/entropy"] == metrics["actor/entropy_loss"]
 
 
 # ---- the step ---------------------------------------------------------------------------------------------------
@@ -164,16 +169,15 @@ def _step_batch(shift=0.3):
 
 
 def _correction(**settings):
-    return RolloutCorrection(OmegaConf.create({"algorithm": {"rollout_correction": {**OFF, **settings}}}))
+    return RolloutCorrection.from_config(OmegaConf.create({"algorithm": {"rollout_correction": {**OFF, **settings}}}))
 
 
 def test_off_without_the_rollouts_log_probs_does_nothing():
     batch = _step_batch()
     del batch["rollout_log_probs"]
     correction = _correction()
-    assert not correction.enabled and correction.apply(batch) == {} and set(batch) == {"old_log_probs",
-                                                                                     "response_mask"}
-    assert correction.bypass_settings() is None
+    assert not correction.spec.enabled and not correction.bypass_mode
+    assert correction.apply(batch) == {} and set(batch) == {"old_log_probs", "response_mask"}
 
 
 def test_off_with_the_rollouts_log_probs_logs_the_diagnostics_only():
@@ -207,6 +211,7 @@ def test_bypass_makes_the_rollouts_log_probs_the_old_ones_and_leaves_the_rest_to
     correction.apply_bypass_mode(batch)
     assert batch["old_log_probs"] is batch["rollout_log_probs"]
     assert correction.apply(batch) == {}
-    expected = {**OFF, "loss_type": "reinforce", "rollout_is": "sequence"}
-    del expected["bypass_mode"]
-    assert correction.bypass_settings() == expected
+    assert correction.spec == _spec(bypass_mode=True, loss_type="reinforce", rollout_is="sequence")
+    expected = {**OFF, "rollout_is": "sequence"}
+    del expected["bypass_mode"], expected["loss_type"]  # they pick the loss; the correction functions never see them
+    assert correction.spec.correction_kwargs() == expected

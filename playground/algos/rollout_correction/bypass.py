@@ -20,11 +20,8 @@ from torch import Tensor
 from playground.algos.aggregate import agg_loss
 from playground.algos.losses import compute_policy_loss_vanilla
 from playground.algos.masked import masked_mean
-from playground.algos.rollout_corr import compute_rollout_correction_and_rejection_mask
-
-# the `algorithm.rollout_correction` keys the correction functions take (bypass_mode and loss_type pick the loss)
-CORRECTION_KEYS = ("rollout_is", "rollout_is_threshold", "rollout_is_batch_normalize", "rollout_rs",
-                   "rollout_rs_threshold")
+from playground.algos.rollout_correction.importance import compute_rollout_correction_and_rejection_mask
+from playground.algos.rollout_correction.spec import RolloutCorrectionSpec
 
 
 def compute_policy_loss_reinforce(rollout_log_prob: Tensor, log_prob: Tensor, advantages: Tensor,
@@ -41,18 +38,17 @@ def compute_policy_loss_reinforce(rollout_log_prob: Tensor, log_prob: Tensor, ad
 
 def compute_policy_loss_bypass_mode(old_log_prob: Tensor, log_prob: Tensor, advantages: Tensor,
                                     response_mask: Tensor, loss_agg_mode: str = "token-mean", *,
-                                    rollout_correction: Mapping[str, Any],
+                                    rollout_correction: RolloutCorrectionSpec,
                                     ppo_kwargs: Mapping[str, Any]) -> tuple[Tensor, dict[str, Tensor]]:
-    """verl's bypass loss. `old_log_prob` is the rollout's; `rollout_correction`: the `algorithm.rollout_correction`
-    keys; `ppo_kwargs`: the clip ratios for `loss_type=ppo_clip` (`compute_policy_loss_vanilla`'s keywords).
+    """verl's bypass loss. `old_log_prob` is the rollout's; `rollout_correction`: `algorithm.rollout_correction`;
+    `ppo_kwargs`: the clip ratios for `loss_type=ppo_clip` (`compute_policy_loss_vanilla`'s keywords).
 
     Returns the loss and the policy loss's metrics plus `rollout_corr/*` (current policy vs the rollout).
     """
-    loss_type = rollout_correction["loss_type"]
+    loss_type = rollout_correction.loss_type
     with torch.no_grad():
         weights, mask, corr_metrics = compute_rollout_correction_and_rejection_mask(
-            log_prob.detach(), old_log_prob, response_mask,
-            **{key: rollout_correction[key] for key in CORRECTION_KEYS})
+            log_prob.detach(), old_log_prob, response_mask, **rollout_correction.correction_kwargs())
     if loss_type == "reinforce":
         pg_loss, metrics = compute_policy_loss_reinforce(old_log_prob, log_prob, advantages, mask, loss_agg_mode,
                                                          rollout_is_weights=weights)

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from playground.algos.masked import TOKEN_DIMS, masked_mean, masked_sum
-from playground.algos.rollout_corr_spec import TOKEN_RS_OPTIONS, parse_rs_options, parse_rs_thresholds
+from playground.algos.rollout_correction.spec import TOKEN_RS_OPTIONS, parse_rs_options, parse_rs_thresholds
 
 SAFETY_BOUND = 20.0
 

@@ -15,8 +15,8 @@ import torch
 from torch import Tensor
 
 from playground.algos.masked import TOKEN_DIMS, masked_mean, masked_sum
-from playground.algos.rollout_corr_spec import parse_is_threshold
-from playground.algos.rollout_rs import compute_rollout_rejection_mask
+from playground.algos.rollout_correction.rejection import compute_rollout_rejection_mask
+from playground.algos.rollout_correction.spec import parse_is_threshold
 
 # verl's SAFETY_BOUND: log-ratios are clamped to ±20 before exp (exp(20) ≈ 4.9e8).
 SAFETY_BOUND = 20.0

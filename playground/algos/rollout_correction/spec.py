@@ -13,7 +13,10 @@ verl's keys (`verl/trainer/config/algorithm/rollout_correction.yaml`), default o
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 IS_LEVELS = ("token", "sequence")
@@ -84,11 +87,35 @@ def parse_rs_thresholds(options: list[str], spec: Any) -> dict[str, tuple[float 
     return thresholds
 
 
-def is_enabled(corr: Any) -> bool:
-    """A correction acts on the loss (IS weights, rejection or bypass); else the config only logs `rollout_corr/*`
-    when the rollout reports its log-probs (verl's metrics-only `disabled()`)."""
-    return bool(corr) and (corr.get("rollout_is") is not None or corr.get("rollout_rs") is not None
-                           or bool(corr.get("bypass_mode")))
+@dataclass(frozen=True)
+class RolloutCorrectionSpec:
+    """`algorithm.rollout_correction`, resolved once (verl's `RolloutCorrectionConfig`); checked by `config_error`."""
+
+    rollout_is: str | None
+    rollout_is_threshold: str | float | None
+    rollout_is_batch_normalize: bool
+    rollout_rs: str | None
+    rollout_rs_threshold: str | float | None
+    bypass_mode: bool
+    loss_type: str
+
+    @classmethod
+    def from_config(cls, corr: Mapping[str, Any]) -> RolloutCorrectionSpec:
+        """From the config's `algorithm.rollout_correction` section (every key present: the schema requires them)."""
+        return cls(**{f.name: corr[f.name] for f in dataclasses.fields(cls)})
+
+    @property
+    def enabled(self) -> bool:
+        """A correction acts on the loss (IS weights, rejection or bypass); else the config only logs
+        `rollout_corr/*` when the rollout reports its log-probs (verl's metrics-only `disabled()`)."""
+        return self.rollout_is is not None or self.rollout_rs is not None or self.bypass_mode
+
+    def correction_kwargs(self) -> dict[str, Any]:
+        """The keywords `importance.compute_rollout_correction_and_rejection_mask` takes (`bypass_mode` and
+        `loss_type` pick the loss instead)."""
+        return {"rollout_is": self.rollout_is, "rollout_is_threshold": self.rollout_is_threshold,
+                "rollout_is_batch_normalize": self.rollout_is_batch_normalize, "rollout_rs": self.rollout_rs,
+                "rollout_rs_threshold": self.rollout_rs_threshold}
 
 
 def config_error(corr: Any) -> str | None:

@@ -9,36 +9,39 @@ The rollout reports the log-probs it sampled with (`batch["rollout_log_probs"]`,
   advantage, the critic and the loss skip them). `rollout_corr/*` are logged. With every correction off, the
   diagnostics alone are logged whenever the rollout reports its log-probs (verl's metrics-only mode).
 - bypass (`bypass_mode=true`, two policies): the rollout's log-probs are the old ones, the `old_log_prob` recompute is
-  skipped, and the update's loss (`algos.bypass`) corrects and masks per micro-batch against the current policy.
+  skipped, and the update's loss (`algos.rollout_correction.bypass`) corrects and masks per micro-batch against the
+  current policy.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from torch import Tensor
 
-from playground.algos.bypass import CORRECTION_KEYS
-from playground.algos.rollout_corr import compute_rollout_correction_and_rejection_mask
-from playground.algos.rollout_corr_spec import is_enabled
+from playground.algos.rollout_correction.importance import compute_rollout_correction_and_rejection_mask
+from playground.algos.rollout_correction.spec import RolloutCorrectionSpec
 from playground.tasks.base import Batch
 
 ROLLOUT_LOG_PROBS = "rollout_log_probs"
 
 
 class RolloutCorrection:
-    """The config's rollout correction, applied to a step's batch.
-
-    Args:
-        cfg: the run's config (agents of a batch share `algorithm.rollout_correction`).
+    """The config's rollout correction, applied to a step's batch: the one place the step reads
+    `algorithm.rollout_correction` (the rollout worker asks `spec.enabled` whether to hand on its log-probs, the actor
+    gets `spec` for bypass mode's loss).
     """
 
-    def __init__(self, cfg: DictConfig):
-        corr = OmegaConf.select(cfg, "algorithm.rollout_correction")
-        self.settings: dict[str, Any] = OmegaConf.to_container(corr) if corr is not None else {}
-        self.enabled = is_enabled(self.settings)
-        self.bypass_mode = bool(self.settings.get("bypass_mode", False))
+    def __init__(self, spec: RolloutCorrectionSpec):
+        self.spec = spec
+
+    @classmethod
+    def from_config(cls, cfg: DictConfig) -> RolloutCorrection:
+        """Agents of a batch share `algorithm.rollout_correction`."""
+        return cls(RolloutCorrectionSpec.from_config(cfg.algorithm.rollout_correction))
+
+    @property
+    def bypass_mode(self) -> bool:
+        return self.spec.bypass_mode
 
     def _rollout_log_probs(self, batch: Batch) -> Tensor:
         if ROLLOUT_LOG_PROBS not in batch:
@@ -53,17 +56,14 @@ class RolloutCorrection:
     def apply(self, batch: Batch) -> dict[str, list[Tensor]]:
         """Decoupled mode (verl's `compute_rollout_correction_and_add_to_batch`): put `rollout_is_weights` into the
         batch and the rejection into `response_mask`; returns `rollout_corr/*` as the step's metrics. Nothing in bypass
-        mode (the loss does it), nor when the correction is off and the rollout reported no log-probs."""
-        if self.bypass_mode or not self.settings or (not self.enabled and ROLLOUT_LOG_PROBS not in batch):
-            return {}  # (no settings: a config from before the key existed)
+        mode (the loss does it, `algos.rollout_correction.bypass`), nor when the correction is off and the rollout
+        reported no log-probs."""
+        if self.spec.bypass_mode or (not self.spec.enabled and ROLLOUT_LOG_PROBS not in batch):
+            return {}
         weights, mask, metrics = compute_rollout_correction_and_rejection_mask(
             batch["old_log_probs"], self._rollout_log_probs(batch), batch["response_mask"],
-            **{key: self.settings[key] for key in CORRECTION_KEYS})
+            **self.spec.correction_kwargs())
         batch["response_mask"] = mask
         if weights is not None:
             batch["rollout_is_weights"] = weights
         return {key: [value] for key, value in metrics.items()}
-
-    def bypass_settings(self) -> dict[str, Any] | None:
-        """The settings the bypass loss reads (`algos.bypass`), or None in decoupled mode."""
-        return {key: self.settings[key] for key in (*CORRECTION_KEYS, "loss_type")} if self.bypass_mode else None
