@@ -8,9 +8,9 @@ whose reply is appended to the context (through the generation's KV cache) befor
 episode ends at EOS, when a reply says `done`, at `actor_rollout_ref.rollout.multi_turn.max_assistant_turns`, or at the
 response length cap.
 
-A multi-turn prompt set (`token_data.PromptSet` subclass, registered in `prompt_sets.PROMPT_SETS`) has the class
-attribute `turn_end_tokens: ClassVar[tuple[str, ...]]` (tokens of its tokenizer) and the method
-`new_episode(self, example: Example) -> Episode`.
+A multi-turn prompt set (`token_data.PromptSet` subclass, registered in `prompt_sets.PROMPT_SETS`) declares
+`multi_turn = True`, its `turn_end_tokens` (tokens of its tokenizer) and the method
+`new_episode(self, example: Example) -> Episode`; the class is refused when it is defined without them.
 
 Two implementations meet it: the calculator tool task and the FrozenLake text game.
 """

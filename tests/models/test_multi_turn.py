@@ -10,10 +10,11 @@ from playground.models.generation import build_sequences, generate
 from playground.models.multi_turn import generate_episodes
 from playground.models.tiny_gpt import GPTConfig, TinyGPT, compute_log_prob
 from playground.tasks.episodes import EnvReply
-from playground.tasks.token_data import Tokenizer
+from playground.tasks.token_data import ARITHMETIC_CHARS
+from playground.tasks.tokenizer import Tokenizer
 from tests.models.test_tiny_gpt import EOS, PAD, ScriptedModel, mixed_prompts
 
-TOK = Tokenizer()  # digits are ids 3..12; '=' (15) ends an assistant turn here, '>' (16) too
+TOK = Tokenizer(ARITHMETIC_CHARS)  # digits are ids 3..12; '=' (15) ends an assistant turn here, '>' (16) too
 END, END2 = TOK.stoi["="], TOK.stoi[">"]
 D = {c: TOK.stoi[c] for c in "0123456789"}
 
