@@ -1,0 +1,101 @@
+"""The prompt set contract (`token_data.PromptSet`): what a class declares is checked when it is defined, what a
+config sets is checked against it, and every registered set keeps it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from playground.config import ConfigError, compose
+from playground.tasks.episodes import EnvReply
+from playground.tasks.prompt_sets import PROMPT_SETS, check_config
+from playground.tasks.token_data import ARITHMETIC_CHARS, Example, PromptSet, ReversePrompts
+from playground.tasks.tokenizer import Tokenizer
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class _Reply:
+    def step(self, assistant_turn: str) -> EnvReply:
+        return EnvReply("1", 0.0, False)
+
+    def outcome(self, last_turn: str) -> dict[str, float]:
+        return {"score": 0.0, "acc": 0.0}
+
+
+# ---- declarations, checked when the class is defined
+
+def test_a_multi_turn_set_without_its_episodes_is_refused_when_defined():
+    with pytest.raises(TypeError, match=r"prompt set Echo breaks the PromptSet contract: multi_turn=True needs "
+                                        r"new_episode\(example\) -> Episode"):
+        class Echo(ReversePrompts):
+            multi_turn = True
+            turn_end_tokens = (">",)
+
+
+def test_a_multi_turn_set_without_turn_end_tokens_of_its_vocabulary_is_refused():
+    with pytest.raises(TypeError, match=r"multi_turn=True needs turn_end_tokens"):
+        class NoEnd(ReversePrompts):
+            multi_turn = True
+
+            def new_episode(self, example: Example) -> _Reply:
+                return _Reply()
+
+    with pytest.raises(TypeError, match=r"turn_end_tokens \['</turn>'\] are not tokens of its tokenizer"):
+        class UnknownEnd(ReversePrompts):
+            multi_turn = True
+            turn_end_tokens = ("</turn>",)
+
+            def new_episode(self, example: Example) -> _Reply:
+                return _Reply()
+
+
+def test_episodes_on_a_set_that_does_not_declare_multi_turn_are_refused():
+    with pytest.raises(TypeError, match="belong to a multi-turn set: declare multi_turn=True"):
+        class Undeclared(ReversePrompts):
+            turn_end_tokens = (">",)
+
+            def new_episode(self, example: Example) -> _Reply:
+                return _Reply()
+
+
+def test_val_core_source_and_its_metrics_go_together():
+    with pytest.raises(TypeError, match="val_core_source and val_core_metrics go together"):
+        class NoCore(ReversePrompts):
+            val_core_source = "reverse"
+
+
+def test_a_set_that_declares_multi_turn_with_what_it_needs_is_multi_turn():
+    class Echo(ReversePrompts):
+        tokenizer = Tokenizer(ARITHMETIC_CHARS, words=("<end>",))
+        multi_turn = True
+        turn_end_tokens = ("<end>",)
+
+        def new_episode(self, example: Example) -> _Reply:
+            return _Reply()
+
+    assert Echo.multi_turn and not ReversePrompts.multi_turn
+
+
+# ---- every registered set, and the config keys its declarations fix
+
+@pytest.mark.parametrize("name", sorted(PROMPT_SETS))
+def test_every_registered_set_has_a_task_config_that_agrees_with_it(name):
+    cls = PROMPT_SETS[name]
+    assert cls.name == name and issubclass(cls, PromptSet)
+    task_file = yaml.safe_load((ROOT / "conf" / "task" / f"{name}.yaml").read_text(encoding="utf-8"))["task"]
+    assert task_file["family"] == "token" and set(cls.knobs) <= set(task_file), name
+    check_config(compose([f"task={name}"]))  # reward.name, multi_turn.enable, the rule's keys
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["task=reverse", "reward.name=countdown"], "reward.name='countdown' is out of range: allowed 'exact_match'"),
+    (["task=calc", "actor_rollout_ref.rollout.multi_turn.enable=false"], "multi_turn.enable=False is out of range"),
+    (["task=frozenlake", "reward.partial_credit=true"], "reward.partial_credit=True are out of range for task"),
+])
+def test_a_config_that_disagrees_with_the_declarations_is_refused(overrides, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        check_config(compose(overrides))
