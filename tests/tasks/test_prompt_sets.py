@@ -1,5 +1,5 @@
 """The prompt set contract (`token_data.PromptSet`): what a class declares is checked when it is defined, what a
-config sets is checked against it, and every registered set keeps it."""
+config sets is checked against it, every registered set keeps it, and docs/adding-a-task.md's example trains."""
 
 from __future__ import annotations
 
@@ -7,15 +7,20 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
+from omegaconf import open_dict
 
 from playground.config import ConfigError, compose
+from playground.runs import read_metrics_jsonl, read_run_info
+from playground.tasks import prompt_sets
 from playground.tasks.episodes import EnvReply
 from playground.tasks.prompt_sets import PROMPT_SETS, check_config
 from playground.tasks.token_data import ARITHMETIC_CHARS, Example, PromptSet, ReversePrompts
 from playground.tasks.tokenizer import Tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "adding-a-task.md"
 
 
 class _Reply:
@@ -99,3 +104,39 @@ def test_every_registered_set_has_a_task_config_that_agrees_with_it(name):
 def test_a_config_that_disagrees_with_the_declarations_is_refused(overrides, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
         check_config(compose(overrides))
+
+
+# ---- the doc's example, run as it stands
+
+def _doc_example() -> type[PromptSet]:
+    section = DOC.read_text(encoding="utf-8").split("## A prompt set", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    namespace: dict = {}
+    exec(compile(code, str(DOC), "exec"), namespace)  # noqa: S102 - the doc's own code, as a reader copies it
+    return namespace["SortPrompts"]
+
+
+def test_the_docs_example_is_a_prompt_set():
+    sort = _doc_example()(min_digits=3, max_digits=3, num_val=16)
+    example = sort.make_example(("314",))
+    assert example == Example("314>", "134") and sort.score("134", example)["acc"] == 1.0
+    assert sort.prompt_ids(example) == [1, *sort.tokenizer.encode("314>")] and sort.tokenizer.vocab_size == 14
+    assert not set(sort.val) & set(sort.train) and len(sort.val) == 16
+
+
+def test_the_docs_example_trains_as_a_token_task(tmp_path, monkeypatch):
+    from playground.trainer import Trainer
+
+    monkeypatch.setitem(prompt_sets.PROMPT_SETS, "sort", _doc_example())
+    cfg = compose(["task=reverse", "trainer.logger=[]", "trainer.progress_bar=false", "task.num_val=16",
+                   "actor_rollout_ref.model.n_layer=1", "actor_rollout_ref.model.n_embd=32", "sft.max_steps=10",
+                   "sft.eval_every=10", "sft.target_acc_lo=0.0", "data.train_batch_size=4",
+                   "actor_rollout_ref.actor.ppo_mini_batch_size=4", "trainer.total_training_steps=2",
+                   "trainer.test_freq=2"])
+    with open_dict(cfg):
+        cfg.task.name, cfg.task.min_digits, cfg.task.max_digits = "sort", 3, 3
+    [outcome] = Trainer([cfg], [tmp_path], torch.device("cpu")).fit()
+    assert (outcome.status, outcome.steps) == ("finished", 2), outcome
+    records = read_metrics_jsonl(tmp_path / "metrics.jsonl").records
+    assert {"val/accuracy", "val/pass@1"} <= set(records[-1]) and "critic/score/mean" in records[1]
+    assert read_run_info(tmp_path)["sft_steps"] == 10
