@@ -16,7 +16,7 @@ import torch
 
 from playground.models.tiny_gpt import GPTConfig, TinyGPT
 from playground.rollout.decode import generate
-from playground.tasks.token_data import make_prompts
+from playground.tasks.prompt_sets import make_prompts
 
 
 def bench(task, n_embd: int, batch: int, use_kv_cache: bool, new_tokens: int, reps: int, device: str) -> dict:

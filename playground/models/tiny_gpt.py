@@ -102,7 +102,7 @@ class Block(nn.Module):
 
 @dataclass
 class GPTConfig:
-    vocab_size: int  # the task tokenizer's vocab_size (17 for token_data.Tokenizer)
+    vocab_size: int  # the task tokenizer's vocab_size (reverse's and addition's: 17)
     block_size: int  # longest prompt + response in tokens; learned positions exist only up to here
     n_layer: int = 2  # enough for reverse-5 and 3-digit addition (sum written reversed)
     n_head: int = 4

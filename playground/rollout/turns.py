@@ -14,8 +14,9 @@ An episode ends as verl's does: at EOS (verl: an assistant turn without a tool c
 `len(response_mask) >= response_length` after merging it) is dropped and the episode ends. verl counts
 `num_turns = user_turns + assistant_turns + 1` (the prompt is a turn): a single-turn answer is 2.
 
-The interface an environment meets (`Episode`, `EnvReply`) sits here too: a multi-turn prompt set makes one fresh
-`Episode` per response (`tasks.agent_loop.run_episodes`). Two implementations meet it: the calculator tool task
+The interface an environment meets (`Episode`, `EnvReply`) sits here too: a multi-turn prompt set (`multi_turn =
+True`, its `turn_end_tokens` and `new_episode`: `tasks.token_data.PromptSet`'s contract) makes one fresh `Episode` per
+response (`tasks.agent_loop.run_episodes`). Two implementations meet it: the calculator tool task
 (`tasks/calc_data.py`) and the FrozenLake text game (`tasks/frozenlake_data.py`).
 """
 

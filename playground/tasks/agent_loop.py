@@ -14,11 +14,6 @@ from playground.rollout.turns import EpisodeTrace, EpisodeTurns
 from playground.tasks.token_data import Example, PromptSet
 
 
-def is_multi_turn(prompts: PromptSet | type[PromptSet]) -> bool:
-    """Whether a prompt set runs episodes: it has `turn_end_tokens` and `new_episode` (`rollout.turns.Episode`)."""
-    return hasattr(prompts, "new_episode") and hasattr(prompts, "turn_end_tokens")
-
-
 def run_episodes(model, prompts: PromptSet, examples: Sequence[Example], prompt_ids: torch.Tensor,
                  prompt_mask: torch.Tensor, *, max_assistant_turns: int | None = None,
                  max_user_turns: int | None = None, **generation: Any) -> tuple[GenerationOutput, list[EpisodeTrace]]:

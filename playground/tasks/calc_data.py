@@ -17,36 +17,18 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 
 from playground.rollout.turns import EnvReply
-from playground.tasks.token_data import DIGITS, Example, NumberPrompts, Tokenizer
+from playground.tasks.token_data import DIGITS, Example, NumberPrompts
+from playground.tasks.tokenizer import Tokenizer
 
 TAGS = ("<tool>", "</tool>", "<result>", "</result>", "<answer>", "</answer>")
-_TAG_SPLIT = re.compile("(" + "|".join(re.escape(t) for t in TAGS) + ")")
 _CALL = re.compile(r"<tool>([^<]*)</tool>$")  # the call that ends a turn
 _EXPRESSION = re.compile(r"^\d{1,12}(\*\d{1,12})*$")  # what the calculator evaluates: a product of whole numbers
 _ANSWER = re.compile(r"<answer>(\d*)</answer>")
-
-
-class CalcTokenizer(Tokenizer):
-    """Digits, '*', '=', '?' (the calculator's "cannot evaluate") and the six tags as tokens: 3 + 13 + 6 = 22."""
-
-    chars = DIGITS + "*=?"
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.itos += list(TAGS)
-        self.stoi = {s: i for i, s in enumerate(self.itos)}
-        self.vocab_size = len(self.itos)
-
-    def encode(self, text: str) -> list[int]:
-        ids = []
-        for part in _TAG_SPLIT.split(text):
-            ids += [self.stoi[part]] if part in TAGS else super().encode(part)
-        return ids
 
 
 def calculate(expression: str) -> str:
@@ -88,7 +70,10 @@ class CalcPrompts(NumberPrompts):
     name = "calc"
     num_operands = 2
     knobs = ("min_digits", "max_digits", "tool_share")
-    turn_end_tokens: ClassVar[tuple[str, ...]] = ("</tool>",)
+    # digits, '*', '=', '?' (the calculator's "cannot evaluate") and the six tags as tokens: 3 + 13 + 6 = 22 ids
+    tokenizer = Tokenizer(DIGITS + "*=?", words=TAGS)
+    multi_turn = True
+    turn_end_tokens = ("</tool>",)
 
     def __init__(self, min_digits: int = 3, max_digits: int = 3, tool_share: float = 0.5, **kwargs: Any):
         """`tool_share`: the share of SFT traces that call the tool (the rest answer in the head), in [0, 1]."""
@@ -96,7 +81,6 @@ class CalcPrompts(NumberPrompts):
             raise ValueError(f"need tool_share in [0, 1], got {tool_share}")
         self.tool_share = float(tool_share)
         super().__init__(min_digits, max_digits, **kwargs)
-        self.tokenizer = CalcTokenizer()
         self._trace_rng = random.Random(self.seed + 1)
 
     # ---- the PromptSet interface

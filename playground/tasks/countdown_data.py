@@ -28,37 +28,19 @@ from __future__ import annotations
 import functools
 import itertools
 import random
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from playground.tasks import countdown_reward
 from playground.tasks.countdown_reward import parse_ground_truth, prediction, score
-from playground.tasks.token_data import DIGITS, Example, PromptSet, Tokenizer
+from playground.tasks.token_data import DIGITS, Example, PromptSet
+from playground.tasks.tokenizer import Tokenizer
 
 TAGS = ("<think>", "</think>", "<answer>", "</answer>")
 MAX_VALUE = 100  # intermediate values stay in [0, 100], as a player aiming at a target of at most 100 computes
-_TAG_SPLIT = re.compile("(" + "|".join(re.escape(t) for t in TAGS) + ")")
-
-
-class CountdownTokenizer(Tokenizer):
-    """Characters for numbers and equations (space too: TinyZero strips and evaluates it), and the tags as tokens."""
-
-    chars = DIGITS + "+-*/()=,;> "
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.itos += list(TAGS)
-        self.stoi = {s: i for i, s in enumerate(self.itos)}
-        self.vocab_size = len(self.itos)  # 3 specials + 21 characters + 4 tags = 28
-
-    def encode(self, text: str) -> list[int]:
-        ids = []
-        for part in _TAG_SPLIT.split(text):
-            ids += [self.stoi[part]] if part in TAGS else super().encode(part)
-        return ids
 
 
 # ---- the solver: a derivation is a tree, a leaf an int, a node (op, left, right, value)
@@ -161,10 +143,13 @@ class CountdownPrompts(PromptSet):
     """
 
     name = "countdown"
-    num_operands = 0  # unused: problems are enumerated, not drawn by operand length
-    rule = staticmethod(score)
-    val_core_source = "countdown"
     knobs = ("min_numbers", "max_numbers", "max_number", "max_target", "max_failed", "wrong_rate", "max_rechecks")
+    # characters for numbers and equations (space too: TinyZero strips and evaluates it), the tags as tokens: 28 ids
+    tokenizer = Tokenizer(DIGITS + "+-*/()=,;> ", words=TAGS)
+    rule = staticmethod(score)  # TinyZero's
+    reward_name = "countdown"
+    partial_credit = False  # many equations are right: no per-position credit
+    val_core_source = "countdown"
 
     def __init__(self, min_numbers: int = 3, max_numbers: int = 3, max_number: int = 9, max_target: int = 100,
                  max_failed: int = 2, wrong_rate: float = 0.1, max_rechecks: int = 0, num_train: int | None = None,
@@ -194,7 +179,6 @@ class CountdownPrompts(PromptSet):
                                                                                 max_number, max_target)
         self.max_failed, self.wrong_rate, self.max_rechecks = max_failed, wrong_rate, max_rechecks
         self.num_val, self.seed = num_val, seed
-        self.tokenizer = CountdownTokenizer()
         rng = random.Random(seed)
         problems, longest_attempt, longest_step = [], 0, 0
         for n in range(min_numbers, max_numbers + 1):
@@ -249,9 +233,12 @@ class CountdownPrompts(PromptSet):
         rows = [self.target_ids(e) for e in examples]
         return self._pad(rows, max(len(r) for r in rows), left=False)
 
-    def predictions(self, texts: Sequence[str]) -> list[float | None]:
-        """What verl's `maj@N` votes on: each answer's value (None without one)."""
-        return [prediction(text) for text in texts]
+    def val_core_metrics(self, texts: Sequence[str], scores: Sequence[Sequence[float]]) -> dict[str, float]:
+        """verl's `val-core/countdown/reward/*`: `maj@N` votes on each answer's value (None without one)."""
+        n = len(scores[0])
+        votes = [prediction(text) for text in texts]
+        return countdown_reward.val_core_metrics(self.val_core_source, scores,
+                                                 [votes[i:i + n] for i in range(0, len(votes), n)])
 
     # ---- traces
     def trace(self, ground_truth: str, rng: random.Random) -> str:

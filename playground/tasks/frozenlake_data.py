@@ -33,37 +33,18 @@ assistant's turns).
 from __future__ import annotations
 
 import random
-import re
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 
 from playground.rollout.turns import EnvReply
 from playground.tasks.frozenlake import ACTION_NAMES, FrozenLake, LakeMap, generate_map, scripted_moves
-from playground.tasks.token_data import Example, PromptSet, Tokenizer
+from playground.tasks.token_data import Example, PromptSet
+from playground.tasks.tokenizer import Tokenizer
 
 BOARD_CHARS = "P_OGX√"  # RAGEN's grid_lookup: player, frozen, hole, goal, player in hole, player on goal
 ROW_END = "\n"
-_ACTION_SPLIT = re.compile("(" + "|".join(ACTION_NAMES) + ")")
-
-
-class FrozenLakeTokenizer(Tokenizer):
-    """Board characters and the row end, one token each, then the four actions as tokens."""
-
-    chars = BOARD_CHARS + ROW_END
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.itos += list(ACTION_NAMES)
-        self.stoi = {s: i for i, s in enumerate(self.itos)}
-        self.vocab_size = len(self.itos)  # 3 specials + 7 characters + 4 actions = 14
-
-    def encode(self, text: str) -> list[int]:
-        ids = []
-        for part in _ACTION_SPLIT.split(text):
-            ids += [self.stoi[part]] if part in ACTION_NAMES else super().encode(part)
-        return ids
 
 
 def render(lake: LakeMap, cell: tuple[int, int]) -> str:
@@ -120,10 +101,12 @@ class FrozenLakePrompts(PromptSet):
     """
 
     name = "frozenlake"
-    num_operands = 0  # unused: maps are drawn, not operands
     knobs = ("size", "p", "random_start_goal", "is_slippery", "max_steps", "format_penalty", "detour_rate",
              "fail_rate")
-    turn_end_tokens: ClassVar[tuple[str, ...]] = ACTION_NAMES
+    # board characters and the row end, one token each, then the four actions as tokens: 3 + 7 + 4 = 14 ids
+    tokenizer = Tokenizer(BOARD_CHARS + ROW_END, words=ACTION_NAMES)
+    multi_turn = True
+    turn_end_tokens = ACTION_NAMES
 
     def __init__(self, size: int = 4, p: float = 0.8, random_start_goal: bool = False, is_slippery: bool = False,
                  max_steps: int = 10,
@@ -159,7 +142,6 @@ class FrozenLakePrompts(PromptSet):
         self.random_start_goal = bool(random_start_goal)
         self.format_penalty, self.detour_rate, self.fail_rate = format_penalty, detour_rate, fail_rate
         self.num_train, self.num_val, self.seed = num_train, num_val, seed
-        self.tokenizer = FrozenLakeTokenizer()
         rng, maps, seen = random.Random(seed), [], set()
         for _ in range(50 * (num_train + num_val)):  # 2x2 boards have few maps: stop rather than loop forever
             if len(maps) == num_train + num_val:

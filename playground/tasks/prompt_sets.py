@@ -1,7 +1,8 @@
-"""Every token task's prompt set by `task.name`, built from a config's `task` section.
+"""Every token task's prompt set by `task.name`, built from a config's `task` section, and the config keys each one's
+contract fixes (`token_data.PromptSet`).
 
-A module of its own because countdown's prompt set builds on `token_data` (its tokenizer and `PromptSet`): the
-registry that names both sits above them.
+A module of its own because the prompt sets build on `token_data` (the contract and the arithmetic sets): the registry
+that names them all sits above them. Adding a prompt set: docs/adding-a-task.md, "A prompt set".
 """
 
 from __future__ import annotations
@@ -9,16 +10,29 @@ from __future__ import annotations
 from typing import Any
 
 from playground.config import ConfigError
-from playground.tasks import token_data
-from playground.tasks.agent_loop import is_multi_turn
 from playground.tasks.calc_data import CalcPrompts
 from playground.tasks.countdown_data import CountdownPrompts
 from playground.tasks.frozenlake_data import FrozenLakePrompts
-from playground.tasks.token_data import PromptSet
+from playground.tasks.token_data import AdditionPrompts, PromptSet, ReversePrompts
 
-# multi-turn prompt sets (`episodes.py`): calc, frozenlake
-PROMPT_SETS: dict[str, type[PromptSet]] = {**token_data.PROMPT_SETS, "countdown": CountdownPrompts,
-                                           "calc": CalcPrompts, "frozenlake": FrozenLakePrompts}
+PROMPT_SETS: dict[str, type[PromptSet]] = {cls.name: cls for cls in (
+    ReversePrompts, AdditionPrompts, CountdownPrompts, CalcPrompts, FrozenLakePrompts)}
+
+
+def prompt_set_class(name: str) -> type[PromptSet]:
+    """The prompt set class `task.name` names.
+
+    Raises:
+        ConfigError: an unknown name (checked before any model is built).
+    """
+    if name not in PROMPT_SETS:
+        raise ConfigError(f"task.name={name!r} is out of range for token tasks: allowed one of {sorted(PROMPT_SETS)}")
+    return PROMPT_SETS[name]
+
+
+def make_prompts(name: str, **knobs: Any) -> PromptSet:
+    """The prompt set `name` with its knobs (`PromptSet.knobs`), `num_train`, `num_val`, `seed`."""
+    return prompt_set_class(name)(**knobs)
 
 
 def prompts_for_task(task: Any) -> PromptSet:
@@ -27,10 +41,7 @@ def prompts_for_task(task: Any) -> PromptSet:
     Raises:
         ConfigError: an unknown name, or knobs out of range (checked before any model is built).
     """
-    if task.name not in PROMPT_SETS:
-        raise ConfigError(f"task.name={task.name!r} is out of range for token tasks: allowed one of "
-                          f"{sorted(PROMPT_SETS)}")
-    cls = PROMPT_SETS[task.name]
+    cls = prompt_set_class(task.name)
     try:
         return cls(**{key: task[key] for key in cls.knobs}, num_val=task.num_val, seed=task.data_seed)
     except ValueError as error:  # each prompt set checks its own knobs' ranges and says which and what it got
@@ -38,22 +49,31 @@ def prompts_for_task(task: Any) -> PromptSet:
         raise ConfigError(f"task {task.name}'s knobs are out of range ({keys}): {error}") from error
 
 
-def check_multi_turn(cfg: Any) -> None:
-    """`actor_rollout_ref.rollout.multi_turn.enable` is on exactly for a multi-turn task, whose episodes' outcome is the
-    score (so the text rule's `reward.format_score` and `reward.partial_credit` stay off). Checked before the base is
-    built (here, not in `config.validate`: the config module sits below the tasks).
+def check_config(cfg: Any) -> None:
+    """The keys a token task's prompt set fixes by what it declares (`PromptSet`): `reward.name` is its rule's
+    (`reward_name`); `reward.partial_credit` only where its rule takes it; `actor_rollout_ref.rollout.multi_turn.enable`
+    exactly for a multi-turn set, whose episodes' outcome is the score (so the text rule's `reward.format_score` and
+    `reward.partial_credit` stay off). Checked before the base is built (here, not in `config.validate`: the config
+    module sits below the tasks).
 
     Raises:
         ConfigError: the first key out of range.
     """
     name = cfg.task.name
-    multi = name in PROMPT_SETS and is_multi_turn(PROMPT_SETS[name])
+    cls = prompt_set_class(name)
+    if cfg.reward.name != cls.reward_name:
+        raise ConfigError(f"reward.name={cfg.reward.name!r} is out of range: allowed {cls.reward_name!r} for "
+                          f"task.name={name}")
+    if cfg.reward.partial_credit and not cls.partial_credit:
+        raise ConfigError(f"reward.partial_credit={cfg.reward.partial_credit!r} is out of range: allowed false for "
+                          f"task {name} (its rule, {cls.reward_name}, gives no per-position credit)")
     enable = cfg.actor_rollout_ref.rollout.multi_turn.enable
-    if bool(enable) != multi:
-        why = "a multi-turn task: its environment replies between turns" if multi else "a single-turn task: no reply"
+    if bool(enable) != cls.multi_turn:
+        why = ("a multi-turn task: its environment replies between turns" if cls.multi_turn else
+               "a single-turn task: no reply")
         raise ConfigError(f"actor_rollout_ref.rollout.multi_turn.enable={enable!r} is out of range: allowed "
-                          f"{str(multi).lower()} for task.name={name} ({why})")
-    if multi and (cfg.reward.format_score != 0 or cfg.reward.partial_credit):
+                          f"{str(cls.multi_turn).lower()} for task.name={name} ({why})")
+    if cls.multi_turn and (cfg.reward.format_score != 0 or cfg.reward.partial_credit):
         raise ConfigError(f"reward.format_score={cfg.reward.format_score!r}, reward.partial_credit="
                           f"{cfg.reward.partial_credit!r} are out of range for task {name}: allowed 0 and false (its "
                           "episodes' outcome is the score)")

@@ -29,7 +29,7 @@ from playground.config import ConfigError
 from playground.models.tiny_gpt import GPTConfig, TinyGPT, compute_log_prob, position_ids_from_mask
 from playground.rollout.decode import generate
 from playground.runs import write_atomic
-from playground.tasks.agent_loop import is_multi_turn, run_episodes
+from playground.tasks.agent_loop import run_episodes
 from playground.tasks.token_data import Example, PromptSet
 
 # Bump when a change here or in the model alters the weights a config produces: old cache entries then miss.
@@ -141,7 +141,7 @@ def greedy_accuracy(model: TinyGPT, task: PromptSet, examples: list[Example], ba
     for start in range(0, len(examples), batch_size):
         chunk = examples[start:start + batch_size]
         prompt_ids, prompt_mask = task.collate_prompts(chunk)
-        if is_multi_turn(task):
+        if task.multi_turn:
             _, traces = run_episodes(model, task, chunk, prompt_ids, prompt_mask, max_new_tokens=task.max_answer_tokens,
                                      do_sample=False)
             correct += sum(trace.outcome["acc"] for trace in traces)

@@ -1,4 +1,5 @@
-"""Token tasks for the tiny GPT: a character tokenizer, seeded prompt sets, a rule reward and pass@k.
+"""Token tasks for the tiny GPT: the prompt set contract (`PromptSet`), the arithmetic prompt sets, a rule reward and
+pass@k.
 
 The reward mirrors verl's GSM8K rule reward (`verl/utils/reward_score/gsm8k.py`, `compute_score`):
 1.0 on an exact match, else `format_score` for a well-formed answer.
@@ -16,45 +17,11 @@ from typing import Any, ClassVar
 
 import torch
 
-from playground.config import ConfigError
+from playground.rollout.turns import Episode
+from playground.tasks.tokenizer import Tokenizer
 
-PAD, BOS, EOS = "<pad>", "<bos>", "<eos>"
 DIGITS = "0123456789"
-
-
-class Tokenizer:
-    """Character-level tokenizer: specials first (pad 0, bos 1, eos 2), then digits, then operators.
-
-    '>' separates a reverse prompt from its answer; '+', '=' and '-' serve arithmetic prompts.
-    """
-
-    specials = (PAD, BOS, EOS)
-    chars = DIGITS + "+-=>"
-
-    def __init__(self) -> None:
-        self.itos = list(self.specials) + list(self.chars)
-        self.stoi = {s: i for i, s in enumerate(self.itos)}
-        self.pad_id, self.bos_id, self.eos_id = (self.stoi[s] for s in self.specials)
-        self.vocab_size = len(self.itos)  # 17
-
-    def encode(self, text: str) -> list[int]:
-        """Characters to ids; specials are never produced from text."""
-        unknown = sorted(set(text) - set(self.chars))
-        if unknown:
-            raise ValueError(f"cannot encode characters {unknown}; the vocabulary is {self.chars!r} + specials")
-        return [self.stoi[c] for c in text]
-
-    def decode(self, ids: Sequence[int] | torch.Tensor, stop_at_eos: bool = True) -> str:
-        """Ids to text, dropping specials (like `skip_special_tokens=True`); stops at the first EOS."""
-        if isinstance(ids, torch.Tensor):
-            ids = ids.tolist()
-        out = []
-        for i in ids:
-            if i == self.eos_id and stop_at_eos:
-                break
-            if i >= len(self.specials):
-                out.append(self.itos[i])
-        return "".join(out)
+ARITHMETIC_CHARS = DIGITS + "+-=>"  # '>' ends a reverse prompt; '+', '=' and '-' serve arithmetic prompts
 
 
 @dataclass(frozen=True)
@@ -112,57 +79,52 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 
 class PromptSet:
-    """A seeded set of (prompt, answer) examples over `Tokenizer`, split into disjoint train and val.
+    """A token task's data and what it declares about itself: the contract the token task (`token_task`), its SFT base
+    (`sft`) and the config checks (`prompt_sets.check_config`) read, and nothing else of it.
 
-    Subclasses say how many operands a prompt has, how many numbers have k digits, and how to
-    write an example from its operands. Examples are drawn balanced over operand lengths
-    (every combination of lengths gets the same share) without repeats, so train and val never
-    share a prompt.
+    The constructor draws seeded examples, disjoint `train` and `val`, from the `task.*` keys named in `knobs` (and
+    `task.num_val`, `task.data_seed`); an example's SFT demonstration is `target_ids` (`collate_sft_targets`: with
+    its loss mask). Declared as class attributes:
+    - `tokenizer`: its vocabulary, one `Tokenizer(chars, words)`; the order of its ids is its SFT base's.
+    - single- or multi-turn: `multi_turn`. A multi-turn set also names `turn_end_tokens` (tokens of its tokenizer
+      that end an assistant turn) and defines `new_episode(example) -> episodes.Episode`, its environment; a
+      single-turn set has neither. Checked when the class is defined.
+    - its reward: a single-turn set scores each decoded response by `rule(response_text, answer, format_score=,
+      partial_credit=) -> {"score", "acc"}`, the rule `reward.name` names (`reward_name`), which takes
+      `reward.partial_credit` only where `partial_credit` says so. A multi-turn set's reward is its episodes'
+      outcome (`Episode.outcome`): its `rule` scores nothing in RL; `reward.format_score`, `partial_credit` stay off.
+    - its validation: every set logs `val/score`, `val/accuracy` (the rule's or the outcome's `acc`) and `val/pass@k`
+      on `val`; a set with a `val_core_source` also logs verl's `val-core/<source>/reward/*` (its
+      `val_core_metrics`). Checked when the class is defined.
     """
 
-    name: ClassVar[str]
-    num_operands: ClassVar[int]
-    knobs: ClassVar[tuple[str, ...]] = ("min_digits", "max_digits")  # the task.* keys the constructor takes
+    name: ClassVar[str]  # `task.name`, its key in `prompt_sets.PROMPT_SETS`
+    knobs: ClassVar[tuple[str, ...]]  # the task.* keys the constructor takes
+    tokenizer: ClassVar[Tokenizer]
+    multi_turn: ClassVar[bool] = False
+    turn_end_tokens: ClassVar[tuple[str, ...]] = ()  # multi-turn only
     rule = staticmethod(score)  # the reward rule: (response_text, answer, **reward keys) -> {"score", "acc"}
+    reward_name: ClassVar[str] = "exact_match"  # what reward.name must say: the rule's name
+    partial_credit: ClassVar[bool] = True  # whether the rule takes reward.partial_credit
     val_core_source: ClassVar[str | None] = None  # a data source logs verl's val-core/<source>/... keys
 
-    def __init__(self, min_digits: int, max_digits: int, num_train: int | None = None, num_val: int = 512,
-                 seed: int = 0):
-        """Draws the examples.
+    train: list[Example]
+    val: list[Example]
+    num_train: int
+    num_val: int
+    seed: int
 
-        Args:
-            min_digits, max_digits: operand lengths, each drawn uniformly from this range.
-            num_train: training prompts; None means min(20000, distinct prompts - num_val).
-            num_val: validation prompts, disjoint from the training prompts.
-            seed: seeds the draw; the same knobs always give the same examples. Train and val are
-                drawn together, so changing num_train also changes which prompts are in val.
-        """
-        if not 1 <= min_digits <= max_digits:
-            raise ValueError(f"need 1 <= min_digits <= max_digits, got {min_digits}, {max_digits}")
-        self.min_digits, self.max_digits = min_digits, max_digits
-        lengths = range(min_digits, max_digits + 1)
-        self._buckets = list(itertools.product(lengths, repeat=self.num_operands))
-        self._sizes = [math.prod(self.count(k) for k in ks) for ks in self._buckets]
-        if num_train is None:
-            num_train = max(1, min(20000, sum(self._sizes) - num_val))  # too few prompts: the check below says so
-        if num_train < 1 or num_val < 1:
-            raise ValueError(f"need num_train >= 1 and num_val >= 1, got {num_train}, {num_val}")
-        self.num_train, self.num_val, self.seed = num_train, num_val, seed
-        self.tokenizer = Tokenizer()
-        examples = self._draw_examples(num_train + num_val, random.Random(seed))
-        self.val: list[Example] = examples[:num_val]
-        self.train: list[Example] = examples[num_val:]
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        problems = _contract_problems(cls)
+        if problems:
+            raise TypeError(f"prompt set {cls.__name__} breaks the PromptSet contract: {'; '.join(problems)} "
+                            "(docs/adding-a-task.md, \"A prompt set\")")
 
     # ---- what a subclass defines
-    def count(self, k: int) -> int:
-        """How many operands have k digits."""
-        raise NotImplementedError
-
-    def operand(self, k: int, index: int) -> str:
-        """The index-th operand with k digits, 0 <= index < count(k)."""
-        raise NotImplementedError
-
-    def make_example(self, operands: tuple[str, ...]) -> Example:
+    @property
+    def config(self) -> dict[str, Any]:
+        """Everything that determines the examples; used in cache keys and run configs."""
         raise NotImplementedError
 
     @property
@@ -173,13 +135,16 @@ class PromptSet:
     def max_answer_chars(self) -> int:
         raise NotImplementedError
 
-    # ---- shared
-    @property
-    def config(self) -> dict[str, Any]:
-        """Everything that determines the examples; used in cache keys and run configs."""
-        return {"name": self.name, "min_digits": self.min_digits, "max_digits": self.max_digits,
-                "num_train": self.num_train, "num_val": self.num_val, "seed": self.seed}
+    def new_episode(self, example: Example) -> Episode:
+        """A multi-turn set's environment for one response (a fresh one per row: a group's rows never share one)."""
+        raise NotImplementedError(f"{type(self).__name__} is single-turn: it has no episodes")
 
+    def val_core_metrics(self, texts: Sequence[str], scores: Sequence[Sequence[float]]) -> dict[str, float]:
+        """verl's `val-core/<val_core_source>/reward/*` of the validation's responses (texts, and their rule scores
+        `(prompts, N)`); a set with a `val_core_source` defines it."""
+        raise NotImplementedError(f"{type(self).__name__} has no val_core_source")
+
+    # ---- shared
     @property
     def max_prompt_tokens(self) -> int:
         return 1 + self.max_prompt_chars  # BOS + text
@@ -265,6 +230,80 @@ class PromptSet:
         mask = [[0] * (width - len(r)) + [1] * len(r) if left else [1] * len(r) + [0] * (width - len(r)) for r in rows]
         return torch.tensor(ids, dtype=torch.long), torch.tensor(mask, dtype=torch.long)
 
+
+def _contract_problems(cls: type[PromptSet]) -> list[str]:
+    """What a prompt set class declares that its contract does not allow (empty when it keeps it)."""
+    problems = []
+    episodes = cls.new_episode is not PromptSet.new_episode
+    if cls.multi_turn:
+        if not episodes:
+            problems.append("multi_turn=True needs new_episode(example) -> Episode")
+        if not cls.turn_end_tokens:
+            problems.append("multi_turn=True needs turn_end_tokens (the tokens that end an assistant turn)")
+        vocabulary = cls.tokenizer.stoi if "tokenizer" in dir(cls) else {}  # no tokenizer: no tokens
+        unknown = [t for t in cls.turn_end_tokens if t not in vocabulary]
+        if unknown:
+            problems.append(f"turn_end_tokens {unknown} are not tokens of its tokenizer")
+    elif episodes or cls.turn_end_tokens:
+        problems.append("new_episode and turn_end_tokens belong to a multi-turn set: declare multi_turn=True")
+    core = cls.val_core_metrics is not PromptSet.val_core_metrics
+    if (cls.val_core_source is not None) != core:
+        problems.append("val_core_source and val_core_metrics go together")
+    return problems
+
+
+class OperandPrompts(PromptSet):
+    """Examples drawn from their operands: subclasses say how many operands a prompt has, how many numbers have k
+    digits, and how to write an example from its operands. Examples are drawn balanced over operand lengths (every
+    combination of lengths gets the same share) without repeats, so train and val never share a prompt.
+    """
+
+    num_operands: ClassVar[int]
+    knobs = ("min_digits", "max_digits")
+
+    def __init__(self, min_digits: int, max_digits: int, num_train: int | None = None, num_val: int = 512,
+                 seed: int = 0):
+        """Draws the examples.
+
+        Args:
+            min_digits, max_digits: operand lengths, each drawn uniformly from this range.
+            num_train: training prompts; None means min(20000, distinct prompts - num_val).
+            num_val: validation prompts, disjoint from the training prompts.
+            seed: seeds the draw; the same knobs always give the same examples. Train and val are
+                drawn together, so changing num_train also changes which prompts are in val.
+        """
+        if not 1 <= min_digits <= max_digits:
+            raise ValueError(f"need 1 <= min_digits <= max_digits, got {min_digits}, {max_digits}")
+        self.min_digits, self.max_digits = min_digits, max_digits
+        lengths = range(min_digits, max_digits + 1)
+        self._buckets = list(itertools.product(lengths, repeat=self.num_operands))
+        self._sizes = [math.prod(self.count(k) for k in ks) for ks in self._buckets]
+        if num_train is None:
+            num_train = max(1, min(20000, sum(self._sizes) - num_val))  # too few prompts: the check below says so
+        if num_train < 1 or num_val < 1:
+            raise ValueError(f"need num_train >= 1 and num_val >= 1, got {num_train}, {num_val}")
+        self.num_train, self.num_val, self.seed = num_train, num_val, seed
+        examples = self._draw_examples(num_train + num_val, random.Random(seed))
+        self.val: list[Example] = examples[:num_val]
+        self.train: list[Example] = examples[num_val:]
+
+    # ---- what a subclass defines
+    def count(self, k: int) -> int:
+        """How many operands have k digits."""
+        raise NotImplementedError
+
+    def operand(self, k: int, index: int) -> str:
+        """The index-th operand with k digits, 0 <= index < count(k)."""
+        raise NotImplementedError
+
+    def make_example(self, operands: tuple[str, ...]) -> Example:
+        raise NotImplementedError
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return {"name": self.name, "min_digits": self.min_digits, "max_digits": self.max_digits,
+                "num_train": self.num_train, "num_val": self.num_val, "seed": self.seed}
+
     def _draw_examples(self, total: int, rng: random.Random) -> list[Example]:
         if sum(self._sizes) < total:
             raise ValueError(f"task {self.name!r} with {self.min_digits}-{self.max_digits} digits has only "
@@ -295,11 +334,12 @@ def _water_fill(sizes: list[int], total: int) -> list[int]:
     return quotas
 
 
-class ReversePrompts(PromptSet):
+class ReversePrompts(OperandPrompts):
     """Reverse a digit string: prompt "12345>" (after BOS), answer "54321". Leading zeros allowed."""
 
     name = "reverse"
     num_operands = 1
+    tokenizer = Tokenizer(ARITHMETIC_CHARS)
 
     def __init__(self, min_digits: int = 5, max_digits: int = 5, **kwargs: Any):
         super().__init__(min_digits, max_digits, **kwargs)
@@ -323,7 +363,7 @@ class ReversePrompts(PromptSet):
         return self.max_digits
 
 
-class NumberPrompts(PromptSet):
+class NumberPrompts(OperandPrompts):
     """Prompts over whole numbers: an operand of k digits has no leading zero (k = 1 is 0-9)."""
 
     def count(self, k: int) -> int:
@@ -342,6 +382,7 @@ class AdditionPrompts(NumberPrompts):
 
     name = "addition"
     num_operands = 2
+    tokenizer = Tokenizer(ARITHMETIC_CHARS)
 
     def __init__(self, min_digits: int = 3, max_digits: int = 3, **kwargs: Any):
         super().__init__(min_digits, max_digits, **kwargs)
@@ -357,18 +398,3 @@ class AdditionPrompts(NumberPrompts):
     @property
     def max_answer_chars(self) -> int:
         return self.max_digits + 1  # a carry out of the top digit adds one
-
-
-PROMPT_SETS: dict[str, type[PromptSet]] = {"reverse": ReversePrompts, "addition": AdditionPrompts}
-
-
-def make_prompts(name: str, **knobs: Any) -> PromptSet:
-    """The prompt set `task.name` names, with its knobs (`PromptSet.knobs`), `num_train`, `num_val`, `seed`
-    (countdown's: `prompt_sets.PROMPT_SETS`).
-
-    Raises:
-        ConfigError: an unknown name (checked before any model is built).
-    """
-    if name not in PROMPT_SETS:
-        raise ConfigError(f"task.name={name!r} is out of range for token tasks: allowed one of {sorted(PROMPT_SETS)}")
-    return PROMPT_SETS[name](**knobs)

@@ -51,11 +51,10 @@ from playground.models.tiny_gpt import (
 from playground.perf import device_name, peak_flops
 from playground.rollout.decode import GenerationOutput, build_sequences, generate
 from playground.rollout.weights import DTYPES
-from playground.tasks.agent_loop import episode_fields, episode_metrics, episode_sample, is_multi_turn, run_episodes
+from playground.tasks.agent_loop import episode_fields, episode_metrics, episode_sample, run_episodes
 from playground.tasks.agent_passes import AgentPasses, CriticView, Params, flat_rows
 from playground.tasks.base import Batch, Task
-from playground.tasks.countdown_reward import val_core_metrics
-from playground.tasks.prompt_sets import check_multi_turn, prompts_for_task
+from playground.tasks.prompt_sets import check_config, prompts_for_task
 from playground.tasks.sft import BaseModel, SFTConfig, SFTProgress, build_base_model
 from playground.tasks.token_data import PromptSet, pass_at_k
 from playground.tasks.token_reward import TokenReward
@@ -79,9 +78,8 @@ class PreparedBase(NamedTuple):
 def base_model_for(cfg: DictConfig, progress: Callable[[SFTProgress], None] | None = None) -> PreparedBase:
     """The task's data, the model's config and the SFT base model (shipped, or built once and then loaded from the
     cache; `progress` hears a build's steps)."""
-    t = cfg.task
-    data = prompts_for_task(t)
-    check_multi_turn(cfg)
+    check_config(cfg)
+    data = prompts_for_task(cfg.task)
     limit = int(cfg.data.train_max_samples)
     try:  # checked before the base is built
         rl_data = data if limit == -1 else data.with_train_subset(limit)
@@ -179,7 +177,7 @@ class TokenTask(Task):
         self.prompts_before_step = [0] * self.num_agents  # training/epoch counts the prompts of earlier steps
         self.rows_per_unit = self.n  # ppo_mini_batch_size counts prompts: × rollout.n sequences (verl)
         # a multi-turn task's episodes (verl's agent loop): its environment replies between the assistant's turns
-        self.multi_turn = is_multi_turn(self.data)
+        self.multi_turn = self.data.multi_turn
         turns = cfg.actor_rollout_ref.rollout.multi_turn
         self.turn_limits = {"max_assistant_turns": turns.max_assistant_turns, "max_user_turns": turns.max_user_turns}
 
@@ -425,9 +423,7 @@ class TokenTask(Task):
         correct = acc.sum(-1).long().tolist()
         for k in range(1, n + 1):
             metrics[f"val/pass@{k}"] = torch.tensor([sum(pass_at_k(n, c, k) for c in correct) / len(correct)])
-        if self.data.val_core_source is not None:  # verl's names for the same validation (countdown)
-            preds = self.data.predictions(texts)
-            core = val_core_metrics(self.data.val_core_source, val_score.tolist(),
-                                    [preds[i:i + n] for i in range(0, len(preds), n)])
+        if self.data.val_core_source is not None:  # verl's names for the same validation
+            core = self.data.val_core_metrics(texts, val_score.tolist())
             metrics.update({key: torch.tensor([value]) for key, value in core.items()})
         return metrics

@@ -9,10 +9,11 @@ import torch
 from playground.models.tiny_gpt import GPTConfig, TinyGPT, compute_log_prob
 from playground.rollout.decode import build_sequences, generate
 from playground.rollout.turns import EnvReply, EpisodeTurns
-from playground.tasks.token_data import Tokenizer
+from playground.tasks.token_data import ARITHMETIC_CHARS
+from playground.tasks.tokenizer import Tokenizer
 from tests.models.test_tiny_gpt import EOS, PAD, ScriptedModel, mixed_prompts
 
-TOK = Tokenizer()  # digits are ids 3..12; '=' (15) ends an assistant turn here, '>' (16) too
+TOK = Tokenizer(ARITHMETIC_CHARS)  # digits are ids 3..12; '=' (15) ends an assistant turn here, '>' (16) too
 END, END2 = TOK.stoi["="], TOK.stoi[">"]
 D = {c: TOK.stoi[c] for c in "0123456789"}
 

@@ -14,7 +14,7 @@ from reports import roots as _roots
 from playground.config import compose
 from playground.diagnose.catalogue import render_fix
 from playground.failures import severity
-from playground.tasks.calc_data import CalcTokenizer
+from playground.tasks.calc_data import CalcPrompts
 from playground.tasks.token_reward import TokenReward
 
 SCENARIO = ["task=calc", "scenario=tool_skip_collapse"]
@@ -24,7 +24,7 @@ SEED = 101
 def _lengths() -> tuple[int, int]:
     """Response tokens of a right tool episode (call, reply, answer, EOS) and of an answer from the head (answer,
     EOS), for a 3-digit product."""
-    tok = CalcTokenizer()
+    tok = CalcPrompts.tokenizer
     call, reply, answer = (len(tok.encode(t)) for t in ("<tool>347*291</tool>", "<result>100977</result>",
                                                          "<answer>100977</answer>"))
     return call + reply + answer + 1, answer + 1

@@ -9,8 +9,9 @@ import torch
 
 from playground.models.tiny_gpt import GPTConfig, TinyGPT
 from playground.tasks.base_figures import base_figures
+from playground.tasks.prompt_sets import make_prompts
 from playground.tasks.sft import greedy_accuracy
-from playground.tasks.token_data import make_prompts, pass_at_k
+from playground.tasks.token_data import pass_at_k
 
 MODEL = GPTConfig(vocab_size=17, block_size=16, n_layer=1, n_embd=32)
 

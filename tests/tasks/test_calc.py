@@ -11,13 +11,13 @@ import torch
 from playground.config import ConfigError, compose
 from playground.metrics import is_known
 from playground.runs import read_metrics_jsonl
-from playground.tasks.calc_data import CalcEpisode, CalcPrompts, CalcTokenizer, calculate, final_answer
-from playground.tasks.prompt_sets import check_multi_turn
+from playground.tasks.calc_data import CalcEpisode, CalcPrompts, calculate, final_answer
+from playground.tasks.prompt_sets import check_config
 from playground.tasks.sft import sft_loss
 
 
 def test_tokenizer_keeps_tags_whole():
-    tok = CalcTokenizer()
+    tok = CalcPrompts.tokenizer
     ids = tok.encode("<tool>12*3</tool>")
     assert len(ids) == 6 and tok.decode(ids) == "<tool>12*3</tool>" and tok.vocab_size == 22
     with pytest.raises(ValueError):
@@ -84,13 +84,13 @@ def test_sft_loss_trains_the_assistant_tokens_only():
 
 
 def test_multi_turn_enable_must_match_the_task():
-    check_multi_turn(compose(["task=calc"]))
+    check_config(compose(["task=calc"]))
     with pytest.raises(ConfigError, match=r"multi_turn.enable=False is out of range: allowed true for task.name=calc"):
-        check_multi_turn(compose(["task=calc", "actor_rollout_ref.rollout.multi_turn.enable=false"]))
+        check_config(compose(["task=calc", "actor_rollout_ref.rollout.multi_turn.enable=false"]))
     with pytest.raises(ConfigError, match=r"allowed false for task.name=reverse"):
-        check_multi_turn(compose(["task=reverse", "actor_rollout_ref.rollout.multi_turn.enable=true"]))
+        check_config(compose(["task=reverse", "actor_rollout_ref.rollout.multi_turn.enable=true"]))
     with pytest.raises(ConfigError, match=r"reward.format_score=0.1"):
-        check_multi_turn(compose(["task=calc", "reward.format_score=0.1"]))
+        check_config(compose(["task=calc", "reward.format_score=0.1"]))
 
 
 TINY_CALC = ["task=calc", "task.num_val=16", "sft.max_steps=40", "sft.eval_every=40", "sft.batch_size=16",

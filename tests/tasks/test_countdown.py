@@ -10,7 +10,6 @@ import pytest
 
 from playground.tasks.countdown_data import (
     CountdownPrompts,
-    CountdownTokenizer,
     canonical,
     live_and_dead,
     solve,
@@ -90,7 +89,7 @@ def test_parse_ground_truth():
 # ---- tokenizer, solver, problems
 
 def test_tags_are_single_tokens_and_round_trip():
-    tok = CountdownTokenizer()
+    tok = CountdownPrompts.tokenizer
     text = "<think>8*7=56,56-3=53</think><answer>(8*7)-3</answer>"
     ids = tok.encode(text)
     assert len(ids) == 1 + 14 + 1 + 1 + 7 + 1 and tok.decode(ids) == text
@@ -193,11 +192,12 @@ def test_majority_follows_verl_calc_maj_val():
     (["reward.name=exact_match"], "reward.name='exact_match' is out of range: allowed 'countdown'"),
 ])
 def test_countdown_config_refuses_another_rule(overrides, message):
-    from playground.config import ConfigError, compose, validate
+    from playground.config import ConfigError, compose
+    from playground.tasks.prompt_sets import check_config
 
-    validate(compose(["task=countdown"]))
+    check_config(compose(["task=countdown"]))
     with pytest.raises(ConfigError, match=message):
-        validate(compose(["task=countdown", *overrides]))
+        check_config(compose(["task=countdown", *overrides]))
 
 
 @pytest.mark.parametrize(("key", "value", "got"), [("max_rechecks", -1, "got 2, 0.1, -1"),

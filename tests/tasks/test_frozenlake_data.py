@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from playground.tasks.frozenlake import ACTION_NAMES, LakeMap, goal_distances
-from playground.tasks.frozenlake_data import FrozenLakeEpisode, FrozenLakePrompts, FrozenLakeTokenizer, render
+from playground.tasks.frozenlake_data import FrozenLakeEpisode, FrozenLakePrompts, render
 
 GYM_4X4 = LakeMap(("SFFF", "FHFH", "FFFH", "HFFG"))
 
@@ -17,7 +17,7 @@ def prompts():
 
 
 def test_tokenizer_round_trip():
-    tok = FrozenLakeTokenizer()
+    tok = FrozenLakePrompts.tokenizer
     assert tok.vocab_size == 14 and tok.itos[:3] == ["<pad>", "<bos>", "<eos>"]
     text = "P_O\n_G_\nRight√X\nLeftDownUp"
     ids = tok.encode(text)

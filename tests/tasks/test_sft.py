@@ -12,6 +12,7 @@ import torch
 
 from playground.config import ConfigError
 from playground.models.tiny_gpt import GPTConfig, TinyGPT
+from playground.tasks.prompt_sets import make_prompts
 from playground.tasks.sft import (
     SFT_CODE_VERSION,
     SFTConfig,
@@ -20,7 +21,7 @@ from playground.tasks.sft import (
     greedy_accuracy,
     sft_loss,
 )
-from playground.tasks.token_data import Example, make_prompts
+from playground.tasks.token_data import Example
 
 # reverse-3 with a 1-layer d32 model at lr 3e-3 reaches 0.3 in about 45 steps (under a second; the first
 # AdamW step in a process costs ~2 s more, importing torch._dynamo)

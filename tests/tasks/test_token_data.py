@@ -7,12 +7,14 @@ import math
 import pytest
 import torch
 
-from playground.tasks.token_data import Example, Tokenizer, make_prompts, pass_at_k, score
+from playground.tasks.prompt_sets import make_prompts
+from playground.tasks.token_data import ARITHMETIC_CHARS, Example, pass_at_k, score
+from playground.tasks.tokenizer import Tokenizer
 
 # ---- tokenizer
 
 def test_tokenizer_ids_and_round_trip():
-    tok = Tokenizer()
+    tok = Tokenizer(ARITHMETIC_CHARS)
     assert (tok.pad_id, tok.bos_id, tok.eos_id, tok.vocab_size) == (0, 1, 2, 17)
     text = "0123456789+-=>"
     ids = tok.encode(text)
@@ -21,7 +23,7 @@ def test_tokenizer_ids_and_round_trip():
 
 
 def test_tokenizer_decode_drops_specials_and_stops_at_eos():
-    tok = Tokenizer()
+    tok = Tokenizer(ARITHMETIC_CHARS)
     ids = [tok.bos_id] + tok.encode("12") + [tok.pad_id] + tok.encode("3") + [tok.eos_id] + tok.encode("4")
     assert tok.decode(ids) == "123"
     assert tok.decode(ids, stop_at_eos=False) == "1234"
@@ -30,7 +32,7 @@ def test_tokenizer_decode_drops_specials_and_stops_at_eos():
 
 def test_tokenizer_rejects_unknown_characters():
     with pytest.raises(ValueError, match=r"\['a'\]"):
-        Tokenizer().encode("1a")
+        Tokenizer(ARITHMETIC_CHARS).encode("1a")
 
 
 # ---- tasks
