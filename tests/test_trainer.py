@@ -80,9 +80,23 @@ def test_nothing_on_the_step_path_calls_back_into_the_trainer():
 
     root = Path(__file__).resolve().parents[1] / "playground"
     path = ["workers.py", "advantage.py", "dynamic_sampling.py", "stopping.py", "records.py", "update.py",
-            "hparams.py", "tasks/base.py", "tasks/gym_task.py", "tasks/token_task.py", "tasks/token_reward.py"]
+            "hparams.py", "tasks/base.py", "tasks/gym_task.py", "tasks/token_task.py", "tasks/token_reward.py",
+            "rollout/decode.py", "rollout/turns.py", "rollout/weights.py", "rollout/correction.py"]
     for name in path:
         tree = ast.parse((root / name).read_text())
         imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
         imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
         assert not imported & {"playground.trainer", "playground.train"}, name
+
+
+def test_every_file_docs_step_md_names_exists():
+    """The step's walk-through points at files by their path under playground/: each one is there."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "docs" / "step.md").read_text()
+    named = set(re.findall(r"`((?:[a-z_]+/)*[a-z_]+(?:\.py|/))`", text))
+    assert named, "docs/step.md names no file"
+    missing = sorted(p for p in named if not (root / "playground" / p.removeprefix("playground/")).exists())
+    assert not missing, f"docs/step.md names files that are not under playground/: {missing}"
