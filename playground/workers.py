@@ -3,7 +3,7 @@ updates them, the reference computes the frozen policy's log-probs, the critic c
 
 Each worker is written down once as a Protocol (what the step calls) and implemented over a `Task` (what the task
 family supplies: environment or prompts, models). The step (`trainer.Trainer.train_step`) calls the workers; no
-worker calls back into the trainer. The rollout owns its copy of the policy (`rollout_engine`: its precision, its
+worker calls back into the trainer. The rollout owns its copy of the policy (`rollout.weights`: its precision, its
 staleness, its weight sync) and verl's rollout-vs-trainer probes (`algos.rollout_debug`).
 """
 

@@ -3,7 +3,7 @@
 References: karpathy/nanoGPT `model.py` (the model) and verl (`dp_actor.py` / `dp_critic.py` for which
 positions give log-probs and values, `flops_counter.py` for MFU). Simplifications: no flash/fused paths,
 no weight-decay groups, and the KV cache is a plain preallocated tensor per layer. Sampling with the cache is in
-`generation.py`.
+`playground/rollout/decode.py`.
 
 K agents train as one model (`models.agents.stack_agents`): every parameter gets a leading agent dim and the
 batch holds agent 0's rows, then agent 1's, ... (`(K·rows, T)`). Only the layers that own weights (`AgentLinear`,

@@ -1,5 +1,5 @@
 """The calculator tool task: multi-digit multiplication, which the tiny GPT cannot do reliably in its head, with a
-calculator it may call (the multi-turn interface of `episodes.py`).
+calculator it may call (the multi-turn interface of `rollout/turns.py`).
 
 A prompt is "347*291=" after BOS. The policy may call the tool, `<tool>347*291</tool>`: that turn ends at `</tool>`
 and the environment replies `<result>100977</result>` (`<result>?</result>` for what it cannot evaluate), out of the

@@ -1,6 +1,6 @@
 """verl's rollout correction (`verl/trainer/ppo/rollout_corr_helper.py`): importance weights π_old/π_rollout between
 the policy that sampled the tokens (the rollout engine) and the one that trains on them, and the off-policy
-diagnostics `rollout_corr/*`. Rejection sampling is `rollout_rs`; the choices and threshold specs `rollout_corr_spec`.
+diagnostics `rollout_corr/*`. Rejection sampling is `rejection`; the choices and threshold specs `spec`.
 
 Shapes: `(bs, T)` as verl, or `(K, bs, T)` for K batched agents; every metric is per agent (`()` or `(K,)`), where
 verl takes one `.item()` over its batch (no host sync here). The log-ratio is `log r = logp_old − logp_rollout`.
