@@ -13,17 +13,15 @@ from torch import Tensor
 from playground.algos.advantages import ADV_ESTIMATORS, get_adv_estimator_fn
 from playground.algos.kl import get_kl_controller, kl_penalty
 from playground.algos.masked import masked_mean
-from playground.hparams import AgentHParams, StepHParams
+from playground.hparams import KLControlSpec, StepHParams
 from playground.tasks.base import Batch, Task
 
 
 class KLInReward:
     """verl's `apply_kl_penalty` with its KL controller (`algorithm.kl_ctrl.*`), per agent."""
 
-    def __init__(self, kl_ctrl_type: str, hp: AgentHParams, penalty: str, num_agents: int, device: torch.device):
-        self.controller = get_kl_controller(kl_ctrl_type, hp.vector("algorithm.kl_ctrl.kl_coef"),
-                                            hp.vector("algorithm.kl_ctrl.target_kl"),
-                                            hp.vector("algorithm.kl_ctrl.horizon"))
+    def __init__(self, kl_ctrl: KLControlSpec, penalty: str, num_agents: int, device: torch.device):
+        self.controller = get_kl_controller(kl_ctrl.type, kl_ctrl.kl_coef, kl_ctrl.target_kl, kl_ctrl.horizon)
         self.penalty, self.num_agents, self.device = penalty, num_agents, device
 
     def penalised(self, batch: Batch, agents: Sequence[int] | None = None) -> tuple[Tensor, Tensor]:

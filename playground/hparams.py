@@ -1,20 +1,22 @@
 """Per-agent hyperparameters: K configs trained as one batch read each knob as a `(K,)` tensor.
 
 An ordinary run is K = 1. Which keys may differ between the agents of a batch is `batched.PER_AGENT_KEYS`.
-`AgentHParams` reads a key when asked (the tasks and the workers' construction); `StepHParams` is everything the
-training step reads, resolved once into a frozen, typed object.
+`AgentHParams` reads a key when asked (the tasks' construction); `StepHParams` is everything the training step and
+its workers read, resolved once into a frozen, typed object (each role's optimizer and update shape included).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from omegaconf import DictConfig, OmegaConf
 from torch import Tensor
 
 from playground.config import ConfigError, uses_critic
+from playground.optim import warmup_steps
 
 
 class AgentHParams:
@@ -44,6 +46,59 @@ class AgentHParams:
 
     def view3(self, key: str, **kw) -> torch.Tensor:
         return self.vector(key, **kw).view(-1, 1, 1)
+
+
+@dataclass(frozen=True, eq=False)
+class OptimSpec:
+    """One role's optimizer and lr schedule (`<role>.optim`): AdamW's settings and, per agent, verl's schedule."""
+
+    lr: Tensor  # (K,) the initial learning rates
+    weight_decay: Tensor  # (K,)
+    betas: tuple[float, ...]
+    eps: float
+    schedules: tuple[dict[str, Any], ...]  # per agent, `optim.lr_factor`'s keywords (its total steps included)
+
+
+@dataclass(frozen=True)
+class RoleShape:
+    """How one role's update walks over the batch (`actor_rollout_ref.actor.*`, `critic.*`), in verl's units: a
+    mini-batch counts prompts (the task turns it into rows: `workers.update_shape`), a micro-batch sequences."""
+
+    ppo_epochs: int
+    ppo_mini_batch_size: int
+    ppo_micro_batch_size_per_gpu: int | None
+    shuffle: bool
+    loss_agg_mode: str
+    max_token_len: int | None  # use_dynamic_bsz: ppo_max_token_len_per_gpu
+
+
+@dataclass(frozen=True, eq=False)
+class KLControlSpec:
+    """`algorithm.kl_ctrl`: the in-reward KL's controller."""
+
+    type: str
+    kl_coef: Tensor  # (K,)
+    target_kl: Tensor  # (K,)
+    horizon: Tensor  # (K,)
+
+
+def _optim(cfgs: Sequence[DictConfig], hp: AgentHParams, prefix: str, total_steps: Sequence[int]) -> OptimSpec:
+    opt = OmegaConf.select(cfgs[0], prefix)
+    schedules = []
+    for cfg, total in zip(cfgs, total_steps, strict=True):
+        o = OmegaConf.select(cfg, prefix)
+        schedules.append({"total_steps": total, "scheduler_type": o.lr_scheduler_type, "min_lr_ratio": o.min_lr_ratio,
+                          "warmup_steps": warmup_steps(o.lr_warmup_steps, o.lr_warmup_steps_ratio, total),
+                          "num_cycles": o.num_cycles})
+    return OptimSpec(hp.vector(f"{prefix}.lr"), hp.vector(f"{prefix}.weight_decay"), tuple(opt.betas), opt.eps,
+                     tuple(schedules))
+
+
+def _shape(role: DictConfig) -> RoleShape:
+    return RoleShape(ppo_epochs=role.ppo_epochs, ppo_mini_batch_size=role.ppo_mini_batch_size,
+                     ppo_micro_batch_size_per_gpu=role.ppo_micro_batch_size_per_gpu,
+                     shuffle=bool(role.get("shuffle", False)), loss_agg_mode=role.loss_agg_mode,
+                     max_token_len=int(role.ppo_max_token_len_per_gpu) if role.use_dynamic_bsz else None)
 
 
 # The loss modes' own keys under actor_rollout_ref.actor.policy_loss (each loss reads those it needs).
@@ -89,6 +144,14 @@ class StepHParams:
     test_freq: int
     total_steps: tuple[int, ...]  # per agent
     diverge_patience: int
+    seeds: tuple[int, ...]  # per agent, trainer.seed: the workers' generators start from it
+    # the workers' own settings
+    actor_optim: OptimSpec
+    actor_shape: RoleShape
+    critic_optim: OptimSpec | None  # None: no critic trains
+    critic_shape: RoleShape | None
+    kl_ctrl: KLControlSpec | None  # None: no KL in the reward
+    world_model_lr: Tensor | None  # (K,); None: no world model
 
 
 def resolve_step_hparams(cfgs: Sequence[DictConfig], hp: AgentHParams) -> StepHParams:
@@ -96,9 +159,11 @@ def resolve_step_hparams(cfgs: Sequence[DictConfig], hp: AgentHParams) -> StepHP
     cfg = cfgs[0]
     actor, algo, trainer = "actor_rollout_ref.actor", cfg.algorithm, cfg.trainer
     actor_cfg = cfg.actor_rollout_ref.actor
+    total_steps = tuple(int(c.trainer.total_training_steps) for c in cfgs)
+    use_critic = uses_critic(cfg)
     return StepHParams(
         num_agents=len(cfgs),
-        use_critic=uses_critic(cfg), use_kl_loss=bool(actor_cfg.use_kl_loss),
+        use_critic=use_critic, use_kl_loss=bool(actor_cfg.use_kl_loss),
         use_kl_in_reward=bool(algo.use_kl_in_reward), use_dynamic_sampling=bool(algo.filter_groups.enable),
         critic_warmup=int(trainer.critic_warmup),
         adv_estimator=str(algo.adv_estimator), gamma=hp.view3("algorithm.gamma"), lam=hp.view3("algorithm.lam"),
@@ -116,5 +181,12 @@ def resolve_step_hparams(cfgs: Sequence[DictConfig], hp: AgentHParams) -> StepHP
         cliprange_value=hp.view3("critic.cliprange_value"),
         critic_grad_clip=hp.vector("critic.grad_clip", none_as=float("inf")),
         val_before_train=bool(trainer.val_before_train), test_freq=int(trainer.test_freq),
-        total_steps=tuple(int(c.trainer.total_training_steps) for c in cfgs),
-        diverge_patience=int(trainer.diverge_patience))
+        total_steps=total_steps, diverge_patience=int(trainer.diverge_patience),
+        seeds=tuple(int(c.trainer.seed) for c in cfgs),
+        actor_optim=_optim(cfgs, hp, f"{actor}.optim", total_steps), actor_shape=_shape(actor_cfg),
+        critic_optim=_optim(cfgs, hp, "critic.optim", total_steps) if use_critic else None,
+        critic_shape=_shape(cfg.critic) if use_critic else None,
+        kl_ctrl=KLControlSpec(str(algo.kl_ctrl.type), hp.vector("algorithm.kl_ctrl.kl_coef"),
+                              hp.vector("algorithm.kl_ctrl.target_kl"), hp.vector("algorithm.kl_ctrl.horizon"))
+        if algo.use_kl_in_reward else None,
+        world_model_lr=hp.vector("world_model.lr") if OmegaConf.select(cfg, "world_model.enable") else None)

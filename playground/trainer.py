@@ -57,19 +57,19 @@ class Trainer:
         self.hp = hp = resolve_step_hparams(cfgs, agent_hp)
         self.task = task = build_task(cfgs, agent_hp, device, prepared_base) if task is None else task
         # the workers; the actor and the critic shuffle their rows with the same generators (the critic first)
-        shuffle_gens = [torch.Generator().manual_seed(int(c.trainer.seed) + 2) for c in cfgs]
+        shuffle_gens = [torch.Generator().manual_seed(seed + 2) for seed in hp.seeds]
         self.rollout = TaskRollout(task, self.cfg)
         # algorithm.rollout_correction (verl's rollout_corr_helper): applied only where the rollout hands on its
         # log-probs (a correction, or rollout.calculate_log_probs' metrics-only mode); bypass mode is the actor's loss
         correction = RolloutCorrection.from_config(self.cfg)
         self.rollout_corr = correction if self.rollout.keep_log_probs else None
-        self.actor = TaskActor(task, cfgs, agent_hp, hp, shuffle_gens, device,
+        self.actor = TaskActor(task, hp, shuffle_gens, device,
                                bypass=correction.spec if correction.bypass_mode else None)
-        self.critic = TaskCritic(task, cfgs, agent_hp, hp, shuffle_gens) if hp.use_critic else None
-        self.world_model = WorldModelTrainer(task, agent_hp) if task.world_model is not None else None
+        self.critic = TaskCritic(task, hp, shuffle_gens) if hp.use_critic else None
+        self.world_model = WorldModelTrainer(task, hp) if task.world_model is not None else None
         self.reference = TaskReference(task)
-        self.kl_in_reward = KLInReward(self.cfg.algorithm.kl_ctrl.type, agent_hp, hp.kl_penalty, self.num_agents,
-                                       device) if hp.use_kl_in_reward else None
+        self.kl_in_reward = KLInReward(hp.kl_ctrl, hp.kl_penalty, self.num_agents, device) \
+            if hp.kl_ctrl is not None else None
         self.estimator = AdvantageEstimator(hp)
         # measured from here on: the models and the optimizers' state are the run's baseline
         self.memory = MemoryGuard([c.trainer.memory_limit_gb for c in cfgs], device)

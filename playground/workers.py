@@ -13,21 +13,19 @@ from collections.abc import Sequence
 from typing import Protocol
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from torch import Tensor, nn
 
 from playground.algos.losses import agg_loss
 from playground.algos.policy_registry import POLICY_LOSSES
 from playground.algos.rollout_correction.spec import RolloutCorrectionSpec
 from playground.algos.rollout_debug import per_agent, rollout_probs_diff, trajectory_staleness
-from playground.hparams import AgentHParams, StepHParams
+from playground.hparams import OptimSpec, RoleShape, StepHParams
 from playground.memory import MemoryGuard
-from playground.optim import AgentAdamW, lr_factor, warmup_steps
+from playground.optim import AgentAdamW, lr_factor
 from playground.rollout.weights import RolloutSpec, RolloutWeights
 from playground.tasks.base import Batch, Task
 from playground.update import Metrics, UpdateShape, update_actor, update_critic
-
-ACTOR_OPTIM, CRITIC_OPTIM = "actor_rollout_ref.actor.optim", "critic.optim"
 
 
 # ---- the interfaces -------------------------------------------------------------------------------------------------
@@ -71,35 +69,27 @@ class Critic(Protocol):
 
 
 # ---- construction helpers -------------------------------------------------------------------------------------------
-def make_optimizer(params, cfg: DictConfig, hp: AgentHParams, prefix: str, agent_dim: bool) -> AgentAdamW:
-    opt = OmegaConf.select(cfg, prefix)
-    return AgentAdamW(params, hp.vector(f"{prefix}.lr"), betas=tuple(opt.betas), eps=opt.eps,
-                      weight_decay=hp.vector(f"{prefix}.weight_decay"), agent_dim=agent_dim)
+def make_optimizer(params, spec: OptimSpec, agent_dim: bool) -> AgentAdamW:
+    return AgentAdamW(params, spec.lr, betas=spec.betas, eps=spec.eps, weight_decay=spec.weight_decay,
+                      agent_dim=agent_dim)
 
 
-def update_shape(role_cfg: DictConfig, rows_per_unit: int) -> UpdateShape:
+def update_shape(role: RoleShape, rows_per_unit: int) -> UpdateShape:
     # verl: a mini-batch counts prompts (× rollout.n sequences); a micro-batch counts sequences
-    mini = role_cfg.ppo_mini_batch_size * rows_per_unit
-    micro = role_cfg.ppo_micro_batch_size_per_gpu
-    return UpdateShape(ppo_epochs=role_cfg.ppo_epochs, mini_batch_rows=mini,
-                       micro_batch_rows=mini if micro is None else micro,
-                       shuffle=bool(role_cfg.get("shuffle", False)), loss_agg_mode=role_cfg.loss_agg_mode,
-                       max_token_len=int(role_cfg.ppo_max_token_len_per_gpu) if role_cfg.use_dynamic_bsz else None)
+    mini = role.ppo_mini_batch_size * rows_per_unit
+    micro = role.ppo_micro_batch_size_per_gpu
+    return UpdateShape(ppo_epochs=role.ppo_epochs, mini_batch_rows=mini,
+                       micro_batch_rows=mini if micro is None else micro, shuffle=role.shuffle,
+                       loss_agg_mode=role.loss_agg_mode, max_token_len=role.max_token_len)
 
 
 class LRSchedule:
     """verl's lr scheduler of one role, per agent, stepped once per update call (training step), not per optimizer
     step."""
 
-    def __init__(self, cfgs: Sequence[DictConfig], prefix: str, total_steps: Sequence[int]):
+    def __init__(self, spec: OptimSpec):
         self.updates_done = 0
-        self.schedules = []
-        for cfg, total in zip(cfgs, total_steps):
-            o = OmegaConf.select(cfg, prefix)
-            self.schedules.append({
-                "total_steps": total, "scheduler_type": o.lr_scheduler_type, "min_lr_ratio": o.min_lr_ratio,
-                "warmup_steps": warmup_steps(o.lr_warmup_steps, o.lr_warmup_steps_ratio, total),
-                "num_cycles": o.num_cycles})
+        self.schedules = spec.schedules
 
     def apply(self, opt: AgentAdamW) -> Tensor:
         """Set this update's lr (the schedule at the number of earlier update calls) and return it `(K,)`."""
@@ -180,15 +170,14 @@ class TaskActor:
             draws first in a step).
     """
 
-    def __init__(self, task: Task, cfgs: Sequence[DictConfig], hp: AgentHParams, step_hp: StepHParams,
-                 shuffle_gens: list[torch.Generator], device: torch.device,
+    def __init__(self, task: Task, step_hp: StepHParams, shuffle_gens: list[torch.Generator], device: torch.device,
                  bypass: RolloutCorrectionSpec | None = None):
         self.task, self.hp, self.shuffle_gens, self.bypass = task, step_hp, shuffle_gens, bypass
-        self.optimizer = make_optimizer(task.actor.params, cfgs[0], hp, ACTOR_OPTIM, task.batched_params)
-        self.shape = update_shape(cfgs[0].actor_rollout_ref.actor, task.rows_per_unit)
-        self.schedule = LRSchedule(cfgs, ACTOR_OPTIM, step_hp.total_steps)
+        self.optimizer = make_optimizer(task.actor.params, step_hp.actor_optim, task.batched_params)
+        self.shape = update_shape(step_hp.actor_shape, task.rows_per_unit)
+        self.schedule = LRSchedule(step_hp.actor_optim)
         # Clip-Cov's random pick of tokens, per agent (verl draws from the global RNG)
-        loss_gens = [torch.Generator(device=device).manual_seed(int(c.trainer.seed) + 3) for c in cfgs]
+        loss_gens = [torch.Generator(device=device).manual_seed(seed + 3) for seed in step_hp.seeds]
         self.policy_loss_kwargs = POLICY_LOSSES.select(step_hp.policy_loss_mode, {
             "clip_ratio": step_hp.clip_ratio, "clip_ratio_low": step_hp.clip_ratio_low,
             "clip_ratio_high": step_hp.clip_ratio_high, "clip_ratio_c": step_hp.clip_ratio_c,
@@ -222,12 +211,13 @@ class TaskActor:
 class TaskCritic:
     """verl's critic worker: the task's value model, its optimizer and lr schedule, and the value update."""
 
-    def __init__(self, task: Task, cfgs: Sequence[DictConfig], hp: AgentHParams, step_hp: StepHParams,
-                 shuffle_gens: list[torch.Generator]):
+    def __init__(self, task: Task, step_hp: StepHParams, shuffle_gens: list[torch.Generator]):
+        if step_hp.critic_optim is None or step_hp.critic_shape is None or task.critic is None:
+            raise ValueError("a critic worker needs a config that trains a critic and a task with a value model")
         self.task, self.hp, self.shuffle_gens = task, step_hp, shuffle_gens
-        self.optimizer = make_optimizer(task.critic.params, cfgs[0], hp, CRITIC_OPTIM, task.batched_params)
-        self.shape = update_shape(cfgs[0].critic, task.rows_per_unit)
-        self.schedule = LRSchedule(cfgs, CRITIC_OPTIM, step_hp.total_steps)
+        self.optimizer = make_optimizer(task.critic.params, step_hp.critic_optim, task.batched_params)
+        self.shape = update_shape(step_hp.critic_shape, task.rows_per_unit)
+        self.schedule = LRSchedule(step_hp.critic_optim)
 
     @torch.no_grad()
     def compute_values(self, batch: Batch) -> None:
@@ -246,9 +236,11 @@ class TaskCritic:
 class WorldModelTrainer:
     """The optional world model (`world_model.enable`), trained beside the policy on each step's batch."""
 
-    def __init__(self, task: Task, hp: AgentHParams):
+    def __init__(self, task: Task, step_hp: StepHParams):
+        if task.world_model is None or step_hp.world_model_lr is None:
+            raise ValueError("a world-model trainer needs world_model.enable=true and a task with a world model")
         self.model = task.world_model
-        self.optimizer = AgentAdamW(self.model.params, hp.vector("world_model.lr"))
+        self.optimizer = AgentAdamW(self.model.params, step_hp.world_model_lr)
 
     def update(self, batch: Batch, active: Tensor) -> dict[str, list[Tensor]]:
         self.optimizer.zero_grad()
