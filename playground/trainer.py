@@ -17,10 +17,11 @@ import time
 from collections.abc import Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import torch
 from omegaconf import DictConfig
+from torch import Tensor
 
 from playground.advantage import AdvantageEstimator, KLInReward, compute_advantage
 from playground.dynamic_sampling import DynamicSampler
@@ -120,7 +121,7 @@ class Trainer:
         finally:
             self.memory.close()
         self._finish_all(outcomes, step, Stop("finished"))
-        return outcomes
+        return cast(list[AgentOutcome], outcomes)  # _finish_all ended every agent still running: none is None
 
     def _finish_all(self, outcomes: list[AgentOutcome | None], step: int, stop: Stop) -> None:
         """End every agent still running as `stop` says; a failure mid-step leaves that step unlogged."""
@@ -146,15 +147,18 @@ class Trainer:
 
     def train_step(self, step: int) -> list[dict[str, float]]:
         """One PPO step for every agent, in verl's phase order; returns each agent's metrics record."""
-        hp, task, timing, metrics = self.hp, self.task, {}, {}
+        hp, task = self.hp, self.task
+        timing: dict[str, float] = {}
+        metrics: dict[str, list[Tensor]] = {}
         timed = lambda name: self._timed(timing, name)  # noqa: E731
         with timed("step"):
             batch = self._generate(timed, metrics)  # gen, reward
             if batch is None:  # every agent still training ended its sampling at the cap
                 return [{} for _ in range(self.num_agents)]
-            bypass = self.rollout_corr is not None and self.rollout_corr.bypass_mode
-            if bypass:  # verl: the rollout's log-probs are the old ones, not recomputed
-                self.rollout_corr.apply_bypass_mode(batch)
+            # the rollout correction in bypass mode, or None
+            bypass = self.rollout_corr if self.rollout_corr is not None and self.rollout_corr.bypass_mode else None
+            if bypass is not None:  # verl: the rollout's log-probs are the old ones, not recomputed
+                bypass.apply_bypass_mode(batch)
             else:
                 with timed("old_log_prob"):
                     batch["old_log_probs"], entropy = self.actor.compute_log_prob(batch)
@@ -177,8 +181,8 @@ class Trainer:
                 with timed("update_actor"):
                     metrics.update(self.actor.update(batch, self.active, self.memory,
                                                      entropy_before=metrics.get("actor/entropy_loss", [None])[0],
-                                                     rollout_correction=self.rollout_corr.bypass_settings()
-                                                     if bypass else None))
+                                                     rollout_correction=None if bypass is None
+                                                     else bypass.bypass_settings()))
             if self.world_model is not None:
                 metrics.update(self.world_model.update(batch, self.active))
         if "actor/entropy_loss" in metrics:  # (bypass mode measures it in the update, absent before critic_warmup)

@@ -10,7 +10,7 @@ staleness, its weight sync) and verl's rollout-vs-trainer probes (`algos.rollout
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 from omegaconf import DictConfig, OmegaConf
@@ -44,8 +44,11 @@ class Actor(Protocol):
     def compute_log_prob(self, batch: Batch) -> tuple[Tensor, Tensor]:
         """`(log_probs, entropy)` `(K, rows, T)` of the batch's responses, without gradients."""
 
-    def update(self, batch: Batch, active: Tensor, memory: MemoryGuard, entropy_before: Tensor) -> Metrics:
-        """One PPO update of the agents in `active`; returns its metrics as lists of `(K,)` tensors."""
+    def update(self, batch: Batch, active: Tensor, memory: MemoryGuard, entropy_before: Tensor | None,
+               rollout_correction: dict[str, Any] | None = None) -> Metrics:
+        """One PPO update of the agents in `active`; returns its metrics as lists of `(K,)` tensors.
+        `entropy_before`: the old log-prob pass's `actor/entropy_loss`, None where no such pass ran (bypass mode);
+        `rollout_correction`: bypass mode's settings (`RolloutCorrection.bypass_settings`), else None."""
 
 
 class Reference(Protocol):
@@ -136,17 +139,18 @@ class TaskRollout:
             self.weights.sync()
         batch = self.task.generate(agents)
         rollout_log_probs = batch.pop("rollout_log_probs", None)
-        if self.keep_log_probs:
+        if self.keep_log_probs and rollout_log_probs is not None:  # a gym rollout has none (config.py keeps it off)
             batch["rollout_log_probs"] = rollout_log_probs
         if self.spec.staleness > 0:
+            assert self.weights is not None, "a stale rollout owns its weights (RolloutSpec.owns_weights)"
             batch["rollout_staleness"] = torch.full(batch["response_mask"].shape[:2], self.weights.versions_behind,
                                                     device=batch["response_mask"].device)
         return batch
 
-    def debug_metrics(self, batch: Batch) -> Metrics:
+    def debug_metrics(self, batch: Batch) -> dict[str, list[Tensor]]:
         """verl's `calculate_debug_metrics` (the rollout's log-probs against the actor's old log-probs) and the rows'
         staleness, per agent."""
-        metrics = {}
+        metrics: dict[str, list[Tensor]] = {}
         if "rollout_log_probs" in batch:
             metrics.update(per_agent(rollout_probs_diff, batch["old_log_probs"], batch["rollout_log_probs"],
                                      batch["response_mask"]))
@@ -195,7 +199,7 @@ class TaskActor:
         return agg_loss(entropy, batch["response_mask"], self.shape.loss_agg_mode)
 
     def update(self, batch: Batch, active: Tensor, memory: MemoryGuard, entropy_before: Tensor | None,
-               rollout_correction: dict | None = None) -> Metrics:
+               rollout_correction: dict[str, Any] | None = None) -> Metrics:
         """`entropy_before`: `actor/entropy_loss` of the old log-prob pass; verl replaces it by the update's when the
         update computes entropy (entropy_coeff != 0), per agent, since agents of a batch may differ in it. None in
         rollout correction's bypass mode (`rollout_correction`: its settings), which skips that pass: the update's."""
@@ -223,6 +227,7 @@ class TaskCritic:
 
     def __init__(self, task: Task, cfgs: Sequence[DictConfig], hp: AgentHParams, step_hp: StepHParams,
                  shuffle_gens: list[torch.Generator]):
+        assert task.critic is not None, "a critic worker trains the task's critic (config.uses_critic)"
         self.task, self.hp, self.shuffle_gens = task, step_hp, shuffle_gens
         self.optimizer = make_optimizer(task.critic.params, cfgs[0], hp, CRITIC_OPTIM, task.batched_params)
         self.shape = update_shape(cfgs[0].critic, task.rows_per_unit)
@@ -246,6 +251,7 @@ class WorldModelTrainer:
     """The optional world model (`world_model.enable`), trained beside the policy on each step's batch."""
 
     def __init__(self, task: Task, hp: AgentHParams):
+        assert task.world_model is not None, "built only for a task with a world model (world_model.enable)"
         self.model = task.world_model
         self.optimizer = AgentAdamW(self.model.params, hp.vector("world_model.lr"))
 
