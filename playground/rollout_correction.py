@@ -14,7 +14,7 @@ The rollout reports the log-probs it sampled with (`batch["rollout_log_probs"]`,
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from omegaconf import DictConfig, OmegaConf
 from torch import Tensor
@@ -22,9 +22,10 @@ from torch import Tensor
 from playground.algos.bypass import CORRECTION_KEYS
 from playground.algos.rollout_corr import compute_rollout_correction_and_rejection_mask
 from playground.algos.rollout_corr_spec import is_enabled
+from playground.config_schema import as_plain_dict
 from playground.tasks.base import Batch
 
-ROLLOUT_LOG_PROBS = "rollout_log_probs"
+ROLLOUT_LOG_PROBS: Final = "rollout_log_probs"  # Final: the checker reads it as the literal key of `Batch`
 
 
 class RolloutCorrection:
@@ -36,7 +37,7 @@ class RolloutCorrection:
 
     def __init__(self, cfg: DictConfig):
         corr = OmegaConf.select(cfg, "algorithm.rollout_correction")
-        self.settings: dict[str, Any] = OmegaConf.to_container(corr) if corr is not None else {}
+        self.settings: dict[str, Any] = as_plain_dict(corr, resolve=False) if corr is not None else {}
         self.enabled = is_enabled(self.settings)
         self.bypass_mode = bool(self.settings.get("bypass_mode", False))
 
