@@ -10,7 +10,7 @@ staleness, its weight sync) and verl's rollout-vs-trainer probes (`algos.rollout
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 from omegaconf import DictConfig, OmegaConf
@@ -262,3 +262,7 @@ class WorldModelTrainer:
         grad_norm = self.optimizer.step(None, active)
         return {"world_model/loss": [loss.detach()], "world_model/grad_norm": [grad_norm]}
 
+
+if TYPE_CHECKING:  # mypy holds each implementation to its interface, whether or not a caller names the interface
+    _IMPLEMENTATIONS: tuple[type[Rollout], type[Actor], type[Reference], type[Critic]] = (
+        TaskRollout, TaskActor, TaskReference, TaskCritic)
