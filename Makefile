@@ -47,8 +47,10 @@ bench: setup
 bases: setup
 	$(PY) -m playground.tasks.bases
 
+# ruff, then mypy over playground/ ([tool.mypy] in pyproject.toml; incremental: .mypy_cache/)
 lint: setup
 	$(PY) -m ruff check playground app tests benchmarks hydra_plugins
+	$(PY) -m mypy
 
 gpu-check: setup
 	$(PY) -m benchmarks.gpu_check
@@ -80,4 +82,4 @@ workshop-verify: setup
 	$(PY) -m playground.exercise verify
 
 clean:
-	rm -rf $(VENV) outputs multirun .pytest_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) outputs multirun .pytest_cache .ruff_cache .mypy_cache *.egg-info

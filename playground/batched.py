@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
+
+from playground.config_schema import as_plain_dict
 
 # Hyperparameters that may differ between agents trained together as one batch (`hydra/launcher=batched`).
 PER_AGENT_KEYS = (
@@ -49,7 +51,7 @@ def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
 
 def leaf_values(cfg: DictConfig) -> dict[str, Any]:
     """The resolved config as `dotted.key -> value` (lists stay whole), without the `hydra` node."""
-    plain = OmegaConf.to_container(cfg, resolve=True)
+    plain = as_plain_dict(cfg, resolve=True)
     plain.pop("hydra", None)
     return _flatten(plain)
 

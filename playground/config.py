@@ -67,7 +67,8 @@ def _get(cfg: DictConfig, key: str) -> Any:
     return OmegaConf.select(cfg, key, throw_on_missing=False)
 
 
-def _check(cfg: DictConfig, key: str, ok: Callable[[Any], bool], allowed: str) -> None:
+def _check(cfg: DictConfig, key: str, ok: Callable[..., bool], allowed: str) -> None:
+    """`ok(value)`: whether the key's value is allowed (`...`: a predicate may bind a loop's values as defaults)."""
     value = _get(cfg, key)
     try:
         good = ok(value)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -34,31 +34,52 @@ OBJECTIVES = ("score", "largest_healthy")
 
 def _choices(name: str, values: tuple[str, ...]) -> type[Enum]:
     # the functional API: verl's names ("token-mean") are no Python identifiers; OmegaConf matches a string by name
-    return Enum(name, {v: v for v in values})
+    return Enum(name, {v: v for v in values})  # type: ignore[return-value]  # mypy reads Enum(...) as a member lookup
 
 
-LossAggMode = _choices("LossAggMode", LOSS_AGG_MODES)
-AdvEstimator = _choices("AdvEstimator", ADV_ESTIMATORS)
-PolicyLoss = _choices("PolicyLoss", POLICY_LOSSES)
-# each estimator also with "+": the straight-through variant (verl)
-KlEstimator = _choices("KlEstimator", (*KL_ESTIMATORS, *(f"{k}+" for k in KL_ESTIMATORS)))
-KlCtrlType = _choices("KlCtrlType", ("fixed", "adaptive"))
-LrScheduler = _choices("LrScheduler", ("constant", "cosine"))
-EnvBackend = _choices("EnvBackend", ("auto", "torch", "gymnasium"))
-FilterMetric = _choices("FilterMetric", FILTER_METRICS)
-Objective = _choices("Objective", OBJECTIVES)
-RolloutIsLevel = _choices("RolloutIsLevel", IS_LEVELS)
-BypassLossType = _choices("BypassLossType", LOSS_TYPES)
-FailureId = _choices("FailureId", FAILURE_IDS)
-RewardName = _choices("RewardName", ("exact_match", "countdown"))  # the token tasks' rules; countdown: TinyZero's
-NoiseType = _choices("NoiseType", ("normal", "cauchy"))
-# verl's `data.truncation`; the playground cuts "left" or "right", "error" refuses a long prompt
-Truncation = _choices("Truncation", ("error", "left", "right"))
-# the rollout's and the trainer's precision, in the spellings verl's PrecisionType takes
-Precision = _choices("Precision", ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16"))
-LogprobsMode = _choices("LogprobsMode", ("processed_logprobs", "raw_logprobs"))
-WeightSync = _choices("WeightSync", ("full", "none", "partial"))
-LoadFormat = _choices("LoadFormat", ("hf", "dummy"))
+if TYPE_CHECKING:  # the checker cannot build an Enum from names held in a tuple: to it each is an Enum
+    LossAggMode = Enum
+    AdvEstimator = Enum
+    PolicyLoss = Enum
+    KlEstimator = Enum
+    KlCtrlType = Enum
+    LrScheduler = Enum
+    EnvBackend = Enum
+    FilterMetric = Enum
+    Objective = Enum
+    RolloutIsLevel = Enum
+    BypassLossType = Enum
+    FailureId = Enum
+    RewardName = Enum
+    NoiseType = Enum
+    Truncation = Enum
+    Precision = Enum
+    LogprobsMode = Enum
+    WeightSync = Enum
+    LoadFormat = Enum
+else:
+    LossAggMode = _choices("LossAggMode", LOSS_AGG_MODES)
+    AdvEstimator = _choices("AdvEstimator", ADV_ESTIMATORS)
+    PolicyLoss = _choices("PolicyLoss", POLICY_LOSSES)
+    # each estimator also with "+": the straight-through variant (verl)
+    KlEstimator = _choices("KlEstimator", (*KL_ESTIMATORS, *(f"{k}+" for k in KL_ESTIMATORS)))
+    KlCtrlType = _choices("KlCtrlType", ("fixed", "adaptive"))
+    LrScheduler = _choices("LrScheduler", ("constant", "cosine"))
+    EnvBackend = _choices("EnvBackend", ("auto", "torch", "gymnasium"))
+    FilterMetric = _choices("FilterMetric", FILTER_METRICS)
+    Objective = _choices("Objective", OBJECTIVES)
+    RolloutIsLevel = _choices("RolloutIsLevel", IS_LEVELS)
+    BypassLossType = _choices("BypassLossType", LOSS_TYPES)
+    FailureId = _choices("FailureId", FAILURE_IDS)
+    RewardName = _choices("RewardName", ("exact_match", "countdown"))  # the token tasks' rules; countdown: TinyZero's
+    NoiseType = _choices("NoiseType", ("normal", "cauchy"))
+    # verl's `data.truncation`; the playground cuts "left" or "right", "error" refuses a long prompt
+    Truncation = _choices("Truncation", ("error", "left", "right"))
+    # the rollout's and the trainer's precision, in the spellings verl's PrecisionType takes
+    Precision = _choices("Precision", ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16"))
+    LogprobsMode = _choices("LogprobsMode", ("processed_logprobs", "raw_logprobs"))
+    WeightSync = _choices("WeightSync", ("full", "none", "partial"))
+    LoadFormat = _choices("LoadFormat", ("hf", "dummy"))
 # how the one-line error names an enum's choices, where the list alone would mislead
 _ALLOWED_TEXT = {KlEstimator: f"one of {list(KL_ESTIMATORS)} (optionally with '+')"}
 
@@ -323,16 +344,19 @@ class PlaygroundConfig:
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
 
 
+def as_plain_dict(cfg: DictConfig, *, resolve: bool) -> dict[str, Any]:
+    """`OmegaConf.to_container` of a DictConfig, typed as what it is: a plain dict under string keys."""
+    return cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=resolve))
+
+
 def type_error(cfg: DictConfig) -> str | None:
     """The first key of `cfg` whose value `PlaygroundConfig` does not allow, as one line; None when every value fits."""
-    given = OmegaConf.to_container(cfg, resolve=True)
+    given = as_plain_dict(cfg, resolve=True)
     for key, node in typed_leaves().items():
         value = lookup(given, key)
         if value is not ABSENT and not _fits(node, value):
             return f"{key}={value!r} is out of range: allowed {_allowed(node)}"
     return None
-
-
 
 
 @functools.cache
@@ -343,6 +367,7 @@ def typed_leaves() -> dict[str, Any]:
 
     def walk(node: DictConfig, prefix: str) -> None:
         for key in node:
+            assert isinstance(key, str)  # a structured config's keys: its dataclasses' field names
             child = node._get_node(key)
             if isinstance(child, DictConfig):
                 walk(child, f"{prefix}{key}.")

@@ -24,7 +24,7 @@ from torch import Tensor
 
 from playground.advantage import KLInReward
 from playground.algos.dapo import filter_groups, filter_metric_values
-from playground.tasks.base import Batch, Task
+from playground.tasks.base import Batch, Task, as_batch
 from playground.workers import Actor, Reference, Rollout
 
 Timed = Callable[[str], AbstractContextManager]  # `timed("gen")`: a context timing a phase of the step
@@ -60,6 +60,8 @@ class DynamicSampler:
     def _kl_rewards(self, batch: Batch, timed: Timed) -> None:
         """verl's DAPO trainer with `use_kl_in_reward`: each generation batch's old and reference log-probs and its
         KL-penalised reward before filtering (the step's batch recomputes them; the controller updates once)."""
+        assert self.actor is not None and self.reference is not None and self.kl_in_reward is not None, \
+            "the in-reward KL needs the actor's and the reference's log-probs"
         with timed("old_log_prob"):
             batch["old_log_probs"] = self.actor.compute_log_prob(batch)[0]
         with timed("ref"):
@@ -72,8 +74,9 @@ class DynamicSampler:
         num_agents = self.task.num_agents
         batches: list[Batch] = []
         rows: list[list[tuple[int, int, Tensor]]] = [[] for _ in range(num_agents)]  # (batch, position, row ids)
-        kept, drawn, errors = [0] * num_agents, [0] * num_agents, [None] * num_agents
-        agents = None  # the step's first batch: every agent
+        kept, drawn = [0] * num_agents, [0] * num_agents
+        errors: list[str | None] = [None] * num_agents
+        agents: list[int] | None = None  # the step's first batch: every agent
         while agents is None or agents:
             with timed("gen"):
                 batch = self.rollout.generate(agents)
@@ -114,20 +117,20 @@ class DynamicSampler:
         they are fewer. The groups' ids are renumbered 0..train_batch_size-1, as one generation numbers them."""
         need = self.train_groups * self.n
 
-        def gather(pick: Callable[[Batch], Any]) -> Any:
-            per_agent = []
+        def gather(pick: Callable[..., Any]) -> Any:  # `...`: the picks below bind their keys as default arguments
+            per_agent: list[Any] = []
             for parts in rows:
                 pieces = [(pick(batches[b]), p, r) for b, p, r in parts]
                 if isinstance(pieces[0][0], Tensor):
                     values = torch.cat([x[p][r] for x, p, r in pieces])
                     per_agent.append(values[torch.arange(need, device=values.device) % len(values)])
                 else:  # per-agent lists (texts)
-                    values = [x[p][i] for x, p, r in pieces for i in r.tolist()]
-                    per_agent.append([values[i % len(values)] for i in range(need)])
+                    items = [x[p][i] for x, p, r in pieces for i in r.tolist()]
+                    per_agent.append([items[i % len(items)] for i in range(need)])
             return torch.stack(per_agent) if isinstance(per_agent[0], Tensor) else per_agent
 
         first = batches[0]
-        out: Batch = {}
+        out: dict[str, Any] = {}
         for key, value in first.items():
             if key in ("uid", "agents"):
                 continue
@@ -138,4 +141,4 @@ class DynamicSampler:
         uid = first["uid"]
         out["uid"] = torch.arange(self.train_groups, device=uid.device).repeat_interleave(self.n).expand(len(rows), -1)
         out["agents"] = list(range(len(rows)))
-        return out
+        return as_batch(out)

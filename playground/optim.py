@@ -103,7 +103,7 @@ class AgentAdamW:
             new_m.mul_(self.beta1).add_(grad, alpha=1 - self.beta1)
             new_v.mul_(self.beta2).addcmul_(grad, grad, value=1 - self.beta2)
             denom = (new_v.sqrt() / self._per_agent(bias2_sqrt, p)).add_(self.eps)
-            if self.decays:
+            if decay is not None:  # self.decays
                 new_p.mul_(self._per_agent(decay, p))
             new_p.sub_(self._per_agent(step_size, p) * new_m / denom)
             if masked:

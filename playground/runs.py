@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TextIO
 
 from playground.metrics import STEP, canonicalize, from_json_value, to_json_value
 
@@ -138,7 +138,7 @@ class RunRecorder:
             **info,
         }
         self._metrics = open(self.run_dir / METRICS, "a", encoding="utf-8")
-        self._samples = None
+        self._samples: TextIO | None = None  # opened by the first samples
         self._info_written = 0.0
         self.update()
 

@@ -24,6 +24,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from playground.config import logger_names
+from playground.config_schema import as_plain_dict
 from playground.metrics import STEP, fmt
 from playground.runs import RunRecorder
 
@@ -134,7 +135,7 @@ class WandbSink:
         self.wandb = wandb
         mode = os.environ.get("WANDB_MODE", cfg.trainer.get("wandb_mode", "offline"))
         self.run = wandb.init(project=cfg.trainer.project_name, name=cfg.trainer.experiment_name, dir=str(run_dir),
-                              mode=mode, config=OmegaConf.to_container(cfg, resolve=True), reinit="create_new")
+                              mode=mode, config=as_plain_dict(cfg, resolve=True), reinit="create_new")
 
     def write(self, record: Mapping[str, float], step: int) -> None:
         self.run.log({k: v for k, v in record.items() if k != STEP}, step=step)
@@ -199,7 +200,7 @@ class MlflowSink:
             experiment = self.client.get_experiment_by_name(project)
             experiment_id = experiment.experiment_id if experiment else self.client.create_experiment(project)
             self.run_id = self.client.create_run(experiment_id, run_name=cfg.trainer.experiment_name).info.run_id
-        params = mlflow_params(OmegaConf.to_container(cfg, resolve=True))
+        params = mlflow_params(as_plain_dict(cfg, resolve=True))
         self.client.log_batch(self.run_id, params=[Param(mlflow_key(k), str(v)[:MLFLOW_MAX_PARAM])
                                                    for k, v in params.items()])
 
@@ -233,7 +234,7 @@ class SwanLabSink:
         api_key = os.environ.get("SWANLAB_API_KEY")
         if api_key and mode in ("cloud", "online"):
             swanlab.login(api_key=api_key)
-        config = {"FRAMEWORK": "verl", **OmegaConf.to_container(cfg, resolve=True)}
+        config = {"FRAMEWORK": "verl", **as_plain_dict(cfg, resolve=True)}
         self.log_dir = Path(os.environ.get("SWANLAB_LOG_DIR", run_dir / "swanlog"))
         self.run = swanlab.init(project=cfg.trainer.project_name, name=cfg.trainer.experiment_name, config=config,
                                 log_dir=str(self.log_dir), mode=mode, settings=swanlab.Settings(interactive=False))

@@ -82,7 +82,7 @@ class StopRules:
 
     def _validated(self, agent: int, record: dict[str, float]) -> bool:
         """With `stop_on_score_validated`, the validation run at this step must reach the target too."""
-        if not self.stop_validated[agent]:
+        if not self.stop_validated[agent] or self.val_score_metric is None:  # (stop_validated: a metric to check)
             return True
         return record.get(self.val_score_metric, -float("inf")) >= self.stop_scores[agent]
 

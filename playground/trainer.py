@@ -17,10 +17,11 @@ import time
 from collections.abc import Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import torch
 from omegaconf import DictConfig
+from torch import Tensor
 
 from playground.advantage import AdvantageEstimator, KLInReward, compute_advantage
 from playground.dynamic_sampling import DynamicSampler
@@ -123,7 +124,7 @@ class Trainer:
         finally:
             self.memory.close()
         self._finish_all(outcomes, step, Stop("finished"))
-        return outcomes
+        return cast(list[AgentOutcome], outcomes)  # _finish_all ended every agent still running: none is None
 
     def _finish_all(self, outcomes: list[AgentOutcome | None], step: int, stop: Stop) -> None:
         """End every agent still running as `stop` says; a failure mid-step leaves that step unlogged."""
@@ -149,7 +150,9 @@ class Trainer:
 
     def train_step(self, step: int) -> list[dict[str, float]]:
         """One PPO step for every agent, in verl's phase order; returns each agent's metrics record."""
-        hp, task, timing, metrics = self.hp, self.task, {}, {}
+        hp, task = self.hp, self.task
+        timing: dict[str, float] = {}
+        metrics: dict[str, list[Tensor]] = {}
         timed = lambda name: self._timed(timing, name)  # noqa: E731
         with timed("step"):
             batch = self._generate(timed, metrics)  # gen, reward
@@ -157,6 +160,7 @@ class Trainer:
                 return [{} for _ in range(self.num_agents)]
             entropy_before = None
             if self.actor.bypass is not None:  # verl: the rollout's log-probs are the old ones, not recomputed
+                assert self.rollout_corr is not None, "bypass mode is a correction: the rollout hands on its log-probs"
                 self.rollout_corr.apply_bypass_mode(batch)
             else:
                 with timed("old_log_prob"):

@@ -22,7 +22,7 @@ from playground.algos.masked import masked_mean
 from playground.algos.rollout_correction.bypass import compute_policy_loss_bypass_mode
 from playground.algos.rollout_correction.spec import RolloutCorrectionSpec
 from playground.optim import AgentAdamW
-from playground.tasks.base import Batch
+from playground.tasks.base import Batch, as_batch, batch_fields
 
 
 @dataclass
@@ -44,7 +44,8 @@ def pack_by_tokens(lengths: Sequence[int], budget: int) -> list[list[int]]:
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
     count = max(1, -(-sum(lengths) // budget))
     while True:
-        loads, parts = [0] * count, [[] for _ in range(count)]
+        loads = [0] * count
+        parts: list[list[int]] = [[] for _ in range(count)]
         for i in order:
             j = min(range(count), key=lambda b: (loads[b], b))
             loads[j] += lengths[i]
@@ -77,20 +78,20 @@ def iter_minibatches(batch: Batch, keys: Sequence[str], shape: UpdateShape,
     if shape.max_token_len is not None:
         yield from _packed_minibatches(batch, keys, shape, generators)
         return
-    fields = {k: batch[k] for k in keys if k in batch}
+    fields = batch_fields(batch, keys)
     rows = batch["response_mask"].shape[1]
     micro_rows, micro_per_step = shape.micro_batch_rows, shape.mini_batch_rows // shape.micro_batch_rows
     device = batch["response_mask"].device
     agents = torch.arange(len(generators), device=device).view(1, -1, 1)  # (1, K, 1), beside the permutations
-    in_order = None if shape.shuffle else [{k: x[:, m:m + micro_rows] for k, x in fields.items()}
-                                          for m in range(0, rows, micro_rows)]  # views, the same every epoch
+    in_order = [] if shape.shuffle else [as_batch({k: x[:, m:m + micro_rows] for k, x in fields.items()})
+                                        for m in range(0, rows, micro_rows)]  # views, the same every epoch
     for _ in range(shape.ppo_epochs):
         micro = in_order
         if shape.shuffle:
             perm = torch.stack([torch.randperm(rows, generator=g) for g in generators]).to(device)
             order = perm.view(len(generators), -1, micro_rows).transpose(0, 1)  # (n_micro, K, micro_rows)
             epoch = {k: x[agents, order] for k, x in fields.items()}
-            micro = [{k: x[j] for k, x in epoch.items()} for j in range(order.shape[0])]
+            micro = [as_batch({k: x[j] for k, x in epoch.items()}) for j in range(order.shape[0])]
         for first in range(0, len(micro), micro_per_step):
             yield micro[first:first + micro_per_step]
 
@@ -100,7 +101,9 @@ def _packed_minibatches(batch: Batch, keys: Sequence[str], shape: UpdateShape,
     """`iter_minibatches` with `use_dynamic_bsz`: mini-batches of rows as ever, each cut into micro-batches by its
     sequences' tokens (prompt + response; a gym transition is one). The agents of a batch share the packing: a
     position counts the longest of the agents' rows there, so every agent's micro-batch keeps to the budget."""
-    fields = {k: batch[k] for k in keys if k in batch}
+    budget = shape.max_token_len
+    assert budget is not None, "iter_minibatches packs by tokens only with a budget"
+    fields = batch_fields(batch, keys)
     mask = batch["response_mask"]
     num_agents, rows, device = mask.shape[0], mask.shape[1], mask.device
     tokens = (batch["attention_mask"] if "attention_mask" in batch else mask).reshape(num_agents, rows, -1).sum(-1)
@@ -113,11 +116,11 @@ def _packed_minibatches(batch: Batch, keys: Sequence[str], shape: UpdateShape,
         lengths = tokens[agents, order].amax(0).long().tolist()  # (rows,) the longest agent's row at each position
         for first in range(0, rows, shape.mini_batch_rows):
             positions = range(first, first + shape.mini_batch_rows)
-            parts = pack_by_tokens([lengths[p] for p in positions], shape.max_token_len)
+            parts = pack_by_tokens([lengths[p] for p in positions], budget)
             micro = []
             for part in parts:
                 index = order[:, [first + i for i in part]]  # (K, rows of this micro-batch)
-                micro.append({k: x[agents, index] for k, x in fields.items()})
+                micro.append(as_batch({k: x[agents, index] for k, x in fields.items()}))
             yield micro
 
 
@@ -178,12 +181,15 @@ def update_actor(actor, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape,
             *(("rollout_is_weights",) if "rollout_is_weights" in batch else ())]
     for micro_batches in iter_minibatches(batch, keys, shape, generators):
         optimizer.zero_grad()
-        pg_loss_step = kl_loss_step = loss_step = 0.0
+        # each a sum over the micro-batches: a (K,) tensor once the first one is added (a mini-batch has one or more)
+        pg_loss_step: Tensor | float = 0.0
+        kl_loss_step: Tensor | float = 0.0
+        loss_step: Tensor | float = 0.0
         for mb, weight in zip(micro_batches, micro_weights(micro_batches, shape)):
             mask = mb["response_mask"]
             log_prob, entropy = actor.log_prob_and_entropy(mb)
             old_log_prob = log_prob.detach() if on_policy else mb["old_log_probs"]
-            if bypass:
+            if rollout_correction is not None:  # bypass
                 pg_loss, pg_metrics = compute_policy_loss_bypass_mode(
                     old_log_prob, log_prob, mb["advantages"], mask, agg_mode, rollout_correction=rollout_correction,
                     ppo_kwargs=policy_loss_kwargs)
@@ -211,8 +217,10 @@ def update_actor(actor, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape,
             loss_step = loss_step + loss.detach() * weight
             metrics.add(pg_metrics)
         grad_norm = optimizer.step(grad_clip, active)
+        assert isinstance(pg_loss_step, Tensor) and isinstance(loss_step, Tensor)
         metrics.add({"actor/pg_loss": pg_loss_step, "actor/loss": loss_step, "actor/grad_norm": grad_norm})
         if use_kl_loss:
+            assert isinstance(kl_loss_step, Tensor)
             metrics.add({"actor/kl_loss": kl_loss_step})
     if in_update:
         measured = torch.stack(in_update).mean(0)
@@ -240,7 +248,7 @@ def update_critic(critic, optimizer: AgentAdamW, batch: Batch, shape: UpdateShap
     keys = [*model_input_keys, "response_mask", "returns", "values"]
     for micro_batches in iter_minibatches(batch, keys, shape, generators):
         optimizer.zero_grad()
-        vf_loss_step = 0.0
+        vf_loss_step: Tensor | float = 0.0  # a (K,) tensor once the first micro-batch is added
         for mb, weight in zip(micro_batches, micro_weights(micro_batches, shape)):
             mask = mb["response_mask"]
             vpreds = critic.values(mb)
@@ -252,5 +260,6 @@ def update_critic(critic, optimizer: AgentAdamW, batch: Batch, shape: UpdateShap
             vf_loss_step = vf_loss_step + vf_loss.detach() * weight
             metrics.add({"critic/vf_clipfrac": vf_clipfrac, "critic/vpred_mean": masked_mean(vpreds.detach(), mask)})
         grad_norm = optimizer.step(grad_clip, active)
+        assert isinstance(vf_loss_step, Tensor)
         metrics.add({"critic/vf_loss": vf_loss_step, "critic/grad_norm": grad_norm})
     return metrics

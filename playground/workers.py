@@ -10,7 +10,7 @@ staleness, its weight sync) and verl's rollout-vs-trainer probes (`algos.rollout
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 from omegaconf import DictConfig
@@ -125,9 +125,10 @@ class TaskRollout:
             self.weights.sync()
         batch = self.task.generate(agents, self.policy)
         rollout_log_probs = batch.pop("rollout_log_probs", None)
-        if self.keep_log_probs:
+        if self.keep_log_probs and rollout_log_probs is not None:  # a gym rollout has none (config.py keeps it off)
             batch["rollout_log_probs"] = rollout_log_probs
         if self.spec.staleness > 0:
+            assert self.weights is not None, "a stale rollout owns its weights (RolloutSpec.owns_weights)"
             batch["rollout_staleness"] = torch.full(batch["response_mask"].shape[:2], self.weights.versions_behind,
                                                     device=batch["response_mask"].device)
         return batch
@@ -141,10 +142,10 @@ class TaskRollout:
         """Validation generates on the rollout engine too, as verl's does."""
         return self.task.validate(self.policy)
 
-    def debug_metrics(self, batch: Batch) -> Metrics:
+    def debug_metrics(self, batch: Batch) -> dict[str, list[Tensor]]:
         """verl's `calculate_debug_metrics` (the rollout's log-probs against the actor's old log-probs) and the rows'
         staleness, per agent."""
-        metrics = {}
+        metrics: dict[str, list[Tensor]] = {}
         if "rollout_log_probs" in batch:
             metrics.update(per_agent(rollout_probs_diff, batch["old_log_probs"], batch["rollout_log_probs"],
                                      batch["response_mask"]))
@@ -249,3 +250,7 @@ class WorldModelTrainer:
         grad_norm = self.optimizer.step(None, active)
         return {"world_model/loss": [loss.detach()], "world_model/grad_norm": [grad_norm]}
 
+
+if TYPE_CHECKING:  # mypy holds each implementation to its interface, whether or not a caller names the interface
+    _IMPLEMENTATIONS: tuple[type[Rollout], type[Actor], type[Reference], type[Critic]] = (
+        TaskRollout, TaskActor, TaskReference, TaskCritic)

@@ -12,7 +12,7 @@ token-level averaging is `loss_agg_mode=token-mean`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
@@ -29,7 +29,7 @@ class GroupFilter(NamedTuple):
     rows: Tensor
 
 
-def filter_metric_values(metric: str, batch: Mapping[str, Tensor]) -> Tensor:
+def filter_metric_values(metric: str, batch: Mapping[str, Any]) -> Tensor:
     """The per-row values `algorithm.filter_groups.metric` names, as the recipe builds them.
 
     `seq_final_reward`: `token_level_rewards.sum(-1)` (after any in-reward KL penalty); `seq_reward`:

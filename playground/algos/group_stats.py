@@ -37,7 +37,7 @@ def zero_adv_share(scores: Tensor, index: Tensor, atol: float = 0.0) -> Tensor:
     return ((scores - mean).abs() <= atol).to(scores.dtype).mean(-1)
 
 
-def _as_rows(scores: Sequence[float], index: Sequence[int]) -> tuple[Tensor, Tensor]:
+def _as_rows(scores: Sequence[float] | Tensor, index: Sequence[int] | Tensor) -> tuple[Tensor, Tensor]:
     values = torch.as_tensor(scores, dtype=torch.float64).flatten()
     ids = torch.as_tensor(index, dtype=torch.long).flatten()
     if values.shape != ids.shape:

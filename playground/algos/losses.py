@@ -67,7 +67,8 @@ def compute_policy_loss_vanilla(
 
     neg_advantages = -advantages
     pg_losses1 = neg_advantages * ratio
-    pg_losses2 = neg_advantages * torch.clamp(ratio, 1 - clip_low, 1 + clip_high)
+    # a float bound beside a tensor one is fine to torch; its stubs take both floats or both tensors
+    pg_losses2 = neg_advantages * torch.clamp(ratio, 1 - clip_low, 1 + clip_high)  # type: ignore[arg-type]
     clip_pg_losses1 = torch.maximum(pg_losses1, pg_losses2)
     pg_clipfrac = masked_mean((pg_losses2 > pg_losses1).to(ratio.dtype), response_mask)
 

@@ -25,7 +25,7 @@ from playground.diagnose.replay import format_replay, replay, replay_read
 from playground.diagnose.report import dumps, format_diagnosis, format_markdown, json_document
 from playground.diagnose.sources import diagnose_path, diagnose_read
 from playground.failures import SEVERITY_ORDER
-from playground.runs import METRICS, jsonable, read_metrics_jsonl, read_run_info
+from playground.runs import METRICS, LogRead, jsonable, read_metrics_jsonl, read_run_info
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -132,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         read = parse_verl_text(args.text, name="text")
         results = [("text", diagnose_read(read, family=args.family, loss_updates=args.loss_updates,
                                           max_response_length=args.max_response_length))]
-        reads = [read]
+        reads: list[LogRead | list[dict[str, float]]] = [read]
     else:
         try:
             results = diagnose_path(args.path, family=args.family, loss_updates=args.loss_updates,
@@ -141,7 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (FileNotFoundError, PermissionError, IsADirectoryError) as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
-    replays = [replay_read(read, report) if hasattr(read, "records") else replay(read, report)
+    replays = [replay_read(read, report) if isinstance(read, LogRead) else replay(read, report)
                for read, (_, report) in zip(reads, results)] if args.replay else []
     _print(results, replays, form, args.lang)
     readable = any(d.steps or d.findings for _, d in results)
@@ -151,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 1 if _failed([report for _, report in results], args.fail_on) else 0
 
 
-def _reads(path: str, results: list) -> list:
+def _reads(path: str, results: list) -> list[LogRead | list[dict[str, float]]]:
     """What each result was diagnosed from, for the replay: a run's records, else the log's read."""
     if path_kind(Path(path)) in ("run", "runs"):
         return [read_metrics_jsonl(Path(source) / METRICS).records if (Path(source) / METRICS).is_file() else []

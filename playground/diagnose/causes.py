@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from playground.diagnose import catalogue
+from playground.diagnose.finding import Finding
 from playground.failures import SEVERITY_ORDER
 
 
@@ -22,8 +23,8 @@ from playground.failures import SEVERITY_ORDER
 class Diagnosis:
     """One root cause and what it explains. `root` and `consequences` are the engine's findings."""
 
-    root: object
-    consequences: list = field(default_factory=list)
+    root: Finding
+    consequences: list[Finding] = field(default_factory=list)
 
     def ids(self) -> list[str]:
         return [self.root.id, *(f.id for f in self.consequences)]

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from playground.diagnose.log import Log
+from playground.diagnose.node import Node
 from playground.diagnose.robust import Z_SIGNIFICANT, mann_kendall_z, theil_sen_change
 from playground.diagnose.series import Series, compile_series
 from playground.diagnose.shapes import FallsFromPeak, Logged, Plateau, Spikes
@@ -44,19 +45,6 @@ def _negate(value: bool | None) -> bool | None:
 def _any(values) -> bool | None:
     """Three-valued OR, by De Morgan: True wins, then unknown, then False."""
     return _negate(_all(_negate(v) for v in values))
-
-
-class Node:
-    """A condition. `at(log, i)`: a step predicate at record i; `over(log, idx)`: judged on a window."""
-
-    def at(self, log: Log, i: int) -> bool | None:
-        raise TypeError(f"{type(self).__name__} is a window condition, not a step predicate")
-
-    def over(self, log: Log, idx: Sequence[int]) -> bool | None:
-        return self.at(log, idx[-1]) if idx else None
-
-    def evidence(self, log: Log, idx: Sequence[int]) -> list[dict]:
-        return []
 
 
 class Leaf(Node):

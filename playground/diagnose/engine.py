@@ -213,12 +213,12 @@ def plain_config(config: Any) -> dict | None:
     """A resolved config as a plain dict (a DictConfig is converted)."""
     if config is None or isinstance(config, dict):
         return config
-    from omegaconf import OmegaConf
+    from playground.config_schema import as_plain_dict
 
     try:
-        return OmegaConf.to_container(config, resolve=True)
+        return as_plain_dict(config, resolve=True)
     except Exception:  # noqa: BLE001 - e.g. ${hydra:...} outside a Hydra run: the plain values still serve
-        return OmegaConf.to_container(config, resolve=False)
+        return as_plain_dict(config, resolve=False)
 
 
 def resolve_family(family: str | None, info: Mapping | None, config: Mapping | None) -> str:
@@ -294,7 +294,7 @@ def diagnose_log(log: Log, family: str, config: Mapping | None = None, notes: Se
                   problems=list(problems), family=family, source=source, steps=log.n)
 
 
-def diagnose(records: list[dict[str, float]], *, info: dict | None = None, family: str | None = None,
+def diagnose(records: Sequence[Mapping[str, float]], *, info: dict | None = None, family: str | None = None,
              config: Any = None) -> Report:
     """Diagnose one run's metrics.
 
@@ -337,8 +337,8 @@ def step_status(records: list[dict[str, float]], *, family: str | None = None,
         shortcut = on_policy_shortcut(record)
         for key in keys:
             value = record.get(key)
-            skip = value is None or (shortcut and key in SHORTCUT_KEYS)
-            out[key].append(None if skip else family_band_status(key, value, fam))
+            unmeasured = shortcut and key in SHORTCUT_KEYS
+            out[key].append(None if value is None or unmeasured else family_band_status(key, value, fam))
     return out
 
 

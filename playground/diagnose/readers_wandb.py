@@ -104,6 +104,7 @@ class _BlockParser:
         self._run, self._section, self._prefixed = run, section, prefixed
 
     def _continues(self, text: str, prefixed: bool) -> bool:
+        assert self._row is not None, "asked only while a row is being read"
         broken = (self._prefixed and not prefixed) or (not self._prefixed and len(text.split()) == 1)
         return broken and bool(text.strip()) and self._parse(self._row[1] + text) is not None
 
@@ -132,7 +133,9 @@ class _BlockParser:
             self.history[parsed[0]] = parsed[1]
         else:
             key, value = parsed
-            self.summary[key] = to_float(value)
+            last_value = to_float(value)
+            assert last_value is not None, "_parse reads a summary row only with a number"
+            self.summary[key] = last_value
             if value in _ROUNDED_ZERO:
                 self.rounded_zeros.append(key)
 

@@ -37,6 +37,7 @@ from playground.i18n import LANGS, UI_STRINGS_PATH, text_in
 from playground.overrides import ABSENT, lookup, with_replaced
 from playground.overrides import command as train_command
 from playground.root_causes import HEALTHY, INCONCLUSIVE, chain, run_root
+from playground.runs import LogRead
 
 REFERENCE_PATH = Path(__file__).with_name("replay_reference.yaml")
 REFERENCE_FORMAT = 1
@@ -173,7 +174,8 @@ def log_knobs(records: Sequence[Mapping[str, float]]) -> dict[str, Any]:
     coeffs = []
     for r in records:
         loss, pg, entropy = r.get("actor/loss"), r.get("actor/pg_loss"), r.get("actor/entropy")
-        if None in (loss, pg, entropy) or not all(map(math.isfinite, (loss, pg, entropy))) or entropy < 1e-3:
+        if (loss is None or pg is None or entropy is None or not all(map(math.isfinite, (loss, pg, entropy)))
+                or entropy < 1e-3):
             continue
         kl = (r.get("actor/kl_loss") or 0.0) * (out["kl_loss_coef"] or 0.0)
         coeffs.append((pg + kl - loss) / entropy)
@@ -236,7 +238,8 @@ def _problem_roots(report: Report | Mapping[str, Any]) -> list[str]:
             if any(f.get("severity") in ("warning", "critical") for f in (d["root"], *d.get("consequences", [])))]
 
 
-def _hypotheses(records: list[dict], task: str, entry: Mapping[str, Any], status: str | None) -> dict[str, list[str]]:
+def _hypotheses(records: Sequence[Mapping[str, float]], task: str, entry: Mapping[str, Any],
+                status: str | None) -> dict[str, list[str]]:
     """Each scenario of a recognised task -> the problem roots the log's diagnosis has under that scenario's facts
     (one diagnosis per distinct facts); a scenario is consistent with the log when its id is one of them (healthy:
     when there is none and the verdict is not inconclusive)."""
@@ -305,13 +308,14 @@ def replay(records: Sequence[Mapping[str, float]], report: Report | Mapping[str,
     knobs = log_knobs(records)
     nearest = order[0] if order else None
     recognised = nearest is not None and (family == "gym" or (
-        distances[nearest] is not None and distances[nearest] <= RECOGNISED))
+        (distance := distances[nearest]) is not None and distance <= RECOGNISED))
     candidates: list[tuple[str, str]] = []
     hypotheses: dict[tuple[str, str], list[str]] = {}
     caveats: list[dict[str, str]] = []
     why_key = "replay_why_root"
     own: list[str] = []
     if recognised:  # a gym log without episodes yet fits every gym task: each is tried
+        assert nearest is not None  # recognised: the log has a nearest task
         same = [t for t in order if distances[t] == distances[nearest]]
         tied = same if family == "gym" and not named else [nearest]
         for task in tied:
@@ -383,7 +387,7 @@ def replay(records: Sequence[Mapping[str, float]], report: Report | Mapping[str,
     return out
 
 
-def replay_read(read, report: Report | Mapping[str, Any]) -> dict[str, Any]:
+def replay_read(read: LogRead, report: Report | Mapping[str, Any]) -> dict[str, Any]:
     """`replay` for a reader's `LogRead` (how it ended: out of memory, an exception)."""
     status = "oom" if read.out_of_memory else "failed" if read.ended_with else None
     return replay(read.records, report, status=status)

@@ -6,14 +6,15 @@ The conditions themselves (`when`) are checked by `conditions.compile_condition`
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from playground import failures
 
-FAMILIES = ("gym", "token", "llm")
 Family = Literal["gym", "token", "llm"]
+FAMILIES: tuple[Family, ...] = ("gym", "token", "llm")
 
 
 class _Strict(BaseModel):
@@ -155,7 +156,7 @@ class Document(_Strict):
     catalogue: dict[str, Entry]
 
 
-def _message(error: dict) -> str:
+def _message(error: Mapping[str, Any]) -> str:
     if error["type"] == "extra_forbidden":
         return "unknown key"
     return error["msg"].removeprefix("Value error, ")

@@ -12,6 +12,7 @@ import statistics
 from collections.abc import Sequence
 
 from playground.diagnose.log import Log
+from playground.diagnose.node import Node
 from playground.diagnose.robust import Z_SIGNIFICANT, mann_kendall_z, running_level, spread, theil_sen_change
 from playground.diagnose.series import Series
 from playground.metrics import fmt
@@ -32,11 +33,10 @@ def _evaluations(points: list[tuple[int, float]]) -> list[tuple[int, float]]:
     return [(i, v) for k, (i, v) in enumerate(points) if k == 0 or v != points[k - 1][1]]
 
 
-class _Shape:
+class _Shape(Node):
     """A window condition: `over` judges it, `evidence` says what it measured."""
 
-    def at(self, log: Log, i: int) -> bool | None:
-        raise TypeError(f"{type(self).__name__} is a window condition, not a step predicate")
+    series: Series  # the series it judges (each shape's constructor sets it)
 
     def measure(self, log: Log, idx: Sequence[int]) -> tuple[bool | None, str, int | None]:
         """Whether it holds (None: too little data), what it measured, and the record index to show it at."""

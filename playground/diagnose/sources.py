@@ -57,7 +57,7 @@ def diagnose_read(read, *, family: str | None = None, loss_updates: float | None
         max_response_length: the run's data.max_response_length (None: unknown), for the lengths' cross-check.
     """
     # a log that ends in an exception failed there: no verdict of health, and the report says how it ended
-    info = {"status": "oom"} if read.out_of_memory else {"status": "failed"} if read.ended_with else {}
+    info: dict[str, Any] = {"status": "oom"} if read.out_of_memory else {"status": "failed"} if read.ended_with else {}
     if read.ended_with:
         info["error"] = read.ended_with
     if loss_updates is not None:

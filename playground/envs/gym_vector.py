@@ -34,11 +34,20 @@ class GymnasiumEnv:
         self.seeds = list(seeds)
         space = self.envs[0].single_action_space
         self.discrete = isinstance(space, gym.spaces.Discrete)
-        self.num_actions = int(space.n) if self.discrete else None
-        self.action_dim = None if self.discrete else int(np.prod(space.shape))
-        self.action_low = None if self.discrete else torch.as_tensor(space.low, dtype=torch.float32)
-        self.action_high = None if self.discrete else torch.as_tensor(space.high, dtype=torch.float32)
-        self.obs_dim = int(np.prod(self.envs[0].single_observation_space.shape))
+        self.num_actions: int | None = None  # discrete actions
+        self.action_dim: int | None = None  # continuous actions: a Box's
+        self.action_low: Tensor | None = None
+        self.action_high: Tensor | None = None
+        if isinstance(space, gym.spaces.Discrete):
+            self.num_actions = int(space.n)
+        else:
+            assert isinstance(space, gym.spaces.Box), f"{env_id}: actions of a {space} are neither discrete nor a Box"
+            self.action_dim = int(np.prod(space.shape))
+            self.action_low = torch.as_tensor(space.low, dtype=torch.float32)
+            self.action_high = torch.as_tensor(space.high, dtype=torch.float32)
+        obs_shape = self.envs[0].single_observation_space.shape
+        assert obs_shape is not None, f"{env_id}: an observation space without a shape"
+        self.obs_dim = int(np.prod(obs_shape))
         self.max_episode_steps = spec.max_episode_steps
         self._autoreset = np.zeros((num_agents, num_envs), dtype=bool)
 

@@ -29,6 +29,7 @@ class ScaledObs:
 
     def __init__(self, env, env_id: str, device: torch.device | str = "cpu"):
         space = gym.make(env_id).observation_space
+        assert isinstance(space, gym.spaces.Box), f"{env_id}: bounds to scale by are a Box's, not a {space}'s"
         low, high = np.asarray(space.low, np.float64).ravel(), np.asarray(space.high, np.float64).ravel()
         finite = np.isfinite(low) & np.isfinite(high)
         low, high = np.where(finite, low, -1.0), np.where(finite, high, 1.0)  # an infinite dimension: centre 0, ×1

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
+from typing import TypeVar
 
 import torch
 import torch.nn as nn
@@ -57,7 +58,10 @@ class AgentEmbedding(nn.Embedding):
         return F.embedding(flat_ids, self.weight.reshape(num_agents * size, -1))
 
 
-def stack_agents(models: Sequence[nn.Module]) -> nn.Module:
+AgentModel = TypeVar("AgentModel", bound=nn.Module)  # stacking keeps the model's class (a copy of the first)
+
+
+def stack_agents(models: Sequence[AgentModel]) -> AgentModel:
     """One module for K agents: a copy of the first whose every parameter is the K models' parameters stacked
     `(K, ...)`; its forward takes the agents' rows agent-major. One model is returned as is (K = 1 runs torch's
     layers, bit for bit as before)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch.utils.checkpoint import checkpoint
@@ -40,7 +41,7 @@ def checkpointed(module: torch.nn.Module, *args, after_recompute: Callable[[], N
         weights = dict(zip(names, inputs[:len(names)]))
         return torch.func.functional_call(module, weights, inputs[len(names):])
 
-    extra = {} if after_recompute is None else {
+    extra: dict[str, Any] = {} if after_recompute is None else {
         "context_fn": lambda: (contextlib.nullcontext(), _then(after_recompute))}
     return checkpoint(forward, *params, *args, use_reentrant=False, **extra)
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -112,9 +113,13 @@ class GymActor:
                  num_actions: int | None = None, action_dim: int | None = None, temperature: float = 1.0,
                  init_log_std: float = 0.0, device="cpu"):
         self.discrete = num_actions is not None
-        out = num_actions if self.discrete else action_dim
+        if num_actions is not None:
+            out, extra = num_actions, 0
+        else:
+            assert action_dim is not None, "a policy needs num_actions (discrete) or action_dim (continuous)"
+            out = extra = action_dim
         self.net = AgentMLP([obs_dim, *hidden, out], generators, out_gain=0.01,
-                            extra=0 if self.discrete else action_dim, extra_init=init_log_std, device=device)
+                            extra=extra, extra_init=init_log_std, device=device)
         self.temperature = temperature
 
     @property
@@ -146,9 +151,10 @@ class GymActor:
         first, log_std = self.distribution_params(obs)
         if self.discrete:  # argmax never raises on NaN: a diverged agent cannot break its neighbours' sampling
             return (first if noise is None else first + noise).argmax(-1)
+        assert log_std is not None  # a Gaussian's
         return first if noise is None else first + log_std.exp() * noise
 
-    def log_prob_and_entropy(self, batch: dict[str, Tensor], flat: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def log_prob_and_entropy(self, batch: Mapping[str, Any], flat: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """Log-probability of `batch["actions"]` and entropy per transition, each `(K, B, 1)`."""
         first, log_std = self.distribution_params(batch["obs"], flat)
         actions = batch["actions"]
@@ -156,6 +162,7 @@ class GymActor:
             log_probs = torch.log_softmax(first, dim=-1)
             logp = log_probs.gather(-1, actions.unsqueeze(-1))
             return logp, entropy_from_logits(first).unsqueeze(-1)
+        assert log_std is not None  # a Gaussian's
         z = (actions - first) * torch.exp(-log_std)
         logp = (-0.5 * z.square() - log_std - _LOG_SQRT_2PI).sum(-1, keepdim=True)
         entropy = (0.5 + _LOG_SQRT_2PI + log_std).sum(-1, keepdim=True)
@@ -172,7 +179,7 @@ class GymCritic:
     def params(self) -> list[Tensor]:
         return [self.net.flat]
 
-    def values(self, batch: dict[str, Tensor]) -> Tensor:
+    def values(self, batch: Mapping[str, Any]) -> Tensor:
         return self.net.forward(batch["obs"])
 
 
@@ -188,7 +195,7 @@ class MLPWorldModel:
     def params(self) -> list[Tensor]:
         return [self.net.flat]
 
-    def loss(self, batch: dict[str, Tensor]) -> Tensor:
+    def loss(self, batch: Mapping[str, Any]) -> Tensor:
         """Masked mean squared error per agent `(K,)` of predicting `final_obs` and the raw reward (`scores`) from
         `obs` and `actions` (a gym batch: `(K, B, ...)`)."""
         obs, actions, next_obs = batch["obs"], batch["actions"], batch["final_obs"]

@@ -14,7 +14,7 @@ included, is the one forward below, over all K·rows rows.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -119,7 +119,7 @@ class Trunk(nn.Module):
     """
 
     gradient_checkpointing: bool = False
-    after_recompute = None
+    after_recompute: Callable[[], None] | None = None
 
     def __init__(self, config: GPTConfig):
         super().__init__()

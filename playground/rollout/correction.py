@@ -15,6 +15,8 @@ The rollout reports the log-probs it sampled with (`batch["rollout_log_probs"]`,
 
 from __future__ import annotations
 
+from typing import Final
+
 from omegaconf import DictConfig
 from torch import Tensor
 
@@ -22,7 +24,7 @@ from playground.algos.rollout_correction.importance import compute_rollout_corre
 from playground.algos.rollout_correction.spec import RolloutCorrectionSpec
 from playground.tasks.base import Batch
 
-ROLLOUT_LOG_PROBS = "rollout_log_probs"
+ROLLOUT_LOG_PROBS: Final = "rollout_log_probs"  # Final: the checker reads it as the literal key of `Batch`
 
 
 class RolloutCorrection:

@@ -53,7 +53,7 @@ def _pick_tokens(logits: torch.Tensor, temperature: float, top_p: float, uniform
     greedy = uniforms is None
     log_p = torch.log_softmax(logits if greedy else logits / temperature, dim=-1)  # (B, V)
     kept_mass = None  # the share of the tempered distribution the sampler kept (None: all of it)
-    if greedy:
+    if uniforms is None:  # greedy
         tokens = log_p.argmax(-1)
     else:
         probs = log_p.exp()

@@ -88,7 +88,7 @@ class RolloutWeights:
         sync delivers them."""
         version = self.steps  # the actor's version: updates so far (global_steps - 1)
         self.steps += 1
-        actor = dict(self.actor.named_parameters())
+        actor: dict[str, torch.Tensor] = dict(self.actor.named_parameters())
         if self.spec.staleness > 0:
             self.history.append((version, {name: actor[name].detach().clone() for name in self.synced}))
             while len(self.history) > self.spec.staleness + 1:

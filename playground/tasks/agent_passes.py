@@ -4,6 +4,9 @@ values, validation): all agents at once, or on CPU in chunks of agents whose act
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import torch
 from torch import Tensor
 
@@ -79,6 +82,7 @@ class AgentPasses:
         agents, each output `(K, rows, response_length)`. `stacked=False`: one model (the reference) for every agent's
         rows (`shared`). A rollout of some agents (`mb["agents"]`) runs on those agents' models."""
         agents, rows, width = mb["input_ids"].shape
+        fields: Mapping[str, Any] = mb  # read by the keys in `model_input_keys`, which the checker cannot match
         everyone = list(range(agents))
         ids = mb.get("agents", everyone)  # the agent of each position
         # A pass with gradients (the update) takes every agent at once: its micro-batches bound its memory (a
@@ -87,7 +91,7 @@ class AgentPasses:
         parts = []
         for chunk in chunks:
             picked = slice(chunk[0], chunk[-1] + 1)
-            inputs = [flat_rows(mb[key][picked]) for key in self.model_input_keys]
+            inputs = [flat_rows(fields[key][picked]) for key in self.model_input_keys]
             net = self.view(model, [ids[i] for i in chunk]) if stacked else self.shared(model, len(chunk))
             outputs = compute(net, *inputs)
             parts.append([x.view(len(chunk), rows, x.shape[-1]) for x in outputs])

@@ -10,10 +10,13 @@ per-agent metric is `(K,)`. To add a task family, subclass `Task` (docs/adding-a
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from typing import Any, ClassVar, Protocol, TypedDict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypedDict, cast
 
 from torch import Tensor, nn
+
+if TYPE_CHECKING:
+    from playground.rollout.turns import EpisodeTrace
 
 
 class Batch(TypedDict, total=False):
@@ -45,6 +48,13 @@ class Batch(TypedDict, total=False):
     ground_truth: list[list[str]]  # [K][rows]
     prompt_text: list[list[str]]  # [K][rows]
     reward_baselines: Tensor  # (K, rows) ReMax's greedy reward (verl's `gen_max`), only for adv_estimator=remax
+    # gen, multi-turn token tasks (`agent_loop.episode_fields`): each row's episode, scored by its outcome
+    episode_score: Tensor  # (K, rows) the outcome's score, which the reward manager takes instead of a text rule's
+    episode_acc: Tensor  # (K, rows) the outcome's acc
+    turn_rewards: Tensor  # (K, rows, T) each environment reply's reward on the turn-end token it answers
+    num_turns: Tensor  # (K, rows) verl's num_turns
+    tool_calls: Tensor  # (K, rows)
+    episodes: list[list[EpisodeTrace]]  # [K][rows] the traces themselves (metrics, samples)
     # gen, the rollout worker: what the rollout engine itself reports, under ITS weights, precision and sampling path
     # (token tasks), kept with `actor_rollout_ref.rollout.calculate_log_probs=true` or a rollout correction on
     # (`algorithm.rollout_correction` reads it: verl's name)
@@ -67,10 +77,25 @@ class Batch(TypedDict, total=False):
     returns: Tensor  # (K, rows, T)
 
 
+def batch_fields(batch: Batch, keys: Iterable[str]) -> dict[str, Any]:
+    """The fields named in `keys` that the batch has, in that order. For keys held in variables
+    (`Task.model_input_keys`, the update's lists), which the checker cannot match to `Batch`'s."""
+    fields: Mapping[str, Any] = batch
+    return {key: fields[key] for key in keys if key in fields}
+
+
+def as_batch(fields: dict[str, Any]) -> Batch:
+    """A dict built under keys held in variables (a micro-batch, a gathered batch) as the `Batch` it is: the checker
+    cannot tell which keys such a dict has."""
+    return cast(Batch, fields)
+
+
 class Trainable(Protocol):
     """A model the trainer's optimizer steps."""
 
-    params: list[Tensor]  # the tensors the optimizer updates (with a leading agent dim when `Task.batched_params`)
+    @property
+    def params(self) -> Sequence[Tensor]:
+        """The tensors the optimizer updates (with a leading agent dim when `Task.batched_params`)."""
 
 
 class ValueModel(Trainable, Protocol):
@@ -134,6 +159,7 @@ class Task(ABC):
 
     def compute_values(self, batch: Batch) -> None:
         """Fill `values` `(K, rows, T)` from the critic (only called when a critic trains)."""
+        assert self.critic is not None, "compute_values is called only when a critic trains"
         batch["values"] = self.critic.values(batch)
 
     @abstractmethod

@@ -53,8 +53,9 @@ class BaseReport:
 
     def info(self, info: Mapping[str, Any], status: str = "running", error: str | None = None) -> dict[str, Any]:
         p = self.last
+        eta = None if p is None else p.eta_s()
         base = None if p is None else {"step": p.step, "total": p.total, "seconds": round(p.seconds, 1),
-                                        "eta_s": None if p.eta_s() is None else round(p.eta_s(), 1),
+                                        "eta_s": None if eta is None else round(eta, 1),
                                         "val_accuracy": p.val_accuracy, "target": p.target}
         return {"status": status, "phase": "sft_base", "base": base, "last_step": 0, "start_time": self.start_time,
                 "end_time": time.time() if status != "running" else None, "error": error, "pid": os.getpid(), **info}

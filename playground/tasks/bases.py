@@ -49,8 +49,7 @@ def token_configs() -> Iterator[tuple[str, list[str]]]:
         scenarios = {Path(p).stem[len(task) + 1:] for p in files}
         if cfg.task.get("default_scenario") is None:
             scenarios.add("healthy")
-        scenarios = sorted(scenarios, key=lambda s: (s != "healthy", s))
-        for scenario in scenarios:
+        for scenario in sorted(scenarios, key=lambda s: (s != "healthy", s)):
             yield f"{task} {scenario}", [f"task={task}", f"scenario={scenario}"]
     for ex in load_all():
         if compose([f"task={ex.task}"]).task.family == "token":

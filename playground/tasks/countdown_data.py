@@ -271,7 +271,8 @@ class CountdownPrompts(PromptSet):
 @functools.lru_cache(maxsize=4096)
 def live_and_dead(numbers: tuple[int, ...], target: int) -> tuple[list, list]:
     """The prefixes whose two values some last step turns into the target, and those none does."""
-    live, dead = [], []
+    live: list[tuple[Tree, Tree]] = []
+    dead: list[tuple[Tree, Tree]] = []
     for a, b in prefixes(numbers):
         (live if any(node[3] == target for node in combine(a, b)) else dead).append((a, b))
     return live, dead

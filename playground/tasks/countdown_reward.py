@@ -22,7 +22,8 @@ from __future__ import annotations
 import ast
 import operator
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -32,7 +33,7 @@ MAX_EXPONENT = 64
 BOOTSTRAP_SEED, BOOTSTRAP_DRAWS = 42, 1000  # verl's bootstrap_metric defaults
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
            ast.FloorDiv: operator.floordiv, ast.Pow: operator.pow}
-_UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos}
+_UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {ast.USub: operator.neg, ast.UAdd: operator.pos}
 
 
 def parse_ground_truth(text: str) -> tuple[list[int], int]:
@@ -63,8 +64,8 @@ def evaluate(equation: str) -> float | None:
 
 
 def _eval(node: ast.AST) -> float:
-    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-        return node.value
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+        return node.value  # an int stays one: exact until the end
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
         left, right = _eval(node.left), _eval(node.right)
         if isinstance(node.op, ast.Pow) and abs(right) > MAX_EXPONENT:
@@ -78,13 +79,14 @@ def _eval(node: ast.AST) -> float:
     raise ValueError(f"not arithmetic: {ast.dump(node)}")
 
 
-def score(response_text: str, ground_truth: str, *, format_score: float = 0.1,
+def score(response_text: str, answer: str, *, format_score: float = 0.1,
           partial_credit: bool = False) -> dict[str, float]:
     """TinyZero's countdown score of one decoded response.
 
     Args:
         response_text: the decoded response (specials dropped, cut at EOS).
-        ground_truth: the prompt's numbers and target, "3,7,8>53" (`countdown_data.parse_ground_truth`).
+        answer: the prompt's ground truth, its numbers and target, "3,7,8>53" (`parse_ground_truth`); named as
+            every prompt set's rule names it (`PromptSet.rule`).
         format_score: the score of a parsable answer that is not a correct equation.
         partial_credit: the token tasks' per-position credit; it has no meaning here and is refused.
 
@@ -93,7 +95,7 @@ def score(response_text: str, ground_truth: str, *, format_score: float = 0.1,
     """
     if partial_credit:
         raise ValueError("reward.partial_credit=true is out of range for task countdown: allowed false")
-    numbers, target = parse_ground_truth(ground_truth)
+    numbers, target = parse_ground_truth(answer)
     equation = extract_answer(response_text)
     if equation is None:
         return {"score": 0.0, "acc": 0.0}
@@ -133,8 +135,8 @@ def val_core_metrics(source: str, rewards: Sequence[Sequence[float]],
         return out
     draws = np.random.RandomState(BOOTSTRAP_SEED).choice(n, size=(BOOTSTRAP_DRAWS, n), replace=True)
     best, majority = [], []
-    for reward, pred in zip(rewards, preds, strict=True):
-        reward = np.asarray(reward, dtype=np.float64)
+    for prompt_rewards, pred in zip(rewards, preds, strict=True):
+        reward = np.asarray(prompt_rewards, dtype=np.float64)
         best.append(reward[draws].max(-1).mean())
         majority.append(_majority_values(pred, reward, draws).mean())
     out[f"val-core/{source}/reward/best@{n}/mean"] = float(np.mean(best))

@@ -142,7 +142,8 @@ class FrozenLakePrompts(PromptSet):
         self.random_start_goal = bool(random_start_goal)
         self.format_penalty, self.detour_rate, self.fail_rate = format_penalty, detour_rate, fail_rate
         self.num_train, self.num_val, self.seed = num_train, num_val, seed
-        rng, maps, seen = random.Random(seed), [], set()
+        rng, seen = random.Random(seed), set()
+        maps: list[LakeMap] = []
         for _ in range(50 * (num_train + num_val)):  # 2x2 boards have few maps: stop rather than loop forever
             if len(maps) == num_train + num_val:
                 break

@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from playground.envs.gym_vector import GymnasiumEnv
 from playground.envs.shaping import ScaledObs, progress_shaping
-from playground.envs.torch_classic import TORCH_ENVS, make_torch_env, uses_torch_port
+from playground.envs.torch_classic import TORCH_ENVS, TorchClassicEnv, make_torch_env, uses_torch_port
 from playground.hparams import AgentHParams
 from playground.models.mlp import GymActor, GymCritic, MLPWorldModel
 from playground.perf import device_name, peak_flops
@@ -32,6 +32,7 @@ def make_env(cfg: DictConfig, num_agents: int, num_envs: int, seeds: list[int], 
     """The env backend `env.backend` names: torch-native ports where they exist (`auto`), else gymnasium; its
     observations scaled to [−1, 1] under `env.normalize_obs`."""
     backend, env_id = cfg.env.backend, cfg.task.env_id
+    env: TorchClassicEnv | GymnasiumEnv
     if uses_torch_port(backend, env_id):
         if env_id not in TORCH_ENVS:
             raise ValueError(f"env.backend=torch has no port of {env_id!r}; known: {sorted(TORCH_ENVS)}")
@@ -56,6 +57,11 @@ def _noise(gens: list[torch.Generator], shape: tuple[int, ...], device, gumbel: 
 class EpisodeWindow:
     """The last N completed episodes of one agent: raw return, trained-on return, length, success."""
 
+    score: deque[float]
+    rewards: deque[float]
+    length: deque[int]
+    success: deque[bool]
+
     def __init__(self, size: int):
         self.score, self.rewards, self.length, self.success = (deque(maxlen=size) for _ in range(4))
         self.completed = 0
@@ -68,7 +74,7 @@ class EpisodeWindow:
         self.completed += len(score)
 
 
-def _window_stats(values: list[float]) -> dict[str, float]:
+def _window_stats(values: Sequence[float]) -> dict[str, float]:
     """Mean, max, min and (unbiased) std of an episode window, as Python floats: records are plain data."""
     arr = np.asarray(values, dtype=np.float64)
     std = float(arr.std(ddof=1)) if len(arr) > 1 else 0.0
@@ -83,6 +89,8 @@ class GymTask(Task):
     val_score_metric = "val/score"  # what `trainer.stop_on_score_validated` checks at the stop
     model_input_keys = ("obs", "actions")  # what the actor and critic read from a mini-batch
     batched_params = True  # K agents' weights as rows of one tensor
+    actor: GymActor
+    critic: GymCritic  # every gym task trains one
 
     def __init__(self, cfgs: list[DictConfig], hp: AgentHParams, device: torch.device):
         cfg = cfgs[0]

@@ -7,6 +7,7 @@ that names them all sits above them. Adding a prompt set: docs/adding-a-task.md,
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from playground.config import ConfigError
@@ -42,8 +43,10 @@ def prompts_for_task(task: Any) -> PromptSet:
         ConfigError: an unknown name, or knobs out of range (checked before any model is built).
     """
     cls = prompt_set_class(task.name)
+    # every prompt set's constructor takes its knobs, num_val and seed (the contract); the base declares none of them
+    build: Callable[..., PromptSet] = cls
     try:
-        return cls(**{key: task[key] for key in cls.knobs}, num_val=task.num_val, seed=task.data_seed)
+        return build(**{key: task[key] for key in cls.knobs}, num_val=task.num_val, seed=task.data_seed)
     except ValueError as error:  # each prompt set checks its own knobs' ranges and says which and what it got
         keys = ", ".join(f"task.{key}" for key in (*cls.knobs, "num_val"))
         raise ConfigError(f"task {task.name}'s knobs are out of range ({keys}): {error}") from error

@@ -199,6 +199,7 @@ def train_sft(task: PromptSet, model_cfg: GPTConfig, sft_cfg: SFTConfig, checkpo
     saved = time.monotonic()
 
     def keep(step: int) -> None:
+        assert checkpoint is not None  # kept only with a checkpoint file
         state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "generator": generator.get_state(),
                  "history": history, "step": step, "seconds": before + time.perf_counter() - t0}
         write_atomic(checkpoint, lambda f: torch.save(state, f))

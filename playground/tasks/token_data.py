@@ -259,7 +259,7 @@ class OperandPrompts(PromptSet):
     """
 
     num_operands: ClassVar[int]
-    knobs = ("min_digits", "max_digits")
+    knobs: ClassVar[tuple[str, ...]] = ("min_digits", "max_digits")
 
     def __init__(self, min_digits: int, max_digits: int, num_train: int | None = None, num_val: int = 512,
                  seed: int = 0):

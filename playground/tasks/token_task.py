@@ -151,13 +151,13 @@ class TokenTask(Task):
         self.critic_model = stack_agents(critics).to(device).train() if use_critic else None
         # verl's enable_gradient_checkpointing: the update's forward recomputes each block in backward
         self.model.transformer.gradient_checkpointing = bool(cfg.actor_rollout_ref.model.enable_gradient_checkpointing)
-        if use_critic:
+        if self.critic_model is not None:
             self.critic_model.transformer.gradient_checkpointing = bool(cfg.critic.model.enable_gradient_checkpointing)
         if any(m is not None and m.transformer.gradient_checkpointing for m in (self.model, self.critic_model)):
             checkpointing.warm_up()  # before the memory guard's baseline
         self.passes = AgentPasses(self.num_agents, device, self.model_cfg.n_embd, self.model_input_keys)
         self.actor = Params(self.model)
-        self.critic = CriticView(self.critic_model, self.passes) if use_critic else None
+        self.critic = CriticView(self.critic_model, self.passes) if self.critic_model is not None else None
         self.prompt_gens = [torch.Generator().manual_seed(seed) for seed in seeds]
         self.sample_gens = [torch.Generator(device=device).manual_seed(seed + 1) for seed in seeds]
         self.n = int(cfg.actor_rollout_ref.rollout.n)
@@ -228,11 +228,11 @@ class TokenTask(Task):
                                        pad_id=self.tokenizer.pad_id, **sampling), None
             parts.append((prompt_ids, prompt_mask, out, traces))
         self.model.train(was_training)
-        ids, masks, outs, traces = zip(*parts)
+        ids, masks, outs, chunk_traces = zip(*parts)
         fields = (f.name for f in dataclasses.fields(GenerationOutput))
         return torch.cat(ids), torch.cat(masks), GenerationOutput(
             *(torch.cat([getattr(out, name) for out in outs]) for name in fields)), (
-            [trace for part in traces for trace in part] if self.multi_turn else None)
+            [trace for part in chunk_traces for trace in part] if self.multi_turn else None)
 
     def generate(self, agents: Sequence[int] | None = None, policy: nn.Module | None = None) -> Batch:
         """Each agent samples its prompts, repeats each `rollout.n` times (interleaved, one uid per prompt) and
@@ -254,9 +254,10 @@ class TokenTask(Task):
                                                               top_k=int(rollout.top_k), policy=policy)
         input_ids, attention_mask, position_ids = build_sequences(prompt_ids, prompt_mask, out)
         rows = lambda x: x.view(len(agents), -1, *x.shape[1:])  # noqa: E731 - (K·bs, ...) -> (K, bs, ...)
-        extra = {"reward_baselines": self._greedy_rewards(agents, examples, policy)} if self.greedy_baseline else {}
-        if traces is not None:
-            extra.update(episode_fields(traces, len(agents), out.responses.shape[1], self.device))
+        extra: Batch = {"reward_baselines": self._greedy_rewards(agents, examples, policy)} if self.greedy_baseline \
+            else {}
+        if traces is not None:  # Batch's multi-turn fields, which agent_loop.episode_fields types dict[str, Any]
+            extra.update(episode_fields(traces, len(agents), out.responses.shape[1], self.device))  # type: ignore[typeddict-item]
         return {**extra, "input_ids": rows(input_ids), "attention_mask": rows(attention_mask),
                 "position_ids": rows(position_ids), "responses": rows(out.responses),
                 "response_mask": rows(out.response_mask.float()), "rollout_log_probs": rows(out.log_probs), "uid": uid,
@@ -293,8 +294,8 @@ class TokenTask(Task):
 
     # ---- log-probs, reference, values ---------------------------------------------------------------
     def _log_prob(self, model, mb: Batch, stacked: bool = True) -> tuple[Tensor, Tensor]:
-        log_probs, entropy = self.passes.forward(
-            model, mb, lambda net, *inputs: compute_log_prob(net, *inputs, self.temperature), stacked)
+        log_probs, entropy = self.passes.forward(  # *inputs: the four model_input_keys, which the checker cannot count
+            model, mb, lambda net, *inputs: compute_log_prob(net, *inputs, self.temperature), stacked)  # type: ignore[call-arg]
         return log_probs, entropy
 
     def log_prob_and_entropy(self, mb: Batch) -> tuple[Tensor, Tensor]:
@@ -341,8 +342,8 @@ class TokenTask(Task):
         out.update({f"global_seqlen/{s}": tokens for s in ("min", "max", "balanced_min", "balanced_max", "mean")})
         out["global_seqlen/minmax_diff"] = torch.zeros_like(tokens)
         # verl's V1 trainer logs the turns of every trajectory; a single-turn answer is 2 (the prompt and the reply)
-        if "num_turns" in batch:
-            out.update(episode_metrics(batch, self.data.name))
+        if "num_turns" in batch:  # (agent_loop's episode_metrics and episode_sample type a Batch dict[str, Any])
+            out.update(episode_metrics(batch, self.data.name))  # type: ignore[arg-type]
         else:
             out.update({f"training/num_turns/{s}": torch.full_like(tokens, 2.0) for s in ("mean", "max", "min")})
         if self.n > 1:  # groups whose rewards are all equal: GRPO gives each of their responses advantage 0
@@ -373,7 +374,7 @@ class TokenTask(Task):
             out.append([{"step": step, "prompt": batch["prompt_text"][k][i], "answer": batch["ground_truth"][k][i],
                          "response": batch["response_text"][k][i], "reward": float(scores[i]),
                          "truncated": bool(resp_len[i] == limit),
-                         **({} if "episodes" not in batch else episode_sample(batch, k, i, self.tokenizer.decode)),
+                         **({} if "episodes" not in batch else episode_sample(batch, k, i, self.tokenizer.decode)),  # type: ignore[arg-type]
                          **({} if penalty is None else {"overlong_reward": float(penalty[k][i]),
                                                         "overlong": bool(penalty[k][i] < 0)})}
                         for i in range(count)])

@@ -60,20 +60,24 @@ def compute_rollout_rejection_mask(log_ratio: Tensor, response_mask: Tensor, rol
         lower, upper = thresholds[option]
         kind, estimator = option.rsplit("_", 1)  # "token", "seq_sum", "seq_mean", "seq_max"; "k1".."k3"
         is_k1 = estimator == "k1"
-        lower_log, upper_log = (math.log(lower), math.log(upper)) if is_k1 else (None, None)
+        log_band = None  # k1: the log-ratio lies between the ratio band's logs; the others: a divergence <= upper
+        if is_k1:
+            assert lower is not None, "parse_rs_thresholds gives a k1 option both bounds"
+            log_band = (math.log(lower), math.log(upper))
         per_token = divergences[estimator]
+        per_sequence: Tensor | None
         if option in TOKEN_RS_OPTIONS:
             per_sequence, statistic = None, per_token
         else:
             per_sequence = _sequence_statistic(kind.removeprefix("seq_"), per_token, response_mask)
             statistic = per_sequence.unsqueeze(-1).expand_as(response_mask)
-        keep = (statistic >= lower_log) & (statistic <= upper_log) if is_k1 else statistic <= upper
+        keep = (statistic >= log_band[0]) & (statistic <= log_band[1]) if log_band is not None else statistic <= upper
         keep_mask = keep.to(floats)
         combined = combined * keep_mask
         metrics.update(compute_rs_metrics(
             option, statistic, response_mask, seq_valid, level="token" if per_sequence is None else "sequence",
-            per_sequence_values=per_sequence, threshold=upper_log if is_k1 else upper,
-            threshold_lower=lower_log if is_k1 else 0.0, apply_lower_threshold=is_k1))
+            per_sequence_values=per_sequence, threshold=upper if log_band is None else log_band[1],
+            threshold_lower=0.0 if log_band is None else log_band[0], apply_lower_threshold=is_k1))
         metrics[f"rollout_rs_{option}_masked_fraction"] = masked_mean(1 - keep_mask, response_mask)
         seq_kept = (~(~keep & valid)).all(dim=-1)
         seq_valid_float = seq_valid.to(floats)
