@@ -133,7 +133,8 @@ def generate(
     drawing = [True] * len(generators)  # which agents still have a row that runs
     responses = torch.full((B, max_new_tokens), pad_id, dtype=torch.long, device=device)
     response_mask = torch.zeros((B, max_new_tokens), dtype=torch.long, device=device)
-    attention = torch.zeros((B, max_new_tokens), dtype=torch.long, device=device)
+    # what the model reads of the response: single-turn, the response mask itself (no second tensor to write a step)
+    attention = response_mask if turns is None else torch.zeros((B, max_new_tokens), dtype=torch.long, device=device)
     log_probs = torch.zeros((B, max_new_tokens), device=device)
     done = torch.zeros(B, dtype=torch.bool, device=device)
     ids, mask = prompt_ids, prompt_mask.long()
@@ -156,11 +157,12 @@ def generate(
             tokens = torch.where(replying, turns.reply_tokens(t), tokens)
         responses[:, t] = tokens
         response_mask[:, t] = policy.long()
-        attention[:, t] = alive.long()
         log_probs[:, t] = torch.where(policy, sampled_log_probs, torch.zeros_like(sampled_log_probs))
-        done = done | (policy & (tokens == eos_id))
-        if turns is not None:  # a turn that ended here gets its reply (or ends the episode)
-            done = done | turns.after_token(t, tokens, policy, responses)
+        if turns is None:
+            done = done | (tokens == eos_id)  # a finished row's pad is never EOS
+        else:  # a turn that ended here gets its reply (or ends the episode); an environment's EOS ends nothing
+            attention[:, t] = alive.long()
+            done = done | (policy & (tokens == eos_id)) | turns.after_token(t, tokens, policy, responses)
         if t == max_new_tokens - 1:
             break
         agents_done = done.view(len(generators), -1).all(-1).tolist()  # one host sync per step
