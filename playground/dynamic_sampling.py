@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from omegaconf import DictConfig
 from torch import Tensor
 
 from playground.advantage import KLInReward
 from playground.algos.dapo import filter_groups, filter_metric_values
+from playground.hparams import DynamicSamplingSpec
 from playground.tasks.base import Batch, Task, as_batch
 from playground.workers import Actor, Reference, Rollout
 
@@ -49,12 +49,11 @@ class DynamicSampler:
     final reward is the score).
     """
 
-    def __init__(self, task: Task, rollout: Rollout, cfg: DictConfig, actor: Actor | None = None,
+    def __init__(self, task: Task, rollout: Rollout, spec: DynamicSamplingSpec, actor: Actor | None = None,
                  reference: Reference | None = None, kl_in_reward: KLInReward | None = None):
-        groups = cfg.algorithm.filter_groups
         self.task, self.rollout = task, rollout
-        self.metric, self.max_batches = str(groups.metric), int(groups.max_num_gen_batches)
-        self.train_groups, self.n = int(cfg.data.train_batch_size), int(cfg.actor_rollout_ref.rollout.n)
+        self.metric, self.max_batches = spec.metric, spec.max_num_gen_batches
+        self.train_groups, self.n = spec.train_batch_size, spec.rollout_n
         self.actor, self.reference, self.kl_in_reward = actor, reference, kl_in_reward
 
     def _kl_rewards(self, batch: Batch, timed: Timed) -> None:

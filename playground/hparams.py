@@ -15,8 +15,10 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from torch import Tensor
 
+from playground.algos.rollout_correction.spec import RolloutCorrectionSpec
 from playground.config import ConfigError, uses_critic
 from playground.optim import warmup_steps
+from playground.rollout.weights import RolloutSpec
 
 
 class AgentHParams:
@@ -72,6 +74,17 @@ class RoleShape:
     max_token_len: int | None  # use_dynamic_bsz: ppo_max_token_len_per_gpu
 
 
+@dataclass(frozen=True)
+class DynamicSamplingSpec:
+    """DAPO's dynamic sampling (`algorithm.filter_groups`, enabled): generate until the batch is full of groups whose
+    `metric` varies."""
+
+    metric: str
+    max_num_gen_batches: int  # 0: no cap
+    train_batch_size: int  # groups (prompts) per step, `data.train_batch_size`
+    rollout_n: int  # rows per group
+
+
 @dataclass(frozen=True, eq=False)
 class KLControlSpec:
     """`algorithm.kl_ctrl`: the in-reward KL's controller."""
@@ -116,7 +129,7 @@ class StepHParams:
     use_critic: bool
     use_kl_loss: bool
     use_kl_in_reward: bool
-    use_dynamic_sampling: bool  # algorithm.filter_groups.enable
+    dynamic_sampling: DynamicSamplingSpec | None  # None: algorithm.filter_groups is off
     critic_warmup: int  # the actor updates from this step on
     # the advantage (algorithm.*)
     adv_estimator: str
@@ -152,6 +165,8 @@ class StepHParams:
     critic_shape: RoleShape | None
     kl_ctrl: KLControlSpec | None  # None: no KL in the reward
     world_model_lr: Tensor | None  # (K,); None: no world model
+    rollout: RolloutSpec  # how the rollout engine differs from the trainer
+    rollout_correction: RolloutCorrectionSpec
 
 
 def resolve_step_hparams(cfgs: Sequence[DictConfig], hp: AgentHParams) -> StepHParams:
@@ -164,7 +179,9 @@ def resolve_step_hparams(cfgs: Sequence[DictConfig], hp: AgentHParams) -> StepHP
     return StepHParams(
         num_agents=len(cfgs),
         use_critic=use_critic, use_kl_loss=bool(actor_cfg.use_kl_loss),
-        use_kl_in_reward=bool(algo.use_kl_in_reward), use_dynamic_sampling=bool(algo.filter_groups.enable),
+        use_kl_in_reward=bool(algo.use_kl_in_reward), dynamic_sampling=DynamicSamplingSpec(
+            str(algo.filter_groups.metric), int(algo.filter_groups.max_num_gen_batches), int(cfg.data.train_batch_size),
+            int(cfg.actor_rollout_ref.rollout.n)) if algo.filter_groups.enable else None,
         critic_warmup=int(trainer.critic_warmup),
         adv_estimator=str(algo.adv_estimator), gamma=hp.view3("algorithm.gamma"), lam=hp.view3("algorithm.lam"),
         norm_adv=bool(algo.norm_adv), norm_adv_by_std_in_grpo=bool(algo.norm_adv_by_std_in_grpo),
@@ -189,4 +206,6 @@ def resolve_step_hparams(cfgs: Sequence[DictConfig], hp: AgentHParams) -> StepHP
         kl_ctrl=KLControlSpec(str(algo.kl_ctrl.type), hp.vector("algorithm.kl_ctrl.kl_coef"),
                               hp.vector("algorithm.kl_ctrl.target_kl"), hp.vector("algorithm.kl_ctrl.horizon"))
         if algo.use_kl_in_reward else None,
-        world_model_lr=hp.vector("world_model.lr") if OmegaConf.select(cfg, "world_model.enable") else None)
+        world_model_lr=hp.vector("world_model.lr") if OmegaConf.select(cfg, "world_model.enable") else None,
+        rollout=RolloutSpec.from_cfg(cfg),
+        rollout_correction=RolloutCorrectionSpec.from_config(cfg.algorithm.rollout_correction))

@@ -59,10 +59,10 @@ class Trainer:
         self.task = task = build_task(cfgs, agent_hp, device, prepared_base) if task is None else task
         # the workers; the actor and the critic shuffle their rows with the same generators (the critic first)
         shuffle_gens = [torch.Generator().manual_seed(seed + 2) for seed in hp.seeds]
-        self.rollout = TaskRollout(task, self.cfg)
+        self.rollout = TaskRollout(task, hp.rollout, hp.rollout_correction)
         # algorithm.rollout_correction (verl's rollout_corr_helper): applied only where the rollout hands on its
         # log-probs (a correction, or rollout.calculate_log_probs' metrics-only mode); bypass mode is the actor's loss
-        correction = RolloutCorrection.from_config(self.cfg)
+        correction = RolloutCorrection(hp.rollout_correction)
         self.rollout_corr = correction if self.rollout.keep_log_probs else None
         self.actor = TaskActor(task, hp, shuffle_gens, device,
                                bypass=correction.spec if correction.bypass_mode else None)
@@ -76,8 +76,8 @@ class Trainer:
         self.memory = MemoryGuard([c.trainer.memory_limit_gb for c in cfgs], device)
         task.watch_memory(self.memory)
         # DAPO's dynamic sampling (token tasks); an agent whose sampling hit its cap ends failed with verl's message
-        self.sampler = DynamicSampler(task, self.rollout, self.cfg, self.actor, self.reference, self.kl_in_reward) \
-            if hp.use_dynamic_sampling else None
+        self.sampler = DynamicSampler(task, self.rollout, hp.dynamic_sampling, self.actor, self.reference,
+                                      self.kl_in_reward) if hp.dynamic_sampling is not None else None
         self.sampling_errors: list[str | None] = [None] * self.num_agents
         self.active = torch.ones(self.num_agents, dtype=torch.bool, device=device)  # agents still training
         facts = task.describe()

@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 import torch
-from omegaconf import DictConfig
 from torch import Tensor, nn
 
 from playground.algos.losses import agg_loss
@@ -107,10 +106,9 @@ class TaskRollout:
     It hands on `rollout_log_probs` (the log-probs it reports for its sampled tokens) with
     `rollout.calculate_log_probs` or a rollout correction, and each row's staleness when its weights can lag."""
 
-    def __init__(self, task: Task, cfg: DictConfig):
-        self.task, self.spec = task, RolloutSpec.from_cfg(cfg)
-        correction = RolloutCorrectionSpec.from_config(cfg.algorithm.rollout_correction)
-        self.keep_log_probs = self.spec.calculate_log_probs or correction.enabled  # a correction reads them
+    def __init__(self, task: Task, spec: RolloutSpec, correction: RolloutCorrectionSpec):
+        self.task, self.spec = task, spec
+        self.keep_log_probs = spec.calculate_log_probs or correction.enabled  # a correction reads them
         # a rollout that matches the trainer (the default) generates with the actor's own model: no copy, nothing to
         # sync; a task without a model of its own to copy (gym) always rolls out with the trainer's policy
         self.weights = None

@@ -82,7 +82,7 @@ def test_a_rollout_like_the_trainer_shares_the_actors_weights():
     class Task:  # a model to copy, which a rollout like the trainer's never copies
         rollout_source = nn.Linear(2, 2)
 
-    rollout = TaskRollout(Task(), compose(["task=reverse"]))
+    rollout = TaskRollout(Task(), _spec(), _correction_spec(compose(["task=reverse"])))
     assert rollout.weights is None and rollout.policy is None  # the task generates with its own actor
     with pytest.raises(ValueError, match="shares the actor's weights"):
         RolloutWeights(nn.Linear(2, 2), _spec())
@@ -184,6 +184,12 @@ def test_a_run_logs_the_probes_only_when_asked(train_run):
     assert second["training/rollout_probs_diff_mean"] > 1e-4, second["training/rollout_probs_diff_mean"]
 
 
+def _correction_spec(cfg):
+    from playground.algos.rollout_correction.spec import RolloutCorrectionSpec
+
+    return RolloutCorrectionSpec.from_config(cfg.algorithm.rollout_correction)
+
+
 # ---- the contract with the rollout correction ------------------------------------------------------------------------
 class _FakeTask:
     """A task whose generation reports its own log-probs (as the token task does), with no model to copy."""
@@ -208,7 +214,7 @@ def test_the_rollout_hands_on_its_log_probs_when_asked_or_corrected(extra, kept)
     cfg = compose(["task=reverse"])
     OmegaConf.set_struct(cfg, False)  # part B's keys are not in this branch's config yet
     cfg = OmegaConf.merge(cfg, extra)
-    batch = TaskRollout(_FakeTask(), cfg).generate()
+    batch = TaskRollout(_FakeTask(), RolloutSpec.from_cfg(cfg), _correction_spec(cfg)).generate()
     assert ("rollout_log_probs" in batch) == kept
 
 

@@ -285,7 +285,11 @@ def test_dynamic_sampling_fills_the_batch_with_mixed_groups_from_several_generat
     from playground.workers import TaskRollout
 
     task, cfg = _task([DYNAMIC]), compose(DYNAMIC)
-    sampled = DynamicSampler(task, TaskRollout(task, cfg), cfg).sample([True], _Untimed(), _Untimed())
+    from playground.hparams import AgentHParams, resolve_step_hparams
+
+    hp = resolve_step_hparams([cfg], AgentHParams([cfg], torch.device("cpu")))
+    sampled = DynamicSampler(task, TaskRollout(task, hp.rollout, hp.rollout_correction), hp.dynamic_sampling) \
+        .sample([True], _Untimed(), _Untimed())
     batch, n = sampled.batch, 4
     assert sampled.errors == [None] and sampled.num_gen_batches.tolist()[0] > 1
     assert task.prompts_drawn == [8 * int(sampled.num_gen_batches[0])]

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from typing import Final
 
-from omegaconf import DictConfig
 from torch import Tensor
 
 from playground.algos.rollout_correction.importance import compute_rollout_correction_and_rejection_mask
@@ -35,11 +34,6 @@ class RolloutCorrection:
 
     def __init__(self, spec: RolloutCorrectionSpec):
         self.spec = spec
-
-    @classmethod
-    def from_config(cls, cfg: DictConfig) -> RolloutCorrection:
-        """Agents of a batch share `algorithm.rollout_correction`."""
-        return cls(RolloutCorrectionSpec.from_config(cfg.algorithm.rollout_correction))
 
     @property
     def bypass_mode(self) -> bool:

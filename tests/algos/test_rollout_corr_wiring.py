@@ -8,7 +8,6 @@ import math
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 
 from playground.algos.aggregate import agg_loss
 from playground.algos.losses import POLICY_LOSSES, compute_policy_loss_vanilla
@@ -169,7 +168,7 @@ def _step_batch(shift=0.3):
 
 
 def _correction(**settings):
-    return RolloutCorrection.from_config(OmegaConf.create({"algorithm": {"rollout_correction": {**OFF, **settings}}}))
+    return RolloutCorrection(_spec(**settings))
 
 
 def test_off_without_the_rollouts_log_probs_does_nothing():
