@@ -74,6 +74,14 @@ class RoleShape:
     max_token_len: int | None  # use_dynamic_bsz: ppo_max_token_len_per_gpu
 
 
+@dataclass(frozen=True, eq=False)
+class RoleSpec:
+    """One trained role (the actor, the critic): its optimizer and schedule, and how its update walks the batch."""
+
+    optim: OptimSpec
+    shape: RoleShape
+
+
 @dataclass(frozen=True)
 class DynamicSamplingSpec:
     """DAPO's dynamic sampling (`algorithm.filter_groups`, enabled): generate until the batch is full of groups whose
@@ -126,9 +134,7 @@ class StepHParams:
 
     num_agents: int
     # what runs
-    use_critic: bool
     use_kl_loss: bool
-    use_kl_in_reward: bool
     dynamic_sampling: DynamicSamplingSpec | None  # None: algorithm.filter_groups is off
     critic_warmup: int  # the actor updates from this step on
     # the advantage (algorithm.*)
@@ -159,14 +165,20 @@ class StepHParams:
     diverge_patience: int
     seeds: tuple[int, ...]  # per agent, trainer.seed: the workers' generators start from it
     # the workers' own settings
-    actor_optim: OptimSpec
-    actor_shape: RoleShape
-    critic_optim: OptimSpec | None  # None: no critic trains
-    critic_shape: RoleShape | None
+    actor: RoleSpec
+    critic: RoleSpec | None  # None: no critic trains
     kl_ctrl: KLControlSpec | None  # None: no KL in the reward
     world_model_lr: Tensor | None  # (K,); None: no world model
     rollout: RolloutSpec  # how the rollout engine differs from the trainer
     rollout_correction: RolloutCorrectionSpec
+
+    @property
+    def use_critic(self) -> bool:
+        return self.critic is not None
+
+    @property
+    def use_kl_in_reward(self) -> bool:
+        return self.kl_ctrl is not None
 
 
 def resolve_step_hparams(cfgs: Sequence[DictConfig], hp: AgentHParams) -> StepHParams:
@@ -178,8 +190,8 @@ def resolve_step_hparams(cfgs: Sequence[DictConfig], hp: AgentHParams) -> StepHP
     use_critic = uses_critic(cfg)
     return StepHParams(
         num_agents=len(cfgs),
-        use_critic=use_critic, use_kl_loss=bool(actor_cfg.use_kl_loss),
-        use_kl_in_reward=bool(algo.use_kl_in_reward), dynamic_sampling=DynamicSamplingSpec(
+        use_kl_loss=bool(actor_cfg.use_kl_loss),
+        dynamic_sampling=DynamicSamplingSpec(
             str(algo.filter_groups.metric), int(algo.filter_groups.max_num_gen_batches), int(cfg.data.train_batch_size),
             int(cfg.actor_rollout_ref.rollout.n)) if algo.filter_groups.enable else None,
         critic_warmup=int(trainer.critic_warmup),
@@ -200,9 +212,8 @@ def resolve_step_hparams(cfgs: Sequence[DictConfig], hp: AgentHParams) -> StepHP
         val_before_train=bool(trainer.val_before_train), test_freq=int(trainer.test_freq),
         total_steps=total_steps, diverge_patience=int(trainer.diverge_patience),
         seeds=tuple(int(c.trainer.seed) for c in cfgs),
-        actor_optim=_optim(cfgs, hp, f"{actor}.optim", total_steps), actor_shape=_shape(actor_cfg),
-        critic_optim=_optim(cfgs, hp, "critic.optim", total_steps) if use_critic else None,
-        critic_shape=_shape(cfg.critic) if use_critic else None,
+        actor=RoleSpec(_optim(cfgs, hp, f"{actor}.optim", total_steps), _shape(actor_cfg)),
+        critic=RoleSpec(_optim(cfgs, hp, "critic.optim", total_steps), _shape(cfg.critic)) if use_critic else None,
         kl_ctrl=KLControlSpec(str(algo.kl_ctrl.type), hp.vector("algorithm.kl_ctrl.kl_coef"),
                               hp.vector("algorithm.kl_ctrl.target_kl"), hp.vector("algorithm.kl_ctrl.horizon"))
         if algo.use_kl_in_reward else None,

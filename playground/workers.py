@@ -172,9 +172,9 @@ class TaskActor:
     def __init__(self, task: Task, step_hp: StepHParams, shuffle_gens: list[torch.Generator], device: torch.device,
                  bypass: RolloutCorrectionSpec | None = None):
         self.task, self.hp, self.shuffle_gens, self.bypass = task, step_hp, shuffle_gens, bypass
-        self.optimizer = make_optimizer(task.actor.params, step_hp.actor_optim, task.batched_params)
-        self.shape = update_shape(step_hp.actor_shape, task.rows_per_unit)
-        self.schedule = LRSchedule(step_hp.actor_optim)
+        self.optimizer = make_optimizer(task.actor.params, step_hp.actor.optim, task.batched_params)
+        self.shape = update_shape(step_hp.actor.shape, task.rows_per_unit)
+        self.schedule = LRSchedule(step_hp.actor.optim)
         # Clip-Cov's random pick of tokens, per agent (verl draws from the global RNG)
         loss_gens = [torch.Generator(device=device).manual_seed(seed + 3) for seed in step_hp.seeds]
         self.policy_loss_kwargs = POLICY_LOSSES.select(step_hp.policy_loss_mode, {
@@ -211,12 +211,12 @@ class TaskCritic:
     """verl's critic worker: the task's value model, its optimizer and lr schedule, and the value update."""
 
     def __init__(self, task: Task, step_hp: StepHParams, shuffle_gens: list[torch.Generator]):
-        if step_hp.critic_optim is None or step_hp.critic_shape is None or task.critic is None:
+        if step_hp.critic is None or task.critic is None:
             raise ValueError("a critic worker needs a config that trains a critic and a task with a value model")
         self.task, self.hp, self.shuffle_gens = task, step_hp, shuffle_gens
-        self.optimizer = make_optimizer(task.critic.params, step_hp.critic_optim, task.batched_params)
-        self.shape = update_shape(step_hp.critic_shape, task.rows_per_unit)
-        self.schedule = LRSchedule(step_hp.critic_optim)
+        self.optimizer = make_optimizer(task.critic.params, step_hp.critic.optim, task.batched_params)
+        self.shape = update_shape(step_hp.critic.shape, task.rows_per_unit)
+        self.schedule = LRSchedule(step_hp.critic.optim)
 
     @torch.no_grad()
     def compute_values(self, batch: Batch) -> None:
