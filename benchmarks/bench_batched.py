@@ -86,8 +86,7 @@ def time_per_iteration(k: int, steps: int, repeats: int = 3, threads: int = 1) -
     (with one thread, the wall time an undisturbed core would take: the machine is shared); `ms_in_step` is
     the rollout + update part (`timing_s/step`, median). `threads`: torch threads on CPU.
     """
-    from playground.train import prepare
-    from playground.trainer import Trainer
+    from playground.train import build_trainer, prepare
 
     cfgs = agent_configs(k, steps)
     for cfg in cfgs:
@@ -96,7 +95,7 @@ def time_per_iteration(k: int, steps: int, repeats: int = 3, threads: int = 1) -
     walls, cpus, in_step = [], [], []
     for _ in range(repeats):
         with tempfile.TemporaryDirectory() as tmp:
-            trainer = Trainer(cfgs, [Path(tmp) / str(i) for i in range(k)], prepare(cfgs[0]))
+            trainer = build_trainer(cfgs, [Path(tmp) / str(i) for i in range(k)], prepare(cfgs[0]))
             start, cpu = time.perf_counter(), time.process_time()
             trainer.fit()
             walls.append((time.perf_counter() - start) / steps)

@@ -31,20 +31,19 @@ def time_to_signature(task: str, sid: str, seed: int) -> dict:
     from playground.config import compose
     from playground.diagnose.sources import diagnose_run_dir
     from playground.runs import read_metrics_jsonl, read_run_info
-    from playground.train import prepare
-    from playground.trainer import Trainer
+    from playground.train import build_trainer, prepare
 
     overrides = [*QUIET, f"task={task}", f"scenario={sid}", f"trainer.seed={seed}"]
     if sid != "training_crash":
         overrides.append(f"trainer.stop_on_finding={sid}")
     cfg = compose(overrides)
     if cfg.task.family == "token":  # build (or load) the SFT base first: the timing starts from a cached base
-        from playground.tasks.token_task import base_model_for
+        from playground.tasks.base_build import base_model_for
 
         base_model_for(cfg)
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
-        Trainer([cfg], [Path(tmp)], prepare(cfg)).fit()
+        build_trainer([cfg], [Path(tmp)], prepare(cfg)).fit()
         wall = time.perf_counter() - start
         diagnosis = diagnose_run_dir(tmp, config=cfg, write=False)
         records = read_metrics_jsonl(Path(tmp) / "metrics.jsonl").records

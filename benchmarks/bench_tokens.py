@@ -21,10 +21,10 @@ def rollout_tokens_per_s(trainer, use_kv_cache: bool, repeats: int = 5) -> float
 
     task = trainer.task
     examples = task.data.sample(task.rows_per_step, torch.Generator().manual_seed(0))
-    prompts, mask = task.data.collate_prompts(examples, width=task.cfg.data.max_prompt_length, truncation="left")
+    prompts, mask = task.data.collate_prompts(examples, width=task.spec.max_prompt_length, truncation="left")
     tokens, start = 0, time.perf_counter()
     for _ in range(repeats):
-        out = generate(task.model.eval(), prompts, mask, max_new_tokens=task.cfg.data.max_response_length,
+        out = generate(task.model.eval(), prompts, mask, max_new_tokens=task.spec.max_response_length,
                        eos_id=task.tokenizer.eos_id, pad_id=task.tokenizer.pad_id, generator=torch.Generator(),
                        use_kv_cache=use_kv_cache)
         tokens += int(out.response_mask.sum())

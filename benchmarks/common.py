@@ -24,11 +24,10 @@ def emit(figure: str, value, unit: str, **extra) -> None:
 def fit_timed(cfg) -> tuple[list[dict], float, float, object]:
     """Train a composed config in this process (into a temporary run dir); returns the metric records, the wall
     and process-CPU seconds of `fit`, and the trainer."""
-    from playground.train import prepare
-    from playground.trainer import Trainer
+    from playground.train import build_trainer, prepare
 
     with tempfile.TemporaryDirectory() as tmp:
-        trainer = Trainer([cfg], [Path(tmp)], prepare(cfg))
+        trainer = build_trainer([cfg], [Path(tmp)], prepare(cfg))
         start, cpu = time.perf_counter(), time.process_time()
         trainer.fit()
         wall, cpu = time.perf_counter() - start, time.process_time() - cpu

@@ -56,15 +56,14 @@ def rollout_syncs(task) -> tuple[int, list[str]]:
 def batched_agents(k: int, device: str, steps: int) -> None:
     """K fast-preset CartPole agents in one Trainer on the device: rollout-only and whole-loop env steps/s."""
     from benchmarks.bench_batched import agent_configs
-    from playground.train import prepare
-    from playground.trainer import Trainer
+    from playground.train import build_trainer, prepare
 
     cfgs = agent_configs(k, steps)
     for cfg in cfgs:
         cfg.trainer.device = device
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
-        trainer = Trainer(cfgs, [Path(tmp) / str(i) for i in range(k)], prepare(cfgs[0]))
+        trainer = build_trainer(cfgs, [Path(tmp) / str(i) for i in range(k)], prepare(cfgs[0]))
         build_s = time.perf_counter() - start
         task = trainer.task
         env_steps = k * task.rows_per_step
@@ -99,8 +98,7 @@ def token_batches(device: str, ks: tuple[int, ...] = TOKEN_K_VALUES, steps: int 
     (prompt + response tokens of every agent over `timing_s/step`, the median past the first step) and the ratio to
     K = 1; generated tokens/s of the rollout beside it."""
     from benchmarks.bench_token_batched import token_configs
-    from playground.train import prepare
-    from playground.trainer import Trainer
+    from playground.train import build_trainer, prepare
 
     base = None
     for k in ks:
@@ -109,7 +107,7 @@ def token_batches(device: str, ks: tuple[int, ...] = TOKEN_K_VALUES, steps: int 
             if device.startswith("cuda"):
                 torch.cuda.reset_peak_memory_stats()
             start = time.perf_counter()
-            trainer = Trainer(cfgs, [Path(tmp) / str(i) for i in range(k)], prepare(cfgs[0]))
+            trainer = build_trainer(cfgs, [Path(tmp) / str(i) for i in range(k)], prepare(cfgs[0]))
             build_s = time.perf_counter() - start
             trainer.fit()
             runs = [read_metrics_jsonl(Path(tmp) / str(i) / "metrics.jsonl").records for i in range(k)]
@@ -138,7 +136,7 @@ def rollout_precision(device: str, prompts: int = 256) -> dict[str, dict[str, fl
     from playground.models.tiny_gpt import compute_log_prob
     from playground.rollout.decode import build_sequences, generate
     from playground.rollout.weights import RolloutSpec, RolloutWeights
-    from playground.tasks.token_task import base_model_for
+    from playground.tasks.base_build import base_model_for
 
     cfg = compose(["task=reverse"])
     data, _, base = base_model_for(cfg)

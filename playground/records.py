@@ -14,25 +14,24 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from omegaconf import DictConfig
 from torch import Tensor
 
 from playground.algos.losses import explained_variance
 from playground.algos.masked import masked_stats
 from playground.memory import MemoryGuard
 from playground.metrics import LENGTH_BY_CORRECTNESS, PER_TOKEN_PHASES, STEP, reduce_agent_metrics
-from playground.sinks import RunLogger
+from playground.sinks import LogSpec, RunLogger
 from playground.tasks.base import Batch, Task
 
 
 class StepRecorder:
     """Builds each agent's record of a step and writes it to that agent's sinks (`RunLogger`)."""
 
-    def __init__(self, cfgs: Sequence[DictConfig], run_dirs: Sequence[str | Path], task: Task, facts: dict,
+    def __init__(self, specs: Sequence[LogSpec], run_dirs: Sequence[str | Path], task: Task, facts: dict,
                  extra_infos: Sequence[dict], use_critic: bool, device: torch.device):
-        self.num_agents, self.task, self.use_critic, self.device = len(cfgs), task, use_critic, device
-        self.loggers = [RunLogger(c, d, facts, agent=k if self.num_agents > 1 else None, extra=e)
-                        for k, (c, d, e) in enumerate(zip(cfgs, run_dirs, extra_infos))]
+        self.num_agents, self.task, self.use_critic, self.device = len(specs), task, use_critic, device
+        self.loggers = [RunLogger(s, d, facts, agent=k if self.num_agents > 1 else None, extra=e)
+                        for k, (s, d, e) in enumerate(zip(specs, run_dirs, extra_infos, strict=True))]
 
     # ---- the sinks ---------------------------------------------------------------------------------------------
     def log(self, agent: int, record: dict[str, float]) -> None:

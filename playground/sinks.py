@@ -18,25 +18,41 @@ import re
 import sys
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
-from playground.config import logger_names
-from playground.config_schema import as_plain_dict
 from playground.metrics import STEP, fmt
 from playground.runs import RunRecorder
 
 TRACKERS_EXTRA = "pip install 'ppo-playground[trackers]'"
 
 
-def write_config(run_dir: Path, cfg: DictConfig) -> None:
+@dataclass(frozen=True)
+class LogSpec:
+    """What one run writes about itself and where (`trainer.logger` and its settings), resolved at the entry."""
+
+    config: Mapping[str, Any]  # the resolved config as plain data: `.hydra/config.yaml` and the trackers' config
+    info: Mapping[str, Any]  # run.json's facts from the config (task, scenario, seed, ...)
+    loggers: tuple[str, ...]
+    project_name: str
+    experiment_name: str
+    wandb_mode: str  # trainer.wandb_mode, unless $WANDB_MODE says otherwise
+    progress_bar: bool
+
+    @property
+    def label(self) -> str:
+        return f"{self.info['task']}/{self.info['scenario']}"
+
+
+def write_config(run_dir: Path, config: Mapping[str, Any]) -> None:
     """The run's resolved config in `.hydra/config.yaml`, as Hydra writes it (runs started in-process too)."""
     path = run_dir / ".hydra" / "config.yaml"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        OmegaConf.save(cfg, path, resolve=True)
+        OmegaConf.save(OmegaConf.create(dict(config)), path)
 
 
 def format_console_line(record: Mapping[str, Any], step: int) -> str:
@@ -127,15 +143,16 @@ class TensorBoardSink:
 class WandbSink:
     """Weights & Biases; `trainer.wandb_mode=offline` (the default) needs no network or account."""
 
-    def __init__(self, cfg: DictConfig, run_dir: Path):
+    def __init__(self, spec: LogSpec, run_dir: Path):
         try:
             import wandb
         except ImportError as e:
             raise RuntimeError("trainer.logger has 'wandb' but wandb is not installed: pip install wandb") from e
         self.wandb = wandb
-        mode = os.environ.get("WANDB_MODE", cfg.trainer.get("wandb_mode", "offline"))
-        self.run = wandb.init(project=cfg.trainer.project_name, name=cfg.trainer.experiment_name, dir=str(run_dir),
-                              mode=mode, config=as_plain_dict(cfg, resolve=True), reinit="create_new")
+        mode = cast(Literal["online", "offline", "disabled", "shared"],  # wandb checks the mode itself
+                    os.environ.get("WANDB_MODE", spec.wandb_mode))
+        self.run = wandb.init(project=spec.project_name, name=spec.experiment_name, dir=str(run_dir),
+                              mode=mode, config=dict(spec.config), reinit="create_new")
 
     def write(self, record: Mapping[str, float], step: int) -> None:
         self.run.log({k: v for k, v in record.items() if k != STEP}, step=step)
@@ -180,7 +197,7 @@ class MlflowSink:
     `mlflow.start_run`, so that the agents of a batch each keep a run in one process.
     """
 
-    def __init__(self, cfg: DictConfig, run_dir: Path, agent: int | None = None):
+    def __init__(self, spec: LogSpec, run_dir: Path, agent: int | None = None):
         try:
             from mlflow import MlflowClient
             from mlflow.entities import Metric, Param
@@ -196,11 +213,11 @@ class MlflowSink:
         if run_id:
             self.run_id = run_id
         else:
-            project = cfg.trainer.project_name
+            project = spec.project_name
             experiment = self.client.get_experiment_by_name(project)
             experiment_id = experiment.experiment_id if experiment else self.client.create_experiment(project)
-            self.run_id = self.client.create_run(experiment_id, run_name=cfg.trainer.experiment_name).info.run_id
-        params = mlflow_params(as_plain_dict(cfg, resolve=True))
+            self.run_id = self.client.create_run(experiment_id, run_name=spec.experiment_name).info.run_id
+        params = mlflow_params(dict(spec.config))
         self.client.log_batch(self.run_id, params=[Param(mlflow_key(k), str(v)[:MLFLOW_MAX_PARAM])
                                                    for k, v in params.items()])
 
@@ -222,7 +239,7 @@ class SwanLabSink:
     run never waits on input. SwanLab holds one run per process, so an agent of a batch cannot have one.
     """
 
-    def __init__(self, cfg: DictConfig, run_dir: Path, agent: int | None = None):
+    def __init__(self, spec: LogSpec, run_dir: Path, agent: int | None = None):
         if agent is not None:
             raise RuntimeError("trainer.logger has 'swanlab', which holds one run per process: a batch of agents "
                                "cannot each have one; train them one by one or drop swanlab")
@@ -234,9 +251,9 @@ class SwanLabSink:
         api_key = os.environ.get("SWANLAB_API_KEY")
         if api_key and mode in ("cloud", "online"):
             swanlab.login(api_key=api_key)
-        config = {"FRAMEWORK": "verl", **as_plain_dict(cfg, resolve=True)}
+        config = {"FRAMEWORK": "verl", **spec.config}
         self.log_dir = Path(os.environ.get("SWANLAB_LOG_DIR", run_dir / "swanlog"))
-        self.run = swanlab.init(project=cfg.trainer.project_name, name=cfg.trainer.experiment_name, config=config,
+        self.run = swanlab.init(project=spec.project_name, name=spec.experiment_name, config=config,
                                 log_dir=str(self.log_dir), mode=mode, settings=swanlab.Settings(interactive=False))
 
     def write(self, record: Mapping[str, float], step: int) -> None:
@@ -287,40 +304,33 @@ class RunLogger:
     """All of one run's outputs: `run.json`, `metrics.jsonl`, samples, and the chosen sinks.
 
     Args:
-        cfg: the run's config. run_dir: its output dir. facts: what the task adds to `run.json`.
+        spec: what the run writes and where. run_dir: its output dir. facts: what the task adds to `run.json`.
         agent: the agent's index when several agents train as one batch (None for an ordinary run).
     """
 
-    def __init__(self, cfg: DictConfig, run_dir: str | Path, facts: Mapping[str, Any], agent: int | None = None,
+    def __init__(self, spec: LogSpec, run_dir: str | Path, facts: Mapping[str, Any], agent: int | None = None,
                  extra: Mapping[str, Any] | None = None):
         self.run_dir = Path(run_dir)
-        info = {
-            "task": cfg.task.name, "family": cfg.task.family, "scenario": cfg.scenario,
-            "seed": int(cfg.trainer.seed), "device": str(cfg.trainer.device),
-            "total_steps": int(cfg.trainer.total_training_steps), "score_target": float(cfg.task.score_target),
-            "mystery": bool(cfg.trainer.get("mystery", False)), "agent": agent,
-            "grad_clip_actor": cfg.actor_rollout_ref.actor.grad_clip, "memory_limit_gb": cfg.trainer.memory_limit_gb,
-            **facts, **(extra or {}),
-        }
+        info = {**spec.info, "agent": agent, **facts, **(extra or {})}
         self.recorder = RunRecorder(self.run_dir, info)
-        write_config(self.run_dir, cfg)
-        loggers = logger_names(cfg)
+        write_config(self.run_dir, spec.config)
+        loggers = spec.loggers
         self.sinks: list[Any] = []
         if "console" in loggers and agent is None:  # a batch of agents would flood the console: one line per agent
             self.sinks.append(ConsoleSink())
         if "file" in loggers:
-            self.sinks.append(FileSink(self.run_dir, cfg.trainer.project_name, cfg.trainer.experiment_name, agent))
+            self.sinks.append(FileSink(self.run_dir, spec.project_name, spec.experiment_name, agent))
         if "tensorboard" in loggers:
             self.sinks.append(TensorBoardSink(self.run_dir))
         if "wandb" in loggers:
-            self.sinks.append(WandbSink(cfg, self.run_dir))
+            self.sinks.append(WandbSink(spec, self.run_dir))
         if "mlflow" in loggers:
-            self.sinks.append(MlflowSink(cfg, self.run_dir, agent))
+            self.sinks.append(MlflowSink(spec, self.run_dir, agent))
         if "swanlab" in loggers:
-            self.sinks.append(SwanLabSink(cfg, self.run_dir, agent))
-        if cfg.trainer.progress_bar and agent is None:
+            self.sinks.append(SwanLabSink(spec, self.run_dir, agent))
+        if spec.progress_bar and agent is None:
             print(f"run dir: {self.run_dir}", file=sys.stderr)
-            self.sinks.append(ProgressBar(int(cfg.trainer.total_training_steps), f"{cfg.task.name}/{cfg.scenario}",
+            self.sinks.append(ProgressBar(int(spec.info["total_steps"]), spec.label,
                                           info.get("score_metric") or "critic/score/mean"))
 
     def log(self, record: Mapping[str, float]) -> None:

@@ -9,10 +9,9 @@ stops leaves the others of its batch untouched.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-
-from omegaconf import DictConfig
+from typing import Any
 
 # Metrics whose non-finite value means the numbers have broken down (training_crash).
 CRASH_KEYS = ("actor/pg_loss", "critic/vf_loss", "actor/grad_norm", "critic/grad_norm", "actor/kl_loss",
@@ -29,6 +28,18 @@ class Stop:
 
 
 @dataclass(frozen=True)
+class StopSpec:
+    """One agent's planned stops (`trainer.stop_on_score`, `stop_on_score_validated`, `stop_on_finding`)."""
+
+    stop_on_score: float | None
+    stop_on_score_validated: bool
+    stop_on_finding: str | None
+    family: str
+    score_target: float
+    config: Mapping[str, Any]  # the resolved config as plain data: the finding watcher's fixes name its values
+
+
+@dataclass(frozen=True)
 class AgentOutcome:
     """What happened to one agent of a `Trainer.fit`: how it ended and after how many logged training steps."""
 
@@ -41,15 +52,14 @@ class AgentOutcome:
 class StopRules:
     """The stop rules of K agents (each with its own state: a non-finite streak, a finding watcher)."""
 
-    def __init__(self, cfgs: Sequence[DictConfig], total_steps: Sequence[int], diverge_patience: int,
+    def __init__(self, specs: Sequence[StopSpec], total_steps: Sequence[int], diverge_patience: int,
                  score_metric: str, val_score_metric: str | None, facts: dict):
         self.total_steps, self.diverge_patience = list(total_steps), diverge_patience
         self.score_metric, self.val_score_metric = score_metric, val_score_metric
-        self.stop_scores = [c.trainer.get("stop_on_score") for c in cfgs]
-        self.stop_validated = [bool(c.trainer.get("stop_on_score_validated")) and val_score_metric is not None
-                               for c in cfgs]
-        self.nonfinite_streak = [0] * len(cfgs)
-        self.watchers = [_watcher(c, facts) for c in cfgs]
+        self.stop_scores = [s.stop_on_score for s in specs]
+        self.stop_validated = [s.stop_on_score_validated and val_score_metric is not None for s in specs]
+        self.nonfinite_streak = [0] * len(specs)
+        self.watchers = [_watcher(s, facts) for s in specs]
 
     def watch_start(self, agent: int, record: dict[str, float]) -> None:
         """The step-0 validation record: the score the finding watcher starts from, as the full diagnosis reads it."""
@@ -84,13 +94,14 @@ class StopRules:
         """With `stop_on_score_validated`, the validation run at this step must reach the target too."""
         if not self.stop_validated[agent] or self.val_score_metric is None:  # (stop_validated: a metric to check)
             return True
-        return record.get(self.val_score_metric, -float("inf")) >= self.stop_scores[agent]
+        target = self.stop_scores[agent]
+        return target is not None and record.get(self.val_score_metric, -float("inf")) >= target
 
 
-def _watcher(cfg: DictConfig, facts: dict):
-    if cfg.trainer.stop_on_finding is None:
+def _watcher(spec: StopSpec, facts: dict):
+    if spec.stop_on_finding is None:
         return None
     from playground.diagnose.engine import FindingWatcher
 
-    info = {"family": cfg.task.family, "score_target": float(cfg.task.score_target), **facts}
-    return FindingWatcher(cfg.trainer.stop_on_finding, cfg, info=info)
+    info = {"family": spec.family, "score_target": spec.score_target, **facts}
+    return FindingWatcher(spec.stop_on_finding, spec.config, info=info)

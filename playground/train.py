@@ -37,6 +37,7 @@ from playground.perf import resolve_device
 from playground.stopping import AgentOutcome
 
 if TYPE_CHECKING:
+    from playground.tasks.base import Task
     from playground.trainer import Trainer
 
 EXIT_BAD_CONFIG = 2
@@ -82,23 +83,44 @@ def fit(cfgs: Sequence[DictConfig], run_dirs: Sequence[str | Path], overrides: S
         num_threads: torch threads on CPU instead of the configs' `trainer.num_threads` (a batch of agents).
         task: a task built by the caller (see `playground.tasks.base.Task`); default: the one the config names.
     """
-    from playground.trainer import Trainer
-
     devices = [prepare(cfg) for cfg in cfgs]  # every job is checked before any compute
     if num_threads is not None and devices[0].type == "cpu":
         torch.set_num_threads(num_threads)
     extras = [run_facts(o, devices[0]) for o in overrides]
-    prepared_base = None
-    if task is None and cfgs[0].task.family == "token":  # a base that must build says so before the trainer starts
-        from playground.tasks.base_build import prepare_base
-
-        prepared_base = prepare_base(cfgs, run_dirs, extras)
-    trainer = Trainer(list(cfgs), list(run_dirs), devices[0], extra_infos=extras, task=task,
-                      prepared_base=prepared_base)
+    trainer = build_trainer(cfgs, run_dirs, devices[0], extras, task)
     outcomes = trainer.fit()
     for cfg, run_dir in zip(cfgs, run_dirs):
         write_findings(run_dir, cfg)
     return Fitted(trainer, outcomes)
+
+
+def build_trainer(cfgs: Sequence[DictConfig], run_dirs: Sequence[str | Path], device: torch.device,
+                  extra_infos: Sequence[dict] | None = None, task=None) -> Trainer:
+    """The trainer of K checked configs (`prepare`): the configs resolved once into a `RunSpec`, and a token task's
+    SFT base made ready first (a base that must build says so before the trainer starts); nothing below reads a
+    config. `task`: a task built by the caller instead of the spec's."""
+    from playground.run_spec import resolve_run
+    from playground.trainer import Trainer
+
+    spec = resolve_run(cfgs, device)
+    infos = list(extra_infos) if extra_infos is not None else [{} for _ in cfgs]
+    prepared_base = None
+    if task is None and spec.family == "token":
+        from playground.tasks.base_build import prepare_base
+
+        prepared_base = prepare_base(cfgs, run_dirs, infos)
+    return Trainer(spec, list(run_dirs), device, extra_infos=infos, task=task, prepared_base=prepared_base)
+
+
+def build_task_for(cfgs: Sequence[DictConfig], device: torch.device) -> Task:
+    """The task of K configs on its own, resolved as `build_trainer` resolves it (its SFT base loaded, or built
+    silently): for a test, a benchmark or a figure that drives a task without a trainer."""
+    from playground.run_spec import resolve_run
+    from playground.tasks import build_task
+    from playground.tasks.base_build import base_model_for
+
+    spec = resolve_run(cfgs, device)
+    return build_task(spec.task, device, base_model_for(cfgs[0]) if spec.family == "token" else None)
 
 
 def run(cfg: DictConfig, run_dir: str | Path, overrides: Sequence[str] = ()) -> str:

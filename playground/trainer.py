@@ -20,22 +20,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 import torch
-from omegaconf import DictConfig
 from torch import Tensor
 
 from playground.advantage import AdvantageEstimator, KLInReward, compute_advantage
 from playground.dynamic_sampling import DynamicSampler
-from playground.hparams import AgentHParams, resolve_step_hparams
 from playground.memory import MemoryGuard, is_oom_error
 from playground.records import StepRecorder
 from playground.rollout.correction import RolloutCorrection
+from playground.run_spec import RunSpec
 from playground.stopping import AgentOutcome, Stop, StopRules
 from playground.tasks import build_task
 from playground.tasks.base import Batch, Task
 from playground.update import entropy_metrics
 
 if TYPE_CHECKING:
-    from playground.tasks.token_task import PreparedBase
+    from playground.tasks.base_build import PreparedBase
 from playground.workers import TaskActor, TaskCritic, TaskReference, TaskRollout, WorldModelTrainer
 
 
@@ -43,20 +42,19 @@ class Trainer:
     """Trains K agents (K = 1 for an ordinary run) that share a task, network and batch shapes.
 
     Args:
-        cfgs: one resolved config per agent; they may differ only in `batched.PER_AGENT_KEYS`.
+        spec: the K configs, resolved at the entry (`run_spec.resolve_run`).
         run_dirs: one output dir per agent (Hydra's job dirs).
         extra_infos: per agent, more facts for `run.json` (overrides, the rerun command, the device).
-        task: the task to train on, built by the caller; default `tasks.build_task` (the config's family).
-        prepared_base: a token task's SFT base, made ready by the caller (`base_build.prepare_base`).
+        task: the task to train on, built by the caller; default `tasks.build_task` (the spec's family).
+        prepared_base: a token task's prompts and SFT base, made ready at the entry (`base_build.prepare_base`).
     """
 
-    def __init__(self, cfgs: Sequence[DictConfig], run_dirs: Sequence[str | Path], device: torch.device,
+    def __init__(self, spec: RunSpec, run_dirs: Sequence[str | Path], device: torch.device,
                  extra_infos: Sequence[dict] | None = None, task: Task | None = None,
                  prepared_base: PreparedBase | None = None):
-        self.cfg, self.num_agents, self.device = cfgs[0], len(cfgs), device
-        agent_hp = AgentHParams(cfgs, device)
-        self.hp = hp = resolve_step_hparams(cfgs, agent_hp)
-        self.task = task = build_task(cfgs, agent_hp, device, prepared_base) if task is None else task
+        self.spec, self.num_agents, self.device = spec, spec.num_agents, device
+        self.hp = hp = spec.step
+        self.task = task = build_task(spec.task, device, prepared_base) if task is None else task
         # the workers; the actor and the critic shuffle their rows with the same generators (the critic first)
         shuffle_gens = [torch.Generator().manual_seed(seed + 2) for seed in hp.seeds]
         self.rollout = TaskRollout(task, hp.rollout, hp.rollout_correction)
@@ -73,7 +71,7 @@ class Trainer:
             if hp.kl_ctrl is not None else None
         self.estimator = AdvantageEstimator(hp)
         # measured from here on: the models and the optimizers' state are the run's baseline
-        self.memory = MemoryGuard([c.trainer.memory_limit_gb for c in cfgs], device)
+        self.memory = MemoryGuard([agent.memory_limit_gb for agent in spec.agents], device)
         task.watch_memory(self.memory)
         # DAPO's dynamic sampling (token tasks); an agent whose sampling hit its cap ends failed with verl's message
         self.sampler = DynamicSampler(task, self.rollout, hp.dynamic_sampling, self.actor, self.reference,
@@ -81,10 +79,10 @@ class Trainer:
         self.sampling_errors: list[str | None] = [None] * self.num_agents
         self.active = torch.ones(self.num_agents, dtype=torch.bool, device=device)  # agents still training
         facts = task.describe()
-        self.recorder = StepRecorder(cfgs, run_dirs, task, facts, extra_infos or [{}] * self.num_agents,
-                                     hp.use_critic, device)
-        self.stops = StopRules(cfgs, hp.total_steps, hp.diverge_patience, task.score_metric, task.val_score_metric,
-                               facts)
+        self.recorder = StepRecorder([agent.log for agent in spec.agents], run_dirs, task, facts,
+                                     extra_infos or [{}] * self.num_agents, hp.use_critic, device)
+        self.stops = StopRules([agent.stop for agent in spec.agents], hp.total_steps, hp.diverge_patience,
+                               task.score_metric, task.val_score_metric, facts)
 
     @contextmanager
     def _timed(self, timing: dict[str, float], name: str):

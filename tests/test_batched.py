@@ -247,7 +247,7 @@ def test_a_token_batch_decodes_its_first_validation_once_with_the_base(monkeypat
     import torch
 
     import playground.tasks.token_task as token_task
-    from playground.hparams import AgentHParams
+    from playground.train import build_task_for
 
     calls = []
 
@@ -261,11 +261,11 @@ def test_a_token_batch_decodes_its_first_validation_once_with_the_base(monkeypat
 
     def task_for(agents):
         cfgs = [compose([*TOKEN, *o]) for o in agents]
-        return token_task.TokenTask(cfgs, AgentHParams(cfgs, device), device)
+        return build_task_for(cfgs, device)
 
     solo = task_for(TOKEN_AGENTS[:1]).validate()
     batch = task_for(TOKEN_AGENTS)
-    rows = len(batch.data.val) * int(batch.cfg.actor_rollout_ref.rollout.val_kwargs.n)
+    rows = len(batch.data.val) * batch.spec.validation.n
     calls.clear()
     shared = batch.validate()
     assert [(model is batch.ref_model, count) for model, count in calls] == [(True, rows)]

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from playground.config import compose
+from playground.train import build_trainer
 from playground.trainer import Trainer
 
 SHIFT = 0.05  # log p_rollout = log p_trainer − SHIFT on every token: rollout_corr/kl = −SHIFT exactly
@@ -21,7 +22,7 @@ def _trainer(tmp_path, *overrides: str) -> Trainer:
     cfg = compose(["task=reverse", "+debug=tiny", "trainer.total_training_steps=2", "trainer.logger=[]",
                    "trainer.progress_bar=false", "trainer.test_freq=0", "trainer.val_before_train=false",
                    *overrides])
-    trainer = Trainer([cfg], [tmp_path], torch.device("cpu"))
+    trainer = build_trainer([cfg], [tmp_path], torch.device("cpu"))
     generate = trainer.rollout.generate
 
     def generate_with_log_probs(agents=None):

@@ -209,12 +209,14 @@ class _FakeTask:
 def test_the_rollout_hands_on_its_log_probs_when_asked_or_corrected(extra, kept):
     from omegaconf import OmegaConf
 
+    from playground.run_spec import resolve_run
     from playground.workers import TaskRollout
 
     cfg = compose(["task=reverse"])
     OmegaConf.set_struct(cfg, False)  # part B's keys are not in this branch's config yet
     cfg = OmegaConf.merge(cfg, extra)
-    batch = TaskRollout(_FakeTask(), RolloutSpec.from_cfg(cfg), _correction_spec(cfg)).generate()
+    rollout = resolve_run([cfg], torch.device("cpu")).step.rollout
+    batch = TaskRollout(_FakeTask(), rollout, _correction_spec(cfg)).generate()
     assert ("rollout_log_probs" in batch) == kept
 
 
@@ -223,13 +225,12 @@ def test_the_trainers_precision_rounds_its_log_probs():
     and the update alike), so its log-probs differ from fp32's by bf16 rounding, and come back as fp32."""
     import contextlib
 
-    from playground.hparams import AgentHParams
-    from playground.tasks import build_task
+    from playground.train import build_task_for
 
     cfg = compose([*TINY_TOKEN, "actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype=bf16"])
     validate(cfg)
     cpu = torch.device("cpu")
-    task = build_task([cfg], AgentHParams([cfg], cpu), cpu)
+    task = build_task_for([cfg], cpu)
     batch = task.generate()
     with torch.no_grad():
         bf16, _ = task.log_prob_and_entropy(batch)

@@ -77,6 +77,16 @@ def no_network(monkeypatch):
     return attempts
 
 
+@pytest.fixture
+def tiny_log(tiny_cfg):
+    """What the tiny config's run writes about itself (`sinks.LogSpec`), resolved as the entry resolves it."""
+    import torch
+
+    from playground.run_spec import resolve_run
+
+    return resolve_run([tiny_cfg], torch.device("cpu")).agents[0].log
+
+
 def finite(record):
     return {k: v for k, v in record.items() if math.isfinite(v)}
 
@@ -132,14 +142,14 @@ def test_mlflow_logs_to_a_file_store_in_the_run_dir_offline(train_run, no_networ
     assert not no_network
 
 
-def test_mlflow_sink_sanitises_names_and_honours_the_tracking_uri(tiny_cfg, tmp_path, no_network, monkeypatch):
+def test_mlflow_sink_sanitises_names_and_honours_the_tracking_uri(tiny_log, tmp_path, no_network, monkeypatch):
     needs("mlflow")
     from mlflow import MlflowClient
 
     uri = (tmp_path / "elsewhere").as_uri()
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 asks for it for any file store
-    sink = MlflowSink(tiny_cfg, tmp_path / "run")
+    sink = MlflowSink(tiny_log, tmp_path / "run")
     sink.write({STEP: 3, "val/pass@4": 0.75}, 3)
     sink.close()
     history = MlflowClient(tracking_uri=uri).get_metric_history(sink.run_id, "val/pass_at_4")
@@ -178,16 +188,16 @@ def test_swanlab_logs_offline_into_the_run_dir(train_run, no_network):
     assert not no_network
 
 
-def test_swanlab_refuses_an_agent_of_a_batch(tiny_cfg, tmp_path):
+def test_swanlab_refuses_an_agent_of_a_batch(tiny_log, tmp_path):
     with pytest.raises(RuntimeError, match="one run per process"):
-        SwanLabSink(tiny_cfg, tmp_path, agent=0)
+        SwanLabSink(tiny_log, tmp_path, agent=0)
 
 
 @pytest.mark.parametrize("module,sink", [("mlflow", MlflowSink), ("swanlab", SwanLabSink)])
-def test_a_missing_tracker_fails_in_one_line_naming_the_extra(module, sink, tiny_cfg, tmp_path, monkeypatch):
+def test_a_missing_tracker_fails_in_one_line_naming_the_extra(module, sink, tiny_log, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, module, None)  # `import module` now raises ImportError
     with pytest.raises(RuntimeError, match=r"not installed: pip install 'ppo-playground\[trackers\]'") as error:
-        sink(tiny_cfg, tmp_path)
+        sink(tiny_log, tmp_path)
     assert "\n" not in str(error.value)
 
 

@@ -7,13 +7,14 @@ import pytest
 import torch
 
 from playground.config import compose
-from playground.hparams import AgentHParams, resolve_step_hparams
+from playground.run_spec import resolve_run
 from playground.stopping import StopRules
 
 
 def _rules(*overrides, patience=2, total=5):
     cfg = compose(["task=cartpole", "trainer.logger=[]", *overrides])
-    return StopRules([cfg], [total], patience, "critic/score/mean", "val/score", facts={})
+    [agent] = resolve_run([cfg], torch.device("cpu")).agents
+    return StopRules([agent.stop], [total], patience, "critic/score/mean", "val/score", facts={})
 
 
 def test_a_non_finite_streak_diverges_and_a_finite_step_resets_it():
@@ -46,7 +47,7 @@ def test_a_score_stop_names_its_metric_and_waits_for_the_validation_when_asked()
 def test_the_step_settings_are_resolved_once_and_frozen():
     low = "actor_rollout_ref.actor.clip_ratio_low=0.1"
     cfgs = [compose(["task=cartpole", f"actor_rollout_ref.actor.optim.lr={lr}", low]) for lr in (1e-3, 2e-3)]
-    hp = resolve_step_hparams(cfgs, AgentHParams(cfgs, torch.device("cpu")))
+    hp = resolve_run(cfgs, torch.device("cpu")).step
     assert hp.num_agents == 2 and hp.clip_ratio_low.shape == (2, 1, 1)
     assert torch.allclose(hp.clip_ratio_low.view(-1), torch.tensor([0.1, 0.1]))
     assert torch.equal(hp.clip_ratio_high, hp.clip_ratio)  # null falls back to clip_ratio

@@ -86,12 +86,11 @@ def test_each_advantage_estimator_trains(train_run, estimator):
 
 def test_remax_baselines_are_each_prompts_greedy_reward():
     """verl's gen_max phase: one greedy response per prompt, its reward repeated over the prompt's rollout.n rows."""
-    from playground.hparams import AgentHParams
-    from playground.tasks import build_task
+    from playground.train import build_task_for
 
     cfg = compose([*TINY_TOKEN, "algorithm.adv_estimator=remax"])
     validate(cfg)
-    task = build_task([cfg], AgentHParams([cfg], torch.device("cpu")), torch.device("cpu"))
+    task = build_task_for([cfg], torch.device("cpu"))
     batch = task.generate()
     baselines, n = batch["reward_baselines"], int(cfg.actor_rollout_ref.rollout.n)
     assert baselines.shape == batch["uid"].shape
@@ -165,14 +164,13 @@ def test_gradient_checkpointing_clears_the_out_of_memory_scenario(train_run, ste
 
 # ---- overlong reward shaping and the sequence metrics ------------------------------------------------------------
 def _task(overrides: list[str]):
-    from playground.hparams import AgentHParams
-    from playground.tasks import build_task
+    from playground.train import build_task_for
 
     cfgs = [compose(o) for o in overrides]
     for cfg in cfgs:
         validate(cfg)
     cpu = torch.device("cpu")
-    return build_task(cfgs, AgentHParams(cfgs, cpu), cpu)
+    return build_task_for(cfgs, cpu)
 
 
 OVERLONG = ["reward_model.overlong_buffer.enable=true", "reward_model.overlong_buffer.len=4",
@@ -285,9 +283,9 @@ def test_dynamic_sampling_fills_the_batch_with_mixed_groups_from_several_generat
     from playground.workers import TaskRollout
 
     task, cfg = _task([DYNAMIC]), compose(DYNAMIC)
-    from playground.hparams import AgentHParams, resolve_step_hparams
+    from playground.run_spec import resolve_run
 
-    hp = resolve_step_hparams([cfg], AgentHParams([cfg], torch.device("cpu")))
+    hp = resolve_run([cfg], torch.device("cpu")).step
     sampled = DynamicSampler(task, TaskRollout(task, hp.rollout, hp.rollout_correction), hp.dynamic_sampling) \
         .sample([True], _Untimed(), _Untimed())
     batch, n = sampled.batch, 4

@@ -21,7 +21,6 @@ from collections import deque
 from dataclasses import dataclass
 
 import torch
-from omegaconf import DictConfig
 from torch import nn
 
 # verl's PrecisionType spellings
@@ -39,12 +38,6 @@ class RolloutSpec:
     weight_sync_skip: tuple[str, ...]  # partial: parameter-name prefixes that never arrive
     calculate_log_probs: bool
     load_format: str = "hf"  # hf: loaded from the checkpoint (the base); dummy: vLLM's dummy weights
-
-    @classmethod
-    def from_cfg(cls, cfg: DictConfig) -> RolloutSpec:
-        r = cfg.actor_rollout_ref.rollout
-        return cls(DTYPES[str(r.dtype)], int(r.staleness), str(r.weight_sync), tuple(r.weight_sync_skip),
-                   bool(r.calculate_log_probs), str(r.load_format))
 
     @property
     def owns_weights(self) -> bool:

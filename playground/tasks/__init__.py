@@ -1,31 +1,29 @@
-"""Task families (`base.Task`) and the one place that builds a task from a config: `build_task`."""
+"""Task families (`base.Task`) and the one place that builds a task from its spec: `build_task`."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import torch
-from omegaconf import DictConfig
 
-from playground.hparams import AgentHParams
 from playground.tasks.base import Task
+from playground.tasks.specs import GymTaskSpec, TokenTaskSpec
 
 if TYPE_CHECKING:
-    from playground.tasks.token_task import PreparedBase
+    from playground.tasks.base_build import PreparedBase
 
 
-def build_task(cfgs: Sequence[DictConfig], hp: AgentHParams, device: torch.device,
+def build_task(spec: GymTaskSpec | TokenTaskSpec, device: torch.device,
                prepared_base: PreparedBase | None = None) -> Task:
-    """The task `task.family` names, for K agents (each family's module is imported only when used); a token task
-    starts from `prepared_base` where the caller made it ready (`token_task.PreparedBase`)."""
-    family = cfgs[0].task.family
-    if family == "gym":
+    """The task of the spec's family, for K agents (each family's module is imported only when used); a token task
+    starts from `prepared_base`, its prompts and SFT base made ready at the entry (`base_build.prepare_base`)."""
+    if isinstance(spec, GymTaskSpec):
         from playground.tasks.gym_task import GymTask
 
-        return GymTask(list(cfgs), hp, device)
-    if family == "token":
-        from playground.tasks.token_task import TokenTask
+        return GymTask(spec, device)
+    from playground.tasks.token_task import TokenTask
 
-        return TokenTask(list(cfgs), hp, device, prepared_base)
-    raise ValueError(f"task.family={family!r} has no task class: add it here (docs/adding-a-task.md)")
+    if prepared_base is None:
+        raise ValueError("a token task starts from its SFT base: make it ready first (base_build.prepare_base or "
+                         "base_build.base_model_for)")
+    return TokenTask(spec, prepared_base, device)

@@ -12,21 +12,51 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, NamedTuple, TextIO
 
 from omegaconf import DictConfig
 
+from playground.config import ConfigError
 from playground.i18n import time_left
+from playground.models.tiny_gpt import GPTConfig
 from playground.runs import RUN_INFO, write_json_atomic
-from playground.tasks.sft import SFTProgress
-
-if TYPE_CHECKING:
-    from playground.tasks.token_task import PreparedBase
+from playground.tasks.prompt_sets import check_config, prompts_for_task
+from playground.tasks.sft import BaseModel, SFTConfig, SFTProgress, build_base_model
+from playground.tasks.token_data import PromptSet
 
 SAY_EVERY_S = 15.0  # a terminal line this often (a 15-minute build says about 60)
 WRITE_EVERY_S = 2.0  # run.json this often, as the trainer's own
+
+
+def base_model_config(cfg: DictConfig, data: PromptSet) -> GPTConfig:
+    """The transformer `actor_rollout_ref.model` names, over the prompt set's vocabulary: the base's and the actor's."""
+    m = cfg.actor_rollout_ref.model
+    return GPTConfig(vocab_size=data.tokenizer.vocab_size, block_size=m.block_size, n_layer=m.n_layer,
+                     n_head=m.n_head, n_embd=m.n_embd)
+
+
+class PreparedBase(NamedTuple):
+    """What a token task starts from: its RL prompts, the transformer's config and the SFT base."""
+
+    rl_data: PromptSet
+    model_cfg: GPTConfig
+    base: BaseModel
+
+
+def base_model_for(cfg: DictConfig, progress: Callable[[SFTProgress], None] | None = None) -> PreparedBase:
+    """The task's data, the model's config and the SFT base model (shipped, or built once and then loaded from the
+    cache; `progress` hears a build's steps)."""
+    check_config(cfg)
+    data = prompts_for_task(cfg.task)
+    limit = int(cfg.data.train_max_samples)
+    try:  # checked before the base is built
+        rl_data = data if limit == -1 else data.with_train_subset(limit)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    model_cfg = base_model_config(cfg, data)
+    return PreparedBase(rl_data, model_cfg, build_base_model(data, model_cfg, SFTConfig(**cfg.sft), progress=progress))
 
 
 def progress_text(p: SFTProgress) -> str:
@@ -87,8 +117,6 @@ def prepare_base(cfgs: Sequence[DictConfig], run_dirs: Sequence[str | Path],
                  infos: Sequence[Mapping[str, Any]]) -> PreparedBase:
     """Load or build the SFT base the configs start from (the agents of a batch share it), reporting a build with
     what the Runs page lists of a run (task, scenario, seed) beside `infos`; the task is then built from it."""
-    from playground.tasks.token_task import base_model_for
-
     named = [{"task": str(c.task.name), "family": "token", "scenario": str(c.scenario), "seed": int(c.trainer.seed),
               "total_steps": int(c.trainer.total_training_steps), **info} for c, info in zip(cfgs, infos, strict=True)]
     report = BaseReport(str(cfgs[0].task.name), run_dirs, named)

@@ -67,7 +67,7 @@ def base_figures(model: TinyGPT, task: PromptSet, n: int = 16, ks: Sequence[int]
 def main(overrides: list[str]) -> None:
     """Builds (or loads from the cache) the base of a composed config and prints its figures as one JSON line."""
     from playground.config import compose
-    from playground.tasks.token_task import base_model_for
+    from playground.tasks.base_build import base_model_for
 
     torch.set_num_threads(1)
     cfg = compose(overrides)

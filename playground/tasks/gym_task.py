@@ -14,24 +14,23 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
-from omegaconf import DictConfig
 from torch import Tensor, nn
 
 from playground.envs.gym_vector import GymnasiumEnv
 from playground.envs.shaping import ScaledObs, progress_shaping
 from playground.envs.torch_classic import TORCH_ENVS, TorchClassicEnv, make_torch_env, uses_torch_port
-from playground.hparams import AgentHParams
 from playground.models.mlp import GymActor, GymCritic, MLPWorldModel
 from playground.perf import device_name, peak_flops
 from playground.tasks.base import Batch, Task
+from playground.tasks.specs import GymEnvSpec, GymTaskSpec
 
 EVAL_SEED_OFFSET = 1_000_003  # evaluation episodes start from states training never saw
 
 
-def make_env(cfg: DictConfig, num_agents: int, num_envs: int, seeds: list[int], device: torch.device):
+def make_env(spec: GymEnvSpec, num_agents: int, num_envs: int, seeds: Sequence[int], device: torch.device):
     """The env backend `env.backend` names: torch-native ports where they exist (`auto`), else gymnasium; its
     observations scaled to [−1, 1] under `env.normalize_obs`."""
-    backend, env_id = cfg.env.backend, cfg.task.env_id
+    backend, env_id, seeds = spec.backend, spec.env_id, list(seeds)
     env: TorchClassicEnv | GymnasiumEnv
     if uses_torch_port(backend, env_id):
         if env_id not in TORCH_ENVS:
@@ -39,7 +38,7 @@ def make_env(cfg: DictConfig, num_agents: int, num_envs: int, seeds: list[int], 
         env = make_torch_env(env_id, num_agents, num_envs, seeds, device=device)
     else:
         env = GymnasiumEnv(env_id, num_agents, num_envs, seeds, device=device)
-    return ScaledObs(env, env_id, device) if cfg.env.normalize_obs else env
+    return ScaledObs(env, env_id, device) if spec.normalize_obs else env
 
 
 def _noise(gens: list[torch.Generator], shape: tuple[int, ...], device, gumbel: bool) -> Tensor:
@@ -92,44 +91,44 @@ class GymTask(Task):
     actor: GymActor
     critic: GymCritic  # every gym task trains one
 
-    def __init__(self, cfgs: list[DictConfig], hp: AgentHParams, device: torch.device):
-        cfg = cfgs[0]
-        self.cfg, self.device = cfg, device
-        self.num_agents = len(cfgs)
-        self.seeds = [int(c.trainer.seed) for c in cfgs]
-        self.num_envs, self.rollout_length = cfg.env.num_envs, cfg.env.rollout_length
-        self.env = make_env(cfg, self.num_agents, self.num_envs, self.seeds, device)
-        self.name = cfg.task.name
-        self.by_return = cfg.task.success == "return"  # plain values, read every step
-        self.success_return = float(cfg.task.get("success_return", cfg.task.score_target))
+    def __init__(self, spec: GymTaskSpec, device: torch.device):
+        self.spec, self.device = spec, device
+        self.num_agents = len(spec.seeds)
+        self.seeds = list(spec.seeds)
+        self.num_envs, self.rollout_length = spec.env.num_envs, spec.env.rollout_length
+        self.env = make_env(spec.env, self.num_agents, self.num_envs, self.seeds, device)
+        self.name = spec.name
+        self.by_return = spec.success_by_return  # plain values, read every step
+        self.success_return = spec.success_return
         init_gens = [torch.Generator().manual_seed(s) for s in self.seeds]
         self.noise_gens = [torch.Generator().manual_seed(s + 1) for s in self.seeds]
-        hidden = list(cfg.actor_rollout_ref.model.hidden_sizes)
-        self.actor = GymActor(self.env.obs_dim, hidden, init_gens, num_actions=self.env.num_actions,
-                              action_dim=self.env.action_dim, temperature=cfg.actor_rollout_ref.rollout.temperature,
-                              init_log_std=cfg.actor_rollout_ref.model.get("init_log_std", 0.0), device=device)
-        self.critic = GymCritic(self.env.obs_dim, list(cfg.critic.model.hidden_sizes), init_gens, device=device)
+        self.actor = GymActor(self.env.obs_dim, list(spec.actor_hidden_sizes), init_gens,
+                              num_actions=self.env.num_actions, action_dim=self.env.action_dim,
+                              temperature=spec.temperature, init_log_std=spec.init_log_std, device=device)
+        self.critic = GymCritic(self.env.obs_dim, list(spec.critic_hidden_sizes), init_gens, device=device)
         self.ref_flat = self.actor.net.flat.detach().clone()  # the frozen reference policy: the initial one
         self.rows_per_step = self.num_envs * self.rollout_length  # transitions per agent per step
-        if cfg.world_model.enable:
+        if spec.world_model_hidden_sizes is not None:
             size = self.env.num_actions if self.env.discrete else self.env.action_dim
-            self.world_model = MLPWorldModel(self.env.obs_dim, size, list(cfg.world_model.hidden_sizes), init_gens,
+            self.world_model = MLPWorldModel(self.env.obs_dim, size, list(spec.world_model_hidden_sizes), init_gens,
                                           self.env.discrete, device=device)
-        self.windows = [EpisodeWindow(cfg.env.episode_window) for _ in range(self.num_agents)]
+        self.windows = [EpisodeWindow(spec.env.episode_window) for _ in range(self.num_agents)]
         self.obs = self.env.reset()
         shape = (self.num_agents, self.num_envs)
         self.ep_score = np.zeros(shape)
         self.ep_rewards = np.zeros(shape)
         self.ep_length = np.zeros(shape, dtype=np.int64)
         self.env_steps = 0
-        self.noisy_agents = [float(c.reward.noise_std) > 0 for c in cfgs]
-        self.reward_scale, self.noise_std = hp.vector("reward.scale"), hp.vector("reward.noise_std")  # (K,) each
-        self.noise_type = str(cfg.reward.noise_type)
-        self.nan_rates = [float(c.reward.nan_rate) for c in cfgs]
+        reward = spec.reward
+        self.noisy_agents = reward.noisy_agents
+        self.reward_scale, self.noise_std = (torch.tensor(v, dtype=torch.float32, device=device)  # (K,) each
+                                             for v in (reward.scale, reward.noise_std))
+        self.noise_type = reward.noise_type
+        self.nan_rates = list(reward.nan_rates)
         # reward.partial_credit is one value for a batch (not a per-agent key): the task's progress, shaped
-        self.shaping = (progress_shaping(cfg.task.progress, float(cfg.algorithm.gamma),
-                                         getattr(self.env, "unscale", None)) if cfg.reward.partial_credit else None)
-        self.peak_flops = peak_flops(device_name(device), cfg.trainer.get("peak_flops"))
+        self.shaping = (progress_shaping(spec.progress, spec.shaping_gamma, getattr(self.env, "unscale", None))
+                        if spec.progress is not None else None)
+        self.peak_flops = peak_flops(device_name(device), spec.peak_flops)
         if not self.env.discrete:
             self.action_low = self.env.action_low.to(device)
             self.action_high = self.env.action_high.to(device)
@@ -137,7 +136,7 @@ class GymTask(Task):
     # ---- run.json facts -------------------------------------------------------------------------------
     def describe(self) -> dict:
         return {"action_space": "discrete" if self.env.discrete else "continuous",
-                "max_entropy": self.actor.max_entropy(), "env_id": self.cfg.task.env_id,
+                "max_entropy": self.actor.max_entropy(), "env_id": self.spec.env.env_id,
                 "env_backend": type(self.env).__name__, "score_metric": self.score_metric}
 
     def token_counts(self, batch: Batch) -> dict[str, list[int]]:
@@ -297,8 +296,9 @@ class GymTask(Task):
     def validate(self, policy: nn.Module | None = None) -> dict[str, Tensor]:
         """`val/score`: the mean return of `env.eval_episodes` fresh episodes per agent with greedy actions `(K,)`."""
         _no_engine_copy(policy)
-        episodes = self.cfg.env.eval_episodes
-        env = make_env(self.cfg, self.num_agents, episodes, [s + EVAL_SEED_OFFSET for s in self.seeds], self.device)
+        episodes = self.spec.env.eval_episodes
+        env = make_env(self.spec.env, self.num_agents, episodes, [s + EVAL_SEED_OFFSET for s in self.seeds],
+                       self.device)
         obs = env.reset()
         returns = torch.zeros(self.num_agents, episodes, device=self.device)
         running = torch.ones(self.num_agents, episodes, dtype=torch.bool, device=self.device)

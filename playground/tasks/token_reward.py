@@ -15,32 +15,28 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-from omegaconf import DictConfig
 from torch import Tensor
 
 from playground.algos.dapo import overlong_penalty
 from playground.tasks.base import Batch
+from playground.tasks.specs import RewardSpec
 from playground.tasks.token_data import score
 
 
 class TokenReward:
     """The reward of K agents' responses: the rule and the overlong shaping shared, scale and noise per agent."""
 
-    def __init__(self, cfgs: Sequence[DictConfig], device: torch.device, rule=score):
+    def __init__(self, spec: RewardSpec, max_response_length: int, device: torch.device, rule=score):
         """`rule`: the task's rule reward, `(response_text, answer, format_score=, partial_credit=)` ->
         `{"score", "acc"}` (the prompt set's `rule`)."""
-        cfg = cfgs[0]
         self.device, self.rule_fn = device, rule
-        # read once: the reward is scored per response
-        self.rule = {"format_score": float(cfg.reward.format_score), "partial_credit": bool(cfg.reward.partial_credit)}
-        self.scale = [float(c.reward.scale) for c in cfgs]
-        self.noise_std = [float(c.reward.noise_std) for c in cfgs]
-        self.nan_rates = [float(c.reward.nan_rate) for c in cfgs]
-        buffer = cfg.reward_model.overlong_buffer
-        self.overlong = bool(buffer.enable)
-        self.overlong_len, self.overlong_factor = int(buffer.len), float(buffer.penalty_factor)
-        self.log_overlong = bool(buffer.log)
-        self.max_response_length = int(cfg.data.max_response_length)
+        self.rule = {"format_score": spec.format_score, "partial_credit": spec.partial_credit}
+        self.scale, self.noise_std, self.nan_rates = list(spec.scale), list(spec.noise_std), list(spec.nan_rates)
+        buffer = spec.overlong
+        self.overlong = buffer.enable
+        self.overlong_len, self.overlong_factor = buffer.len, buffer.penalty_factor
+        self.log_overlong = buffer.log
+        self.max_response_length = max_response_length
 
     def rule_scores(self, texts: Sequence[str], answers: Sequence[str]) -> dict[str, Tensor]:
         """The rule's `score` and `acc` of each response `(rows,)`, before any shaping."""

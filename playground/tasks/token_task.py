@@ -21,11 +21,10 @@ import copy
 import dataclasses
 import functools
 import math
-from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from collections.abc import Sequence
+from typing import Any
 
 import torch
-from omegaconf import DictConfig
 from torch import Tensor, nn
 
 from playground.algos.group_stats import (
@@ -36,13 +35,10 @@ from playground.algos.group_stats import (
     zero_std_group_ratio,
 )
 from playground.algos.masked import masked_stats
-from playground.config import ConfigError, uses_critic
-from playground.hparams import AgentHParams
 from playground.metrics import LENGTH_BY_CORRECTNESS
 from playground.models import checkpointing
 from playground.models.agents import stack_agents
 from playground.models.tiny_gpt import (
-    GPTConfig,
     TinyGPTCritic,
     compute_log_prob,
     count_flops,
@@ -54,39 +50,10 @@ from playground.rollout.weights import DTYPES
 from playground.tasks.agent_loop import episode_fields, episode_metrics, episode_sample, run_episodes
 from playground.tasks.agent_passes import AgentPasses, CriticView, Params, flat_rows
 from playground.tasks.base import Batch, Task
-from playground.tasks.prompt_sets import check_config, prompts_for_task
-from playground.tasks.sft import BaseModel, SFTConfig, SFTProgress, build_base_model
-from playground.tasks.token_data import PromptSet, pass_at_k
+from playground.tasks.base_build import PreparedBase
+from playground.tasks.specs import TokenTaskSpec
+from playground.tasks.token_data import pass_at_k
 from playground.tasks.token_reward import TokenReward
-
-
-def base_model_config(cfg: DictConfig, data: PromptSet) -> GPTConfig:
-    """The transformer `actor_rollout_ref.model` names, over the prompt set's vocabulary: the base's and the actor's."""
-    m = cfg.actor_rollout_ref.model
-    return GPTConfig(vocab_size=data.tokenizer.vocab_size, block_size=m.block_size, n_layer=m.n_layer,
-                     n_head=m.n_head, n_embd=m.n_embd)
-
-
-class PreparedBase(NamedTuple):
-    """What a token task starts from: its RL prompts, the transformer's config and the SFT base."""
-
-    rl_data: PromptSet
-    model_cfg: GPTConfig
-    base: BaseModel
-
-
-def base_model_for(cfg: DictConfig, progress: Callable[[SFTProgress], None] | None = None) -> PreparedBase:
-    """The task's data, the model's config and the SFT base model (shipped, or built once and then loaded from the
-    cache; `progress` hears a build's steps)."""
-    check_config(cfg)
-    data = prompts_for_task(cfg.task)
-    limit = int(cfg.data.train_max_samples)
-    try:  # checked before the base is built
-        rl_data = data if limit == -1 else data.with_train_subset(limit)
-    except ValueError as err:
-        raise ConfigError(str(err)) from None
-    model_cfg = base_model_config(cfg, data)
-    return PreparedBase(rl_data, model_cfg, build_base_model(data, model_cfg, SFTConfig(**cfg.sft), progress=progress))
 
 
 def _per_agent_stats(prefix: str, values: list[Tensor]) -> dict[str, Tensor]:
@@ -128,31 +95,28 @@ class TokenTask(Task):
     val_score_metric = None  # the score is measured on validation already
     model_input_keys = ("input_ids", "attention_mask", "position_ids", "responses")
 
-    def __init__(self, cfgs: list[DictConfig], hp: AgentHParams, device: torch.device,
-                 prepared: PreparedBase | None = None):
-        """`prepared`: the base `base_model_for` gave the caller already (`train.fit` makes it ready first, so that
-        a build is said before the trainer starts); default: loaded here."""
-        cfg = self.cfg = cfgs[0]
-        self.cfgs, self.hp, self.device, self.num_agents = list(cfgs), hp, device, len(cfgs)
+    def __init__(self, spec: TokenTaskSpec, prepared: PreparedBase, device: torch.device):
+        """`prepared`: the prompts and the SFT base, made ready at the entry (`base_build.prepare_base`, so that a
+        build is said before the trainer starts; `base_model_for`)."""
+        self.spec, self.device, self.num_agents = spec, device, len(spec.seeds)
         self.batched_params = self.num_agents > 1  # K = 1 keeps the plain model (no agent dim)
-        self.data, self.model_cfg, self.base = base_model_for(cfg) if prepared is None else prepared
+        self.data, self.model_cfg, self.base = prepared
         self.tokenizer = self.data.tokenizer
-        use_critic = uses_critic(cfg)
-        seeds = [int(c.trainer.seed) for c in cfgs]
+        seeds = spec.seeds
         critics = []
         for seed in seeds:
             torch.manual_seed(seed)  # the critic's fresh value head, as in a run of its own
-            if use_critic:
+            if spec.use_critic:
                 critics.append(TinyGPTCritic.from_base(self.base.model))
         # every agent starts from the base: K = 1 trains a copy of it, K > 1 a stack of it (copied into the stack)
         actors = [copy.deepcopy(self.base.model)] if self.num_agents == 1 else [self.base.model] * self.num_agents
         self.model = stack_agents(actors).to(device).train()
         self.ref_model = self.base.model.to(device).eval().requires_grad_(False)
-        self.critic_model = stack_agents(critics).to(device).train() if use_critic else None
+        self.critic_model = stack_agents(critics).to(device).train() if spec.use_critic else None
         # verl's enable_gradient_checkpointing: the update's forward recomputes each block in backward
-        self.model.transformer.gradient_checkpointing = bool(cfg.actor_rollout_ref.model.enable_gradient_checkpointing)
+        self.model.transformer.gradient_checkpointing = spec.actor_gradient_checkpointing
         if self.critic_model is not None:
-            self.critic_model.transformer.gradient_checkpointing = bool(cfg.critic.model.enable_gradient_checkpointing)
+            self.critic_model.transformer.gradient_checkpointing = spec.critic_gradient_checkpointing
         if any(m is not None and m.transformer.gradient_checkpointing for m in (self.model, self.critic_model)):
             checkpointing.warm_up()  # before the memory guard's baseline
         self.passes = AgentPasses(self.num_agents, device, self.model_cfg.n_embd, self.model_input_keys)
@@ -160,26 +124,25 @@ class TokenTask(Task):
         self.critic = CriticView(self.critic_model, self.passes) if self.critic_model is not None else None
         self.prompt_gens = [torch.Generator().manual_seed(seed) for seed in seeds]
         self.sample_gens = [torch.Generator(device=device).manual_seed(seed + 1) for seed in seeds]
-        self.n = int(cfg.actor_rollout_ref.rollout.n)
-        self.greedy_baseline = cfg.algorithm.adv_estimator == "remax"  # ReMax: each prompt's greedy reward
-        self.temperature = float(cfg.actor_rollout_ref.rollout.temperature)
+        self.n = spec.rollout.n
+        self.greedy_baseline = spec.greedy_baseline  # ReMax: each prompt's greedy reward
+        self.temperature = spec.rollout.temperature
         self.rollout_source = self.model  # what a rollout engine of its own copies (the rollout worker's)
         # the trainer's forward precision (verl's FSDP MixedPrecision param_dtype): autocast over fp32 master weights
-        trainer_dtype = DTYPES[str(cfg.actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype)]
+        trainer_dtype = DTYPES[spec.trainer_dtype]
         self.trainer_precision = (contextlib.nullcontext if trainer_dtype == torch.float32 else
                                   functools.partial(torch.autocast, device.type, dtype=trainer_dtype))
-        self.reward = TokenReward(cfgs, device, rule=self.data.rule)
-        self.peak_flops = peak_flops(device_name(device), cfg.trainer.get("peak_flops"))
-        self.rows_per_step = int(cfg.data.train_batch_size) * self.n
+        self.reward = TokenReward(spec.reward, spec.max_response_length, device, rule=self.data.rule)
+        self.peak_flops = peak_flops(device_name(device), spec.peak_flops)
+        self.rows_per_step = spec.train_batch_size * self.n
         # prompts per generation: dynamic sampling draws data.gen_batch_size (config.py allows it only then)
-        self.gen_batch_size = int(cfg.data.gen_batch_size or cfg.data.train_batch_size)
+        self.gen_batch_size = spec.gen_batch_size
         self.prompts_drawn = [0] * self.num_agents
         self.prompts_before_step = [0] * self.num_agents  # training/epoch counts the prompts of earlier steps
         self.rows_per_unit = self.n  # ppo_mini_batch_size counts prompts: × rollout.n sequences (verl)
         # a multi-turn task's episodes (verl's agent loop): its environment replies between the assistant's turns
         self.multi_turn = self.data.multi_turn
-        turns = cfg.actor_rollout_ref.rollout.multi_turn
-        self.turn_limits = {"max_assistant_turns": turns.max_assistant_turns, "max_user_turns": turns.max_user_turns}
+        self.turn_limits = {"max_assistant_turns": spec.max_assistant_turns, "max_user_turns": spec.max_user_turns}
 
     # ---- run.json facts -----------------------------------------------------------------------------
     def describe(self) -> dict:
@@ -206,20 +169,21 @@ class TokenTask(Task):
         `policy` (the actor's model, or the rollout engine's copy of it). A multi-turn task runs its episodes
         (`agent_loop.run_episodes`) and returns their traces (`rollout.turns.EpisodeTrace`, one per row, agent-major);
         a single-turn task None."""
-        data, rollout = self.cfg.data, self.cfg.actor_rollout_ref.rollout
-        width = data.max_prompt_length + data.max_response_length
+        spec = self.spec
+        width = spec.max_prompt_length + spec.max_response_length
         was_training = self.model.training
         self.model.eval()
         parts = []
         for chunk in self.passes.chunks(list(range(len(agents))), len(examples[0]) * width):  # positions in `agents`
             flat = [e for i in chunk for e in examples[i]]
-            prompt_ids, prompt_mask = self.data.collate_prompts(flat, width=data.max_prompt_length,
-                                                                truncation=data.truncation)
+            prompt_ids, prompt_mask = self.data.collate_prompts(flat, width=spec.max_prompt_length,
+                                                                truncation=spec.truncation)
             prompt_ids, prompt_mask = prompt_ids.to(self.device), prompt_mask.to(self.device)
             net = self.passes.view(policy, [agents[i] for i in chunk]) if model is None else model
-            sampling = dict(max_new_tokens=data.max_response_length, temperature=temperature, top_p=top_p,
-                            top_k=top_k, logprobs_mode=str(rollout.logprobs_mode), do_sample=do_sample,
-                            generator=[self.sample_gens[agents[i]] for i in chunk])
+            sampling: dict[str, Any] = dict(
+                max_new_tokens=spec.max_response_length, temperature=temperature, top_p=top_p, top_k=top_k,
+                logprobs_mode=spec.logprobs_mode, do_sample=do_sample,
+                generator=[self.sample_gens[agents[i]] for i in chunk])
             if self.multi_turn:
                 out, traces = run_episodes(net, self.data, flat, prompt_ids, prompt_mask, **self.turn_limits,
                                            **sampling)
@@ -248,10 +212,10 @@ class TokenTask(Task):
             self.prompts_drawn[k] += bs
         examples = [[e for e in self.data.sample(bs, self.prompt_gens[k]) for _ in range(self.n)] for k in agents]
         uid = torch.arange(bs, device=self.device).repeat_interleave(self.n).expand(len(agents), -1)
-        rollout = self.cfg.actor_rollout_ref.rollout
+        rollout = self.spec.rollout
         prompt_ids, prompt_mask, out, traces = self._generate(agents, examples, temperature=self.temperature,
-                                                              top_p=float(rollout.top_p), do_sample=True,
-                                                              top_k=int(rollout.top_k), policy=policy)
+                                                              top_p=rollout.top_p, do_sample=rollout.do_sample,
+                                                              top_k=rollout.top_k, policy=policy)
         input_ids, attention_mask, position_ids = build_sequences(prompt_ids, prompt_mask, out)
         rows = lambda x: x.view(len(agents), -1, *x.shape[1:])  # noqa: E731 - (K·bs, ...) -> (K, bs, ...)
         extra: Batch = {"reward_baselines": self._greedy_rewards(agents, examples, policy)} if self.greedy_baseline \
@@ -320,7 +284,7 @@ class TokenTask(Task):
         """verl's `compute_data_metrics` for sequences: scores, rewards, lengths (per agent, `(K,)`); verl's
         `_balance_batch` statistics (`global_seqlen/*`), and the share of groups with nothing to learn from."""
         resp_len, prompt_len = batch["response_length"].float(), batch["prompt_length"].float()
-        data = self.cfg.data
+        limit, prompt_limit = self.spec.max_response_length, self.spec.max_prompt_length
         # verl excludes aborted (empty) responses from score statistics: which rows count differs per agent
         alive = [resp_len[k] > 0 for k in range(resp_len.shape[0])]
         seq_score = [batch["scores"][k].sum(-1)[rows] for k, rows in enumerate(alive)]
@@ -331,12 +295,12 @@ class TokenTask(Task):
                **_per_agent_stats("response_length_non_aborted", alive_len)}
         out["critic/score/std"] = torch.cat([_std(x) for x in seq_score])
         out["critic/rewards/std"] = torch.cat([_std(x) for x in rewards])
-        out["response_length/clip_ratio"] = (resp_len == data.max_response_length).float().mean(-1)
+        out["response_length/clip_ratio"] = (resp_len == limit).float().mean(-1)
         out["response_length_non_aborted/clip_ratio"] = torch.cat(
-            [(x == data.max_response_length).float().mean().view(1) for x in alive_len])
+            [(x == limit).float().mean().view(1) for x in alive_len])
         out["response/aborted_ratio"] = (resp_len == 0).float().mean(-1)
-        out["prompt_length/clip_ratio"] = (prompt_len == data.max_prompt_length).float().mean(-1)
-        out.update(length_by_correctness(resp_len, batch["reward_extra_info"]["acc"], data.max_response_length))
+        out["prompt_length/clip_ratio"] = (prompt_len == prompt_limit).float().mean(-1)
+        out.update(length_by_correctness(resp_len, batch["reward_extra_info"]["acc"], limit))
         # one data-parallel rank: verl's balancing has one partition, the whole batch (prompt + response tokens)
         tokens = batch["attention_mask"].sum((1, 2)).float()
         out.update({f"global_seqlen/{s}": tokens for s in ("min", "max", "balanced_min", "balanced_max", "mean")})
@@ -365,8 +329,8 @@ class TokenTask(Task):
 
     def samples(self, batch: Batch, step: int) -> list[list[dict]]:
         """The first `trainer.samples_per_step` rollouts of this step, per agent."""
-        count = min(int(self.cfg.trainer.samples_per_step), batch["response_mask"].shape[1])
-        limit = self.cfg.data.max_response_length
+        count = min(self.spec.samples_per_step, batch["response_mask"].shape[1])
+        limit = self.spec.max_response_length
         penalty = batch["reward_extra_info"].get("overlong_reward")  # reward_model.overlong_buffer.log
         out = []
         for k in range(batch["response_mask"].shape[0]):
@@ -388,18 +352,18 @@ class TokenTask(Task):
     def validate(self, policy: nn.Module | None = None) -> dict[str, Tensor]:
         """Held-out prompts, the same for every agent: `val/score`, `val/accuracy` and `val/pass@k` for
         k = 1..val_kwargs.n, each `(K,)`."""
-        vk = self.cfg.actor_rollout_ref.rollout.val_kwargs
-        n = int(vk.n)
+        vk = self.spec.validation
+        n = vk.n
         examples = [e for e in self.data.val for _ in range(n)]
-        do_sample = bool(vk.do_sample) and float(vk.temperature) > 0
+        do_sample = vk.do_sample and vk.temperature > 0
         # Before the first update every agent of a batch is still the base: greedy decoding of the base once gives
         # every agent's numbers, on the plain layers a run of its own decodes with (the same bits)
         policy = self.model if policy is None else policy
         once = self.num_agents > 1 and not do_sample and policy is self.model and self._agents_are_the_base()
         agents = [0] if once else list(range(self.num_agents))
         _, _, out, traces = self._generate(agents, [examples] * len(agents),
-                                   temperature=float(vk.temperature) if do_sample else 1.0,
-                                   top_p=float(vk.top_p), do_sample=do_sample, policy=policy,
+                                   temperature=vk.temperature if do_sample else 1.0,
+                                   top_p=vk.top_p, top_k=vk.top_k, do_sample=do_sample, policy=policy,
                                    model=self.ref_model if once else None)
         texts = self.data.decode_responses(out.responses.cpu())
         outcomes = None if traces is None else [t.outcome for t in traces]

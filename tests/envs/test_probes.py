@@ -15,7 +15,7 @@ def test_probe_is_learned(probe, train_run):
     observations, values = PROBE_EXPECTED_VALUES[probe]
     obs = torch.tensor(observations).unsqueeze(0)  # (K=1, B, 1)
     predicted = trainer.task.critic.values({"obs": obs}).reshape(-1)
-    expected = torch.tensor(values(trainer.cfg.algorithm.gamma))
+    expected = torch.tensor(values(float(trainer.hp.gamma.flatten()[0])))
     assert (predicted - expected).abs().max().item() < VALUE_TOL, (predicted.tolist(), expected.tolist())
     if probe in PROBE_EXPECTED_PROBS:
         observations, probs = PROBE_EXPECTED_PROBS[probe]

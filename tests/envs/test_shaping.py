@@ -11,8 +11,8 @@ import torch
 from playground.config import compose, validate
 from playground.envs.shaping import POTENTIALS, ScaledObs, mountaincar_energy, progress_shaping
 from playground.envs.torch_classic import make_torch_env
-from playground.hparams import AgentHParams
 from playground.tasks.gym_task import GymTask
+from playground.train import build_task_for
 
 
 def test_scaled_obs_maps_finite_bounds_to_unit_range_and_leaves_infinite_ones():
@@ -61,7 +61,8 @@ def _batch(*overrides: str):
     cfg = compose(["task=mountaincar", "env.num_envs=4", "env.rollout_length=8", *overrides,
                    "actor_rollout_ref.actor.ppo_mini_batch_size=32", "critic.ppo_mini_batch_size=32"])
     validate(cfg)
-    task = GymTask([cfg], AgentHParams([cfg], torch.device("cpu")), torch.device("cpu"))
+    task = build_task_for([cfg], torch.device("cpu"))
+    assert isinstance(task, GymTask)
     return task, task.generate()
 
 

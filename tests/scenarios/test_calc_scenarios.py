@@ -14,6 +14,7 @@ from reports import roots as _roots
 from playground.config import compose
 from playground.diagnose.catalogue import render_fix
 from playground.failures import severity
+from playground.run_spec import resolve_run
 from playground.tasks.calc_data import CalcPrompts
 from playground.tasks.token_reward import TokenReward
 
@@ -30,16 +31,21 @@ def _lengths() -> tuple[int, int]:
     return call + reply + answer + 1, answer + 1
 
 
+def _reward(cfg) -> TokenReward:
+    spec = resolve_run([cfg], torch.device("cpu")).task
+    return TokenReward(spec.reward, spec.max_response_length, torch.device("cpu"))
+
+
 def _best(cfg) -> tuple[float, float]:
     """(a right tool episode's reward, the best a head answer can get: a right one) under the config's shaping."""
-    reward = TokenReward([cfg], torch.device("cpu"))
+    reward = _reward(cfg)
     tool, head = _lengths()
     penalty = reward.penalty(torch.tensor([tool, head]))
     return 1.0 + float(penalty[0]), 1.0 + float(penalty[1])
 
 
 def _worst_head(cfg) -> float:
-    reward = TokenReward([cfg], torch.device("cpu"))
+    reward = _reward(cfg)
     return float(reward.penalty(torch.tensor([_lengths()[1]]))[0])
 
 

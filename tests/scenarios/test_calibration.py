@@ -40,15 +40,14 @@ def critic_condition_share(records: list[dict], ev_bad: float) -> float:
 def healthy(tmp_path_factory) -> dict[str, list[list[dict]]]:
     """task -> per seed, the records of a healthy run (steps >= 1)."""
     from playground.config import compose
-    from playground.train import prepare
-    from playground.trainer import Trainer
+    from playground.train import build_trainer, prepare
 
     out = {}
     for task in TASKS:
         cfgs = [compose([f"task={task}", "scenario=healthy", f"trainer.seed={s}", "trainer.logger=[]",
                          "trainer.progress_bar=false"]) for s in SEEDS]
         dirs = [tmp_path_factory.mktemp(f"{task}{s}") for s in SEEDS]
-        Trainer(cfgs, dirs, prepare(cfgs[0])).fit()
+        build_trainer(cfgs, dirs, prepare(cfgs[0])).fit()
         out[task] = [[r for r in read_metrics_jsonl(Path(d) / "metrics.jsonl").records if r[STEP] >= 1]
                      for d in dirs]
     return out

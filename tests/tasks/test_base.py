@@ -14,7 +14,7 @@ from playground.algos.masked import masked_stats
 from playground.config import compose
 from playground.runs import read_metrics_jsonl, read_run_info
 from playground.tasks.base import Task
-from playground.trainer import Trainer
+from playground.train import build_trainer
 
 
 class TablePolicy:
@@ -96,7 +96,7 @@ def toy_cfg():
 def test_a_third_task_trains_through_the_interface(toy_cfg, tmp_path):
     task = TwoPromptTask(toy_cfg)
     before = task.actor.logits.detach().clone()
-    trainer = Trainer([toy_cfg], [tmp_path], torch.device("cpu"), task=task)
+    trainer = build_trainer([toy_cfg], [tmp_path], torch.device("cpu"), task=task)
     [outcome] = trainer.fit()
     assert (outcome.status, outcome.steps, outcome.stop_reason) == ("finished", 2, "total_training_steps reached")
     assert not torch.equal(task.actor.logits.detach(), before)  # the trainer's optimizer stepped its parameters

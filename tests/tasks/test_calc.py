@@ -117,6 +117,7 @@ def test_a_tiny_multi_turn_run_logs_its_episodes(train_run):
 
 
 def test_turn_rewards_sit_on_their_turn_end_tokens_and_the_outcome_on_the_last_assistant_token():
+    from playground.run_spec import resolve_run
     from playground.tasks.agent_loop import episode_fields
     from playground.tasks.token_reward import TokenReward
     from tests.models.test_multi_turn import END, FakeEpisode, run
@@ -128,7 +129,8 @@ def test_turn_rewards_sit_on_their_turn_end_tokens_and_the_outcome_on_the_last_a
     out, _ = run(script, [FakeEpisode([("77", False)])])
     cfg = compose(["task=calc", "reward.scale=2.0"])
     batch.update(agents=[0], response_mask=out.response_mask[None].float(), response_length=out.response_length[None])
-    TokenReward([cfg], torch.device("cpu")).score_batch(batch, [torch.Generator()])
+    spec = resolve_run([cfg], torch.device("cpu")).task
+    TokenReward(spec.reward, spec.max_response_length, torch.device("cpu")).score_batch(batch, [torch.Generator()])
     # FakeEpisode's outcome score is its number of steps (1.0): on token 5 (the EOS), the reply's 0.5 on token 1
     assert batch["scores"][0, 0].tolist() == [0, 0.5, 0, 0, 0, 1.0, 0, 0, 0, 0]
     assert batch["token_level_scores"][0, 0].tolist() == [0, 1.0, 0, 0, 0, 2.0, 0, 0, 0, 0]  # × reward.scale

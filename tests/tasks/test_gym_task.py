@@ -3,13 +3,15 @@ import torch
 
 from playground.config import compose
 from playground.envs.gym_vector import GymnasiumEnv
-from playground.hparams import AgentHParams
 from playground.tasks.gym_task import GymTask
+from playground.train import build_task_for
 
 
 def _task(*overrides):
     cfg = compose(["task=cartpole", *overrides])
-    return GymTask([cfg], AgentHParams([cfg], torch.device("cpu")), torch.device("cpu"))
+    task = build_task_for([cfg], torch.device("cpu"))
+    assert isinstance(task, GymTask)
+    return task
 
 
 def test_next_step_autoreset_no_op_is_masked():

@@ -125,7 +125,7 @@ def test_the_docs_example_is_a_prompt_set():
 
 
 def test_the_docs_example_trains_as_a_token_task(tmp_path, monkeypatch):
-    from playground.trainer import Trainer
+    from playground.train import build_trainer
 
     monkeypatch.setitem(prompt_sets.PROMPT_SETS, "sort", _doc_example())
     cfg = compose(["task=reverse", "trainer.logger=[]", "trainer.progress_bar=false", "task.num_val=16",
@@ -135,7 +135,7 @@ def test_the_docs_example_trains_as_a_token_task(tmp_path, monkeypatch):
                    "trainer.test_freq=2"])
     with open_dict(cfg):
         cfg.task.name, cfg.task.min_digits, cfg.task.max_digits = "sort", 3, 3
-    [outcome] = Trainer([cfg], [tmp_path], torch.device("cpu")).fit()
+    [outcome] = build_trainer([cfg], [tmp_path], torch.device("cpu")).fit()
     assert (outcome.status, outcome.steps) == ("finished", 2), outcome
     records = read_metrics_jsonl(tmp_path / "metrics.jsonl").records
     assert {"val/accuracy", "val/pass@1"} <= set(records[-1]) and "critic/score/mean" in records[1]

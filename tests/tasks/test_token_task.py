@@ -102,15 +102,14 @@ def test_an_agents_rollouts_do_not_depend_on_who_shares_the_batch():
     import torch
 
     from playground.config import compose
-    from playground.hparams import AgentHParams
-    from playground.tasks.token_task import TokenTask
+    from playground.train import build_task_for
 
     cfgs = [compose(["task=reverse", "+debug=tiny", f"trainer.seed={seed}", f"reward.scale={seed}"])
             for seed in (1, 2, 3)]
     cpu = torch.device("cpu")
 
     def task(agent_cfgs):
-        return TokenTask(agent_cfgs, AgentHParams(agent_cfgs, cpu), cpu)
+        return build_task_for(agent_cfgs, cpu)
 
     alone, batch, again = task(cfgs[1:2]), task(cfgs), task(cfgs)
     full = batch.generate()

@@ -1,0 +1,241 @@
+"""The config resolved once, at the entry: K checked configs in, one frozen, typed `RunSpec` out.
+
+Everything below the entry is built from its part of the spec: the step's settings (`hparams.StepHParams`), the
+task's (`tasks.specs`), and each agent's records and stops (`sinks.LogSpec`, `stopping.StopSpec`). Nothing past
+this module reads a `DictConfig` or looks a setting up by its key; the entries (`train.fit`, `batched.train_batch`)
+call `resolve_run` after `train.prepare` has checked every config.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from playground.algos.rollout_correction.spec import RolloutCorrectionSpec
+from playground.config import ConfigError, logger_names, uses_critic
+from playground.config_schema import as_plain_dict
+from playground.hparams import DynamicSamplingSpec, KLControlSpec, OptimSpec, RoleShape, RoleSpec, StepHParams
+from playground.optim import warmup_steps
+from playground.rollout.weights import DTYPES, RolloutSpec
+from playground.sinks import LogSpec
+from playground.stopping import StopSpec
+from playground.tasks.specs import (
+    GymEnvSpec,
+    GymTaskSpec,
+    OverlongSpec,
+    RewardSpec,
+    SamplingSpec,
+    TokenTaskSpec,
+)
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """One agent's own run: what it writes, when it stops, its share of the memory."""
+
+    log: LogSpec
+    stop: StopSpec
+    memory_limit_gb: float | None  # trainer.memory_limit_gb
+
+
+@dataclass(frozen=True, eq=False)
+class RunSpec:
+    """A run of K agents (K = 1 for an ordinary run), resolved: what the `Trainer` and its parts are built from."""
+
+    family: str  # task.family
+    step: StepHParams
+    task: GymTaskSpec | TokenTaskSpec
+    agents: tuple[AgentSpec, ...]
+
+    @property
+    def num_agents(self) -> int:
+        return len(self.agents)
+
+
+def resolve_run(cfgs: Sequence[DictConfig], device: torch.device) -> RunSpec:
+    """The spec of K checked configs (`train.prepare`), which may differ only in `batched.PER_AGENT_KEYS`."""
+    family = str(cfgs[0].task.family)
+    task = _gym_task(cfgs) if family == "gym" else _token_task(cfgs)
+    return RunSpec(family, _step(cfgs, AgentValues(cfgs, device)), task, tuple(_agent(cfg) for cfg in cfgs))
+
+
+class AgentValues:
+    """A per-agent key of K configs as a `(K,)` tensor (`view3` gives `(K, 1, 1)`)."""
+
+    def __init__(self, cfgs: Sequence[DictConfig], device: torch.device):
+        self.cfgs = list(cfgs)
+        self.device = device
+        self._cache: dict[tuple, torch.Tensor] = {}  # configs do not change during a run
+
+    def vector(self, key: str, none_as: float | None = None, fallback: str | None = None) -> torch.Tensor:
+        """`(K,)` values of `key`; a null value becomes `none_as`, or the value of the `fallback` key."""
+        cached = self._cache.get((key, none_as, fallback))
+        if cached is not None:
+            return cached
+        values = []
+        for cfg in self.cfgs:
+            value = OmegaConf.select(cfg, key)
+            if value is None:
+                value = OmegaConf.select(cfg, fallback) if fallback is not None else none_as
+            if value is None:
+                raise ConfigError(f"{key} is null and has no default")
+            values.append(float(value))
+        vector = torch.tensor(values, dtype=torch.float32, device=self.device)
+        self._cache[(key, none_as, fallback)] = vector
+        return vector
+
+    def view3(self, key: str, **kw) -> torch.Tensor:
+        return self.vector(key, **kw).view(-1, 1, 1)
+
+
+def _optim(cfgs: Sequence[DictConfig], hp: AgentValues, prefix: str, total_steps: Sequence[int]) -> OptimSpec:
+    opt = OmegaConf.select(cfgs[0], prefix)
+    schedules = []
+    for cfg, total in zip(cfgs, total_steps, strict=True):
+        o = OmegaConf.select(cfg, prefix)
+        schedules.append({"total_steps": total, "scheduler_type": o.lr_scheduler_type, "min_lr_ratio": o.min_lr_ratio,
+                          "warmup_steps": warmup_steps(o.lr_warmup_steps, o.lr_warmup_steps_ratio, total),
+                          "num_cycles": o.num_cycles})
+    return OptimSpec(hp.vector(f"{prefix}.lr"), hp.vector(f"{prefix}.weight_decay"), tuple(opt.betas), opt.eps,
+                     tuple(schedules))
+
+
+def _rollout(r: DictConfig) -> RolloutSpec:
+    return RolloutSpec(DTYPES[str(r.dtype)], int(r.staleness), str(r.weight_sync), tuple(r.weight_sync_skip),
+                       bool(r.calculate_log_probs), str(r.load_format))
+
+
+def _shape(role: DictConfig) -> RoleShape:
+    return RoleShape(ppo_epochs=role.ppo_epochs, ppo_mini_batch_size=role.ppo_mini_batch_size,
+                     ppo_micro_batch_size_per_gpu=role.ppo_micro_batch_size_per_gpu,
+                     shuffle=bool(role.get("shuffle", False)), loss_agg_mode=role.loss_agg_mode,
+                     max_token_len=int(role.ppo_max_token_len_per_gpu) if role.use_dynamic_bsz else None)
+
+
+# The loss modes' own keys under actor_rollout_ref.actor.policy_loss (each loss reads those it needs).
+POLICY_LOSS_KEYS = ("clip_cov_ratio", "clip_cov_lb", "clip_cov_ub", "kl_cov_ratio", "ppo_kl_coef")
+
+
+def _step(cfgs: Sequence[DictConfig], hp: AgentValues) -> StepHParams:
+    cfg = cfgs[0]
+    actor, algo, trainer = "actor_rollout_ref.actor", cfg.algorithm, cfg.trainer
+    actor_cfg = cfg.actor_rollout_ref.actor
+    total_steps = tuple(int(c.trainer.total_training_steps) for c in cfgs)
+    use_critic = uses_critic(cfg)
+    return StepHParams(
+        num_agents=len(cfgs),
+        use_kl_loss=bool(actor_cfg.use_kl_loss),
+        dynamic_sampling=DynamicSamplingSpec(
+            str(algo.filter_groups.metric), int(algo.filter_groups.max_num_gen_batches), int(cfg.data.train_batch_size),
+            int(cfg.actor_rollout_ref.rollout.n)) if algo.filter_groups.enable else None,
+        critic_warmup=int(trainer.critic_warmup),
+        adv_estimator=str(algo.adv_estimator), gamma=hp.view3("algorithm.gamma"), lam=hp.view3("algorithm.lam"),
+        norm_adv=bool(algo.norm_adv), norm_adv_by_std_in_grpo=bool(algo.norm_adv_by_std_in_grpo),
+        kl_penalty=str(algo.kl_penalty),
+        policy_loss_mode=str(actor_cfg.policy_loss.loss_mode),
+        clip_ratio=hp.view3(f"{actor}.clip_ratio"),
+        clip_ratio_low=hp.view3(f"{actor}.clip_ratio_low", fallback=f"{actor}.clip_ratio"),
+        clip_ratio_high=hp.view3(f"{actor}.clip_ratio_high", fallback=f"{actor}.clip_ratio"),
+        clip_ratio_c=hp.view3(f"{actor}.clip_ratio_c"),
+        policy_loss={key: hp.view3(f"{actor}.policy_loss.{key}") for key in POLICY_LOSS_KEYS},
+        entropy_coeff=hp.view3(f"{actor}.entropy_coeff"), kl_loss_coef=hp.view3(f"{actor}.kl_loss_coef"),
+        kl_loss_type=str(actor_cfg.kl_loss_type),
+        actor_grad_clip=hp.vector(f"{actor}.grad_clip", none_as=float("inf")),
+        cliprange_value=hp.view3("critic.cliprange_value"),
+        critic_grad_clip=hp.vector("critic.grad_clip", none_as=float("inf")),
+        val_before_train=bool(trainer.val_before_train), test_freq=int(trainer.test_freq),
+        total_steps=total_steps, diverge_patience=int(trainer.diverge_patience),
+        seeds=tuple(int(c.trainer.seed) for c in cfgs),
+        actor=RoleSpec(_optim(cfgs, hp, f"{actor}.optim", total_steps), _shape(actor_cfg)),
+        critic=RoleSpec(_optim(cfgs, hp, "critic.optim", total_steps), _shape(cfg.critic)) if use_critic else None,
+        kl_ctrl=KLControlSpec(str(algo.kl_ctrl.type), hp.vector("algorithm.kl_ctrl.kl_coef"),
+                              hp.vector("algorithm.kl_ctrl.target_kl"), hp.vector("algorithm.kl_ctrl.horizon"))
+        if algo.use_kl_in_reward else None,
+        world_model_lr=hp.vector("world_model.lr") if OmegaConf.select(cfg, "world_model.enable") else None,
+        rollout=_rollout(cfg.actor_rollout_ref.rollout),
+        rollout_correction=RolloutCorrectionSpec.from_config(cfg.algorithm.rollout_correction))
+
+
+def _agent(cfg: DictConfig) -> AgentSpec:
+    config: dict[str, Any] = as_plain_dict(cfg, resolve=True)
+    trainer = cfg.trainer
+    info = {"task": str(cfg.task.name), "family": str(cfg.task.family), "scenario": cfg.scenario,
+            "seed": int(trainer.seed), "device": str(trainer.device), "total_steps": int(trainer.total_training_steps),
+            "score_target": float(cfg.task.score_target), "mystery": bool(trainer.get("mystery", False)),
+            "agent": None, "grad_clip_actor": cfg.actor_rollout_ref.actor.grad_clip,
+            "memory_limit_gb": trainer.memory_limit_gb}
+    log = LogSpec(config, info, tuple(logger_names(cfg)), str(trainer.project_name), str(trainer.experiment_name),
+                  str(trainer.get("wandb_mode", "offline")), bool(trainer.progress_bar))
+    stop = StopSpec(trainer.get("stop_on_score"), bool(trainer.get("stop_on_score_validated")),  # as written (30)
+                    trainer.stop_on_finding, str(cfg.task.family), float(cfg.task.score_target), config)
+    limit = trainer.memory_limit_gb
+    return AgentSpec(log, stop, None if limit is None else float(limit))
+
+
+def _reward(cfgs: Sequence[DictConfig]) -> RewardSpec:
+    reward, buffer = cfgs[0].reward, cfgs[0].reward_model.overlong_buffer
+    return RewardSpec(scale=tuple(float(c.reward.scale) for c in cfgs),
+                      noise_std=tuple(float(c.reward.noise_std) for c in cfgs), noise_type=str(reward.noise_type),
+                      nan_rates=tuple(float(c.reward.nan_rate) for c in cfgs),
+                      format_score=float(reward.format_score), partial_credit=bool(reward.partial_credit),
+                      overlong=OverlongSpec(bool(buffer.enable), int(buffer.len), float(buffer.penalty_factor),
+                                            bool(buffer.log)))
+
+
+def _peak_flops(cfg: DictConfig) -> float | None:
+    value = cfg.trainer.get("peak_flops")
+    return None if value is None else float(value)
+
+
+def _gym_task(cfgs: Sequence[DictConfig]) -> GymTaskSpec:
+    cfg = cfgs[0]
+    env, task, model = cfg.env, cfg.task, cfg.actor_rollout_ref.model
+    world_model = tuple(int(h) for h in cfg.world_model.hidden_sizes) if cfg.world_model.enable else None
+    return GymTaskSpec(
+        name=str(task.name),
+        env=GymEnvSpec(str(task.env_id), str(env.backend), bool(env.normalize_obs), int(env.num_envs),
+                       int(env.rollout_length), int(env.eval_episodes), int(env.episode_window)),
+        seeds=tuple(int(c.trainer.seed) for c in cfgs),
+        success_by_return=task.success == "return",
+        success_return=float(task.get("success_return", task.score_target)),
+        actor_hidden_sizes=tuple(int(h) for h in model.hidden_sizes),
+        critic_hidden_sizes=tuple(int(h) for h in cfg.critic.model.hidden_sizes),
+        init_log_std=float(model.get("init_log_std", 0.0)),
+        temperature=float(cfg.actor_rollout_ref.rollout.temperature),
+        world_model_hidden_sizes=world_model,
+        reward=_reward(cfgs),
+        progress=str(task.progress) if cfg.reward.partial_credit else None,
+        shaping_gamma=float(cfg.algorithm.gamma),
+        peak_flops=_peak_flops(cfg))
+
+
+def _token_task(cfgs: Sequence[DictConfig]) -> TokenTaskSpec:
+    cfg = cfgs[0]
+    data, rollout = cfg.data, cfg.actor_rollout_ref.rollout
+    vk, turns = rollout.val_kwargs, rollout.multi_turn
+    return TokenTaskSpec(
+        seeds=tuple(int(c.trainer.seed) for c in cfgs),
+        use_critic=uses_critic(cfg),
+        rollout=SamplingSpec(int(rollout.n), float(rollout.temperature), float(rollout.top_p), int(rollout.top_k),
+                             do_sample=True),
+        validation=SamplingSpec(int(vk.n), float(vk.temperature), float(vk.top_p), top_k=-1,
+                                do_sample=bool(vk.do_sample)),
+        logprobs_mode=str(rollout.logprobs_mode),
+        max_assistant_turns=OmegaConf.select(turns, "max_assistant_turns"),
+        max_user_turns=OmegaConf.select(turns, "max_user_turns"),
+        train_batch_size=int(data.train_batch_size),
+        gen_batch_size=int(data.gen_batch_size or data.train_batch_size),
+        max_prompt_length=int(data.max_prompt_length),
+        max_response_length=int(data.max_response_length),
+        truncation=str(data.truncation),
+        samples_per_step=int(cfg.trainer.samples_per_step),
+        greedy_baseline=cfg.algorithm.adv_estimator == "remax",
+        trainer_dtype=str(cfg.actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype),
+        actor_gradient_checkpointing=bool(cfg.actor_rollout_ref.model.enable_gradient_checkpointing),
+        critic_gradient_checkpointing=bool(cfg.critic.model.enable_gradient_checkpointing),
+        reward=_reward(cfgs),
+        peak_flops=_peak_flops(cfg))
