@@ -1,4 +1,4 @@
-"""The explorer's only file reader: cached wrappers over `playground.runs` and `playground.diagnose`.
+"""The explorer's only file reader: cached wrappers over `playground.rundir.runs` and `playground.diagnose`.
 
 A path the user types (a runs folder, a log, a run named in the URL) is read only if it resolves to a place
 under the configured roots or the working directory; every other path comes from `list_runs` over those
@@ -22,8 +22,8 @@ import yaml
 
 from playground.diagnose import engine
 from playground.diagnose.readers import parse_verl_text, read_any
-from playground.root_causes import chain, worst_severity
-from playground.runs import (
+from playground.diagnose.root_causes import chain, worst_severity
+from playground.rundir.runs import (
     FINDINGS,
     METRICS,
     SAMPLES,
@@ -177,7 +177,7 @@ def _read_log(path: str, stamp: Stamp) -> LogRead:
 
 
 def run_log(run: str) -> LogRead:
-    """A run's metrics as read by `playground.runs` (records in step order, problems in words)."""
+    """A run's metrics as read by `playground.rundir.runs` (records in step order, problems in words)."""
     path = Path(run) / METRICS
     stamp = _stamp(path)
     if stamp is None:
@@ -361,14 +361,14 @@ def read_log_text(text: str, name: str) -> LogRead:
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def _exercises(root: str) -> list[dict[str, Any]]:
-    from playground.workshop import load_all, public_view
+    from playground.teach.workshop import load_all, public_view
 
     return [public_view(ex, Path(root)) for ex in load_all()]
 
 
 def exercises() -> list[dict[str, Any]]:
-    """The workshop's exercises as participants see them (`playground.workshop.public_view`: no answers)."""
-    from playground.workshop import workshop_root
+    """The workshop's exercises as participants see them (`playground.teach.workshop.public_view`: no answers)."""
+    from playground.teach.workshop import workshop_root
 
     return _exercises(str(workshop_root()))
 

@@ -25,7 +25,7 @@ from playground.config import (
     uses_critic,
     validate,
 )
-from playground.overrides import parse_all, value_of
+from playground.config.overrides import parse_all, value_of
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,9 @@ from typing import Any
 
 import streamlit as st
 
-from playground.overrides import parse, with_replaced
-from playground.root_causes import is_problem, severity_rank
-from playground.runs import read_run_info
+from playground.config.overrides import parse, with_replaced
+from playground.diagnose.root_causes import is_problem, severity_rank
+from playground.rundir.runs import read_run_info
 
 import data
 import knobs

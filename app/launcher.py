@@ -31,8 +31,8 @@ from pathlib import Path
 import streamlit as st
 
 from playground import PYTHON
-from playground.overrides import parse as parse_override
-from playground.workshop import workshop_root
+from playground.config.overrides import parse as parse_override
+from playground.teach.workshop import workshop_root
 
 import data
 

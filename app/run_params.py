@@ -1,7 +1,7 @@
 """A run's parameters as its Hydra overrides say them: as a dict, what runs differing only by seed share, what
 differs between runs, and the command that reruns a run with a fix.
 
-No Streamlit and no file access here; the overrides are read by `playground.overrides` (Hydra's grammar).
+No Streamlit and no file access here; the overrides are read by `playground.config.overrides` (Hydra's grammar).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from playground.overrides import key_values
+from playground.config.overrides import key_values
 
 
 def is_seed(key: str) -> bool:

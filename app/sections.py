@@ -16,9 +16,9 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from playground import root_causes
+from playground.config.overrides import fix_command
+from playground.diagnose import root_causes
 from playground.metrics import METRIC_GROUPS, STEP, fmt, group_of, is_known
-from playground.overrides import fix_command
 
 import charts
 import data

@@ -3,7 +3,7 @@ cells over two swept parameters (their seeds' mean score ± spread, healthy shar
 apart, and the parameters scaled to axes.
 
 No Streamlit and no file access here: the rows come from the runs table (`data`), the root causes from
-`playground.root_causes`, the scores from `playground.score`.
+`playground.diagnose.root_causes`, the scores from `playground.rundir.score`.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from playground.config.overrides import key_values
 from playground.diagnose.causes import check_rank
-from playground.overrides import key_values
-from playground.root_causes import HEALTHY, run_root
+from playground.diagnose.root_causes import HEALTHY, run_root
 
 
 def _as_number(value: str) -> float | None:

@@ -11,9 +11,9 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from playground import i18n
+from playground.diagnose.root_causes import HEALTHY, INCONCLUSIVE, is_problem
 from playground.metrics import GROUP_TITLES
-from playground.root_causes import HEALTHY, INCONCLUSIVE, is_problem
+from playground.teach import i18n
 
 import data
 
@@ -34,7 +34,7 @@ def lang() -> str:
 
 
 def t(key: str, **fields: object) -> str:
-    """The UI string `key` (`playground/ui_strings.yaml`) in the current language."""
+    """The UI string `key` (`playground/teach/ui_strings.yaml`) in the current language."""
     return i18n.text(key, lang(), **fields)
 
 

@@ -23,7 +23,7 @@ import torch
 from omegaconf import OmegaConf
 
 from benchmarks.common import QUIET, emit, fit_timed, median, seconds_until
-from playground.runs import read_metrics_jsonl
+from playground.rundir.runs import read_metrics_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
 A = "actor_rollout_ref.actor"

@@ -30,7 +30,7 @@ def time_to_signature(task: str, sid: str, seed: int) -> dict:
     """Run the scenario until its finding appears (a crash: until the trainer stops it as diverged)."""
     from playground.config import compose
     from playground.diagnose.sources import diagnose_run_dir
-    from playground.runs import read_metrics_jsonl, read_run_info
+    from playground.rundir.runs import read_metrics_jsonl, read_run_info
     from playground.train import build_trainer, prepare
 
     overrides = [*QUIET, f"task={task}", f"scenario={sid}", f"trainer.seed={seed}"]

@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 from playground.metrics import STEP
-from playground.runs import read_metrics_jsonl
+from playground.rundir.runs import read_metrics_jsonl
 
 QUIET = ["trainer.logger=[]", "trainer.progress_bar=false"]
 

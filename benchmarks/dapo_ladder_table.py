@@ -21,7 +21,7 @@ import yaml
 
 from benchmarks.sweep_maps import job_rows, sweep_map
 from playground.metrics import STEP, canonical_name
-from playground.runs import read_metrics_jsonl
+from playground.rundir.runs import read_metrics_jsonl
 
 LADDER = "ladder"  # the override key of the rungs (`+ladder=<rung>`, conf/ladder/)
 LAST = 10  # training steps behind the "last steps" columns

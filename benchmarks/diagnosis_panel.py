@@ -27,7 +27,7 @@ from benchmarks import peer_suite
 from benchmarks.llm_calibration import PANEL, panel
 from playground.diagnose.readers import read_any
 from playground.diagnose.sources import diagnose_read, diagnose_run_dir
-from playground.runs import find_runs, read_run_info
+from playground.rundir.runs import find_runs, read_run_info
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH_RUNS = ROOT / "outputs" / "bench" / "scenario_matrix"  # where bench_matrix keeps its 10-seed run dirs

@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from benchmarks.scenario_matrix import cells, seeds_arg, train_cell
-from playground.runs import find_runs, read_findings, read_run_info
+from playground.rundir.runs import find_runs, read_findings, read_run_info
 
 SEEDS = (101, 102, 103)  # the first three of the scenario matrix's panel, tuned on by no scenario
 

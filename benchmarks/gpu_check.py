@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from benchmarks.common import emit, train
-from playground.runs import read_metrics_jsonl
+from playground.rundir.runs import read_metrics_jsonl
 
 BUDGET_S = 330  # skip the family runs past this, to stay within ~7 minutes
 K_VALUES = (1, 64, 1024)

@@ -27,7 +27,7 @@ import yaml
 from playground.config import compose, known_options, scenarios_of
 from playground.diagnose import replay
 from playground.diagnose.engine import plain_config
-from playground.runs import find_runs, read_metrics_jsonl, read_run_info
+from playground.rundir.runs import find_runs, read_metrics_jsonl, read_run_info
 
 
 def scenario_entry(task: str, scenario: str) -> dict:

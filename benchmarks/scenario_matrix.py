@@ -34,8 +34,8 @@ from playground.diagnose.readers import parse_verl_text
 from playground.diagnose.replay import replay_read
 from playground.diagnose.sources import diagnose_read
 from playground.metrics import STEP
-from playground.runs import find_runs, read_findings, read_metrics_jsonl, read_run_info
-from playground.sinks import format_console_line
+from playground.rundir.runs import find_runs, read_findings, read_metrics_jsonl, read_run_info
+from playground.rundir.sinks import format_console_line
 
 ROOT = Path(__file__).resolve().parents[1]
 PANEL = tuple(range(101, 111))

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import yaml
 
-from playground.root_causes import chain
-from playground.runs import find_runs, read_findings, read_metrics_jsonl, read_run_info
-from playground.score import records_score
+from playground.diagnose.root_causes import chain
+from playground.rundir.runs import find_runs, read_findings, read_metrics_jsonl, read_run_info
+from playground.rundir.score import records_score
 
 APP = Path(__file__).resolve().parents[1] / "app"
 if str(APP) not in sys.path:

@@ -14,7 +14,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from playground.config_schema import as_plain_dict
+from playground.config.schema import as_plain_dict
 
 # Hyperparameters that may differ between agents trained together as one batch (`hydra/launcher=batched`).
 PER_AGENT_KEYS = (

@@ -19,9 +19,9 @@ import urllib.request
 import webbrowser
 from pathlib import Path
 
+from playground.config.overrides import value_of
 from playground.interrupts import raise_terminated
-from playground.overrides import value_of
-from playground.runs import read_run_info
+from playground.rundir.runs import read_run_info
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPLORER_URL = "http://127.0.0.1:8599"  # .streamlit/config.toml's address and port; its first page is the Lab

@@ -1,7 +1,7 @@
 """Workshop exercises: `python -m playground.exercise list | ids | start N | hint N | check N --diagnosis ID --fix ..`.
 
 The command line and the checker, which train runs (the exercises themselves and a participant's progress are
-`playground.workshop`). Each folder `exercises/NN_slug/` hands participants a misbehaving run to read in the
+`playground.teach.workshop`). Each folder `exercises/NN_slug/` hands participants a misbehaving run to read in the
 explorer, name (a catalogue id) and fix. A fix is accepted when the diagnosis engine finds the fixed run healthy
 (nothing of severity warning or worse) and the task's score reaches the exercise's bar. `prepare` precomputes every
 mystery run for slow laptops; `verify` (instructors) checks that every exercise still reproduces and that its
@@ -21,13 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from playground import PYTHON, failures
+from playground.config.overrides import OverrideError, parse_strict
+from playground.diagnose.root_causes import is_problem
 from playground.interrupts import exit_code, raise_terminated
 from playground.metrics import fmt
-from playground.overrides import OverrideError, parse_strict
-from playground.root_causes import is_problem
-from playground.runs import read_findings, read_run_info
-from playground.score import run_score
-from playground.workshop import (
+from playground.rundir.runs import read_findings, read_run_info
+from playground.rundir.score import run_score
+from playground.teach.workshop import (
     WORKSHOP_ENV,
     Exercise,
     ExerciseError,

@@ -1,15 +1,16 @@
-"""The config resolved once, at the entry: K checked configs in, one frozen, typed `RunSpec` out.
+"""The config resolved once, at the entry: K checked configs in, one frozen, typed `RunSpec` out
+(`step.trainer.RunSpec`).
 
-Everything below the entry is built from its part of the spec: the step's settings (`hparams.StepHParams`), the
-task's (`tasks.specs`), and each agent's records and stops (`sinks.LogSpec`, `stopping.StopSpec`). Nothing past
-this module reads a `DictConfig` or looks a setting up by its key; the entries (`train.fit`, `batched.train_batch`)
-call `resolve_run` after `train.prepare` has checked every config.
+Everything below the entry is built from its part of the spec: the step's settings (`step.hparams.StepHParams`), the
+task's (`tasks.specs`), and each agent's records and stops (`rundir.sinks.LogSpec`, `step.stopping.StopSpec`).
+Nothing past this module reads a `DictConfig` or looks a setting up by its key; the entries (`train.fit` through
+`train.build_trainer`, and `batched.train_batch` through `fit`) call `resolve_run` after `train.prepare` has checked
+every config. A token task's SFT base is made ready at the entry too (`tasks.base_build`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -17,12 +18,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from playground.algos.rollout_correction.spec import RolloutCorrectionSpec
 from playground.config import ConfigError, logger_names, uses_critic
-from playground.config_schema import as_plain_dict
-from playground.hparams import DynamicSamplingSpec, KLControlSpec, OptimSpec, RoleShape, RoleSpec, StepHParams
-from playground.optim import warmup_steps
+from playground.config.schema import as_plain_dict
 from playground.rollout.weights import DTYPES, RolloutSpec
-from playground.sinks import LogSpec
-from playground.stopping import StopSpec
+from playground.rundir.sinks import LogSpec
+from playground.step.hparams import DynamicSamplingSpec, KLControlSpec, OptimSpec, RoleShape, RoleSpec, StepHParams
+from playground.step.optim import warmup_steps
+from playground.step.perf import device_name, peak_flops
+from playground.step.stopping import StopSpec
+from playground.step.trainer import AgentSpec, RunSpec
 from playground.tasks.specs import (
     GymEnvSpec,
     GymTaskSpec,
@@ -33,34 +36,14 @@ from playground.tasks.specs import (
 )
 
 
-@dataclass(frozen=True)
-class AgentSpec:
-    """One agent's own run: what it writes, when it stops, its share of the memory."""
-
-    log: LogSpec
-    stop: StopSpec
-    memory_limit_gb: float | None  # trainer.memory_limit_gb
-
-
-@dataclass(frozen=True, eq=False)
-class RunSpec:
-    """A run of K agents (K = 1 for an ordinary run), resolved: what the `Trainer` and its parts are built from."""
-
-    family: str  # task.family
-    step: StepHParams
-    task: GymTaskSpec | TokenTaskSpec
-    agents: tuple[AgentSpec, ...]
-
-    @property
-    def num_agents(self) -> int:
-        return len(self.agents)
-
-
 def resolve_run(cfgs: Sequence[DictConfig], device: torch.device) -> RunSpec:
-    """The spec of K checked configs (`train.prepare`), which may differ only in `batched.PER_AGENT_KEYS`."""
+    """The spec of K checked configs (`train.prepare`), which may differ only in `batched.PER_AGENT_KEYS`, for a run
+    on `device`."""
     family = str(cfgs[0].task.family)
     task = _gym_task(cfgs) if family == "gym" else _token_task(cfgs)
-    return RunSpec(family, _step(cfgs, AgentValues(cfgs, device)), task, tuple(_agent(cfg) for cfg in cfgs))
+    override = cfgs[0].trainer.get("peak_flops")
+    return RunSpec(family, _step(cfgs, AgentValues(cfgs, device)), task, tuple(_agent(cfg) for cfg in cfgs),
+                   peak_flops(device_name(device), None if override is None else float(override)))
 
 
 class AgentValues:
@@ -186,11 +169,6 @@ def _reward(cfgs: Sequence[DictConfig]) -> RewardSpec:
                                             bool(buffer.log)))
 
 
-def _peak_flops(cfg: DictConfig) -> float | None:
-    value = cfg.trainer.get("peak_flops")
-    return None if value is None else float(value)
-
-
 def _gym_task(cfgs: Sequence[DictConfig]) -> GymTaskSpec:
     cfg = cfgs[0]
     env, task, model = cfg.env, cfg.task, cfg.actor_rollout_ref.model
@@ -209,8 +187,7 @@ def _gym_task(cfgs: Sequence[DictConfig]) -> GymTaskSpec:
         world_model_hidden_sizes=world_model,
         reward=_reward(cfgs),
         progress=str(task.progress) if cfg.reward.partial_credit else None,
-        shaping_gamma=float(cfg.algorithm.gamma),
-        peak_flops=_peak_flops(cfg))
+        shaping_gamma=float(cfg.algorithm.gamma))
 
 
 def _token_task(cfgs: Sequence[DictConfig]) -> TokenTaskSpec:
@@ -237,5 +214,4 @@ def _token_task(cfgs: Sequence[DictConfig]) -> TokenTaskSpec:
         trainer_dtype=str(cfg.actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype),
         actor_gradient_checkpointing=bool(cfg.actor_rollout_ref.model.enable_gradient_checkpointing),
         critic_gradient_checkpointing=bool(cfg.critic.model.enable_gradient_checkpointing),
-        reward=_reward(cfgs),
-        peak_flops=_peak_flops(cfg))
+        reward=_reward(cfgs))

@@ -31,14 +31,14 @@ from playground.config import (
     validate,
     with_default_scenario,
 )
+from playground.config.overrides import command
 from playground.interrupts import exit_code, raise_terminated
-from playground.overrides import command
-from playground.perf import resolve_device
-from playground.stopping import AgentOutcome
+from playground.step.perf import resolve_device
+from playground.step.stopping import AgentOutcome
 
 if TYPE_CHECKING:
+    from playground.step.trainer import Trainer
     from playground.tasks.base import Task
-    from playground.trainer import Trainer
 
 EXIT_BAD_CONFIG = 2
 
@@ -100,7 +100,7 @@ def build_trainer(cfgs: Sequence[DictConfig], run_dirs: Sequence[str | Path], de
     SFT base made ready first (a base that must build says so before the trainer starts); nothing below reads a
     config. `task`: a task built by the caller instead of the spec's."""
     from playground.run_spec import resolve_run
-    from playground.trainer import Trainer
+    from playground.step.trainer import Trainer
 
     spec = resolve_run(cfgs, device)
     infos = list(extra_infos) if extra_infos is not None else [{} for _ in cfgs]
@@ -137,7 +137,7 @@ def needs_own_process(cfg: DictConfig) -> bool:
 def run_in_own_process(overrides: Sequence[str], run_dir: str | Path, show_stderr: bool = False) -> str:
     """`python -m playground.train <overrides>` into `run_dir` in a child process; returns the status run.json
     records ("failed" when the child wrote none)."""
-    from playground.runs import read_run_info
+    from playground.rundir.runs import read_run_info
 
     subprocess.run([sys.executable, "-m", "playground.train", *overrides, f"hydra.run.dir='{run_dir}'"],
                    cwd=Path(__file__).resolve().parents[1], env={**os.environ, "OMP_NUM_THREADS": "1"},
@@ -149,14 +149,14 @@ def objective(run_dir: str | Path, cfg: DictConfig) -> float:
     """What the run returns to a Hydra sweeper (`trainer.objective`), from its `findings.json` and metrics.
 
     `score`: the task's progress towards its target, `1 - (target - score) / max(|target|, 1)` (1 at the target;
-    the score is `playground.score.run_score`, the one the diagnosis and the explorer's sweep map read), minus 1
+    the score is `playground.rundir.score.run_score`, the one the diagnosis and the explorer's sweep map read), minus 1
     when the diagnosis found a warning or worse. `largest_healthy`: `log10` of `trainer.objective_key`'s value when
     the run is healthy (no warning) and reaches its target, else that minus 10, so that maximising it finds the
     largest value that still trains healthily. A run with no score yet scores as far from its target as it gets.
     """
-    from playground.root_causes import is_problem
-    from playground.runs import read_findings
-    from playground.score import run_score
+    from playground.diagnose.root_causes import is_problem
+    from playground.rundir.runs import read_findings
+    from playground.rundir.score import run_score
 
     run_dir = Path(run_dir)
     score = run_score(run_dir)  # the score the diagnosis and the explorer's sweep map read
@@ -188,7 +188,7 @@ def hydra_main(cfg: DictConfig) -> float | None:
     except KeyboardInterrupt as stop:
         print("interrupted: run.json says so; metrics so far are kept", file=sys.stderr)
         sys.exit(exit_code(stop))
-    from playground.run_summary import summary_lines
+    from playground.diagnose.run_summary import summary_lines
 
     print("\n".join(summary_lines(hc.runtime.output_dir)), file=sys.stderr)
     return objective(hc.runtime.output_dir, cfg)  # a diverged or out-of-memory run scores with its finding's penalty

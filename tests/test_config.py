@@ -33,7 +33,7 @@ def test_bad_gym_values_fail_with_one_line(override, key, allowed):
 
 
 @pytest.mark.parametrize("override, line", [
-    # a type or a choice: the schema's (playground.config_schema)
+    # a type or a choice: the schema's (playground.config.schema)
     (f"{A}.loss_agg_mode=bogus", f"{A}.loss_agg_mode='bogus' is out of range: allowed one of ['token-mean', "
      "'seq-mean-token-sum', 'seq-mean-token-mean', 'seq-mean-token-sum-norm']"),
     (f"{A}.kl_loss_type=k9", f"{A}.kl_loss_type='k9' is out of range: allowed one of ['kl', 'k1', 'abs', 'mse', "
@@ -59,7 +59,7 @@ def test_the_schema_types_every_key_of_config_yaml_and_no_other():
     from omegaconf import OmegaConf
 
     from playground.config import CONF_DIR
-    from playground.config_schema import PlaygroundConfig, typed_leaves
+    from playground.config.schema import PlaygroundConfig, typed_leaves
 
     yaml_keys = set(_leaf_keys(OmegaConf.to_container(OmegaConf.load(f"{CONF_DIR}/config.yaml"))))
     # the critic shares the actor's optimiser section, whose deprecated warmup_style a `+` override can set
@@ -165,15 +165,15 @@ def test_defaults_are_valid_for_every_task():
 def test_importing_the_config_loads_nothing_that_trains_or_diagnoses():
     """`python -c "import playground.config"`: the explorer checks knobs with it, so it must stay light."""
     code = ("import sys, playground.config; print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch' or "
-            "m.startswith(('playground.tasks', 'playground.diagnose', 'playground.trainer', 'playground.models'))))")
+            "m.startswith(('playground.tasks', 'playground.diagnose', 'playground.step', 'playground.models'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
 
 def test_train_max_samples_past_the_training_prompts_fails_before_the_base_is_built(monkeypatch):
-    import playground.tasks.token_task as token_task
+    import playground.tasks.base_build as base_build
 
-    monkeypatch.setattr(token_task, "build_base_model", lambda *a: pytest.fail("the base was built"))
+    monkeypatch.setattr(base_build, "build_base_model", lambda *a: pytest.fail("the base was built"))
     with pytest.raises(ConfigError, match=r"data.train_max_samples=10000000 is out of range: allowed -1 \(all\) or 1 "
                                           r"to \d+"):
-        token_task.base_model_for(compose(["task=reverse", "data.train_max_samples=10000000"]))
+        base_build.base_model_for(compose(["task=reverse", "data.train_max_samples=10000000"]))

@@ -10,7 +10,7 @@ import pytest
 
 from playground import demo
 from playground.demo import demo_commands, explorer_roots, run_dir_of, stopped_line, to_train
-from playground.runs import RunRecorder, read_run_info
+from playground.rundir.runs import RunRecorder, read_run_info
 
 from .conftest import ROOT
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from playground.workshop import load_all
+from playground.teach.workshop import load_all
 
 ROOT = Path(__file__).resolve().parents[1]
 BUDGET_S = 20.0  # a training has printed its run dir and started its steps by then, even on a loaded 2-core CI

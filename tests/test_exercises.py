@@ -11,8 +11,8 @@ import yaml
 
 from playground.exercise import check, main, parse_fix, run_fix, start
 from playground.failures import FAILURE_IDS, TITLES
-from playground.runs import read_findings, read_run_info
-from playground.workshop import EXERCISES_DIR, ExerciseError, find, load_all, mystery_dir
+from playground.rundir.runs import read_findings, read_run_info
+from playground.teach.workshop import EXERCISES_DIR, ExerciseError, find, load_all, mystery_dir
 
 EXERCISES = load_all()
 BY_ID = {ex.id: ex for ex in EXERCISES}

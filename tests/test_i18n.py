@@ -1,9 +1,9 @@
-"""Tests for `playground/i18n.py`: {en, zh} pairs and the strings files."""
+"""Tests for `playground/teach/i18n.py`: {en, zh} pairs and the strings files."""
 
 from __future__ import annotations
 
-from playground import i18n
-from playground.workshop import EXERCISES_DIR, say
+from playground.teach import i18n
+from playground.teach.workshop import EXERCISES_DIR, say
 
 
 def test_pairs_fall_back_to_english_and_keys_to_themselves():

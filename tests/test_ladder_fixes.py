@@ -34,7 +34,7 @@ from hydra.types import RunMode
 
 from playground.batched import config_diff, leaf_values
 from playground.config import CONF_DIR, check_scenario_applies, compose, validate
-from playground.runs import read_metrics_jsonl, read_run_info
+from playground.rundir.runs import read_metrics_jsonl, read_run_info
 
 ROOT = Path(__file__).resolve().parents[1]
 ACTOR = "actor_rollout_ref.actor"

@@ -1,12 +1,13 @@
-"""`playground/memory.py`: memory metrics under verl's names, and the CPU guard behind `trainer.memory_limit_gb`."""
+"""`playground/step/memory.py`: memory metrics under verl's names, and the CPU guard behind
+`trainer.memory_limit_gb`."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from playground import memory
-from playground.memory import GIB, MemoryGuard, OutOfMemory, is_oom_error
+from playground.step import memory
+from playground.step.memory import GIB, MemoryGuard, OutOfMemory, is_oom_error
 
 CPU = torch.device("cpu")
 

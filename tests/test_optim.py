@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from playground.optim import AgentAdamW, lr_factor, warmup_steps
+from playground.step.optim import AgentAdamW, lr_factor, warmup_steps
 
 
 def _loss(p, x):

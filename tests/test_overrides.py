@@ -1,10 +1,11 @@
-"""Tests for `playground/overrides.py`: Hydra override strings read once, by Hydra's grammar, values as written."""
+"""Tests for `playground/config/overrides.py`: Hydra override strings read once, by Hydra's grammar, values as
+written."""
 
 from __future__ import annotations
 
 import pytest
 
-from playground.overrides import (
+from playground.config.overrides import (
     DELETED,
     OverrideError,
     fix_command,

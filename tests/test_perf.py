@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from playground.perf import peak_flops
+from playground.step.perf import peak_flops
 
 
 @pytest.mark.parametrize("name,expected", [

@@ -16,8 +16,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from playground.config import CONF_DIR, ConfigError, compose, known_options, validate
-from playground.overrides import ABSENT
-from playground.runs import read_metrics_jsonl
+from playground.config.overrides import ABSENT
+from playground.rundir.runs import read_metrics_jsonl
 
 PRESETS = known_options("rollout_correction")
 CALCULATE_LOG_PROBS = "actor_rollout_ref.rollout.calculate_log_probs"

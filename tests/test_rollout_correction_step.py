@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from playground.config import compose
+from playground.step.trainer import Trainer
 from playground.train import build_trainer
-from playground.trainer import Trainer
 
 SHIFT = 0.05  # log p_rollout = log p_trainer − SHIFT on every token: rollout_corr/kl = −SHIFT exactly
 

@@ -11,7 +11,7 @@ from playground.algos.rollout_debug import per_agent, rollout_probs_diff, trajec
 from playground.config import ConfigError, compose, validate
 from playground.rollout.decode import _pick_tokens
 from playground.rollout.weights import RolloutSpec, RolloutWeights
-from playground.runs import read_metrics_jsonl
+from playground.rundir.runs import read_metrics_jsonl
 
 TINY_TOKEN = ["task=reverse", "+debug=tiny", "trainer.total_training_steps=2"]
 
@@ -77,7 +77,7 @@ def _step(actor: nn.Module, weights: RolloutWeights, version: float) -> None:
 
 
 def test_a_rollout_like_the_trainer_shares_the_actors_weights():
-    from playground.workers import TaskRollout
+    from playground.step.workers import TaskRollout
 
     class Task:  # a model to copy, which a rollout like the trainer's never copies
         rollout_source = nn.Linear(2, 2)
@@ -210,7 +210,7 @@ def test_the_rollout_hands_on_its_log_probs_when_asked_or_corrected(extra, kept)
     from omegaconf import OmegaConf
 
     from playground.run_spec import resolve_run
-    from playground.workers import TaskRollout
+    from playground.step.workers import TaskRollout
 
     cfg = compose(["task=reverse"])
     OmegaConf.set_struct(cfg, False)  # part B's keys are not in this branch's config yet

@@ -1,9 +1,17 @@
-"""Tests for `playground/root_causes.py`: a findings.json read back in diagnosis order, its root cause, worst finding
-and severities."""
+"""Tests for `playground/diagnose/root_causes.py`: a findings.json read back in diagnosis order, its root cause, worst
+finding and severities."""
 
 from __future__ import annotations
 
-from playground.root_causes import HEALTHY, chain, is_problem, run_root, severity_rank, worst_finding, worst_severity
+from playground.diagnose.root_causes import (
+    HEALTHY,
+    chain,
+    is_problem,
+    run_root,
+    severity_rank,
+    worst_finding,
+    worst_severity,
+)
 
 
 def test_worst_finding():

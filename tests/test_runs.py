@@ -2,7 +2,7 @@ import json
 import math
 
 from playground.metrics import STEP
-from playground.runs import RunRecorder, find_runs, read_metrics_jsonl, read_run_info
+from playground.rundir.runs import RunRecorder, find_runs, read_metrics_jsonl, read_run_info
 
 
 def test_nan_and_inf_survive_the_round_trip(tmp_path):

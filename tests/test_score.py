@@ -1,4 +1,5 @@
-"""Tests for `playground/score.py`: the one score the diagnosis, the sweeper, the workshop and the explorer read."""
+"""Tests for `playground/rundir/score.py`: the one score the diagnosis, the sweeper, the workshop and the explorer
+read."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from playground.metrics import STEP
-from playground.score import final_score, records_score, run_score, score_metric
+from playground.rundir.score import final_score, records_score, run_score, score_metric
 
 
 def test_the_declared_score_metric_wins_where_it_is_logged():

@@ -10,7 +10,7 @@ import pytest
 
 from playground.diagnose.readers import read_any, read_tensorboard
 from playground.metrics import STEP
-from playground.sinks import FileSink, MlflowSink, SwanLabSink, format_console_line, mlflow_key, mlflow_params
+from playground.rundir.sinks import FileSink, MlflowSink, SwanLabSink, format_console_line, mlflow_key, mlflow_params
 
 
 def test_console_line_is_verls():
@@ -219,7 +219,7 @@ class _Terminal:
 
 
 def test_the_progress_bar_shows_the_tasks_score_and_a_few_numbers_at_4_digits():
-    from playground.sinks import ProgressBar
+    from playground.rundir.sinks import ProgressBar
 
     terminal = _Terminal()
     bar = ProgressBar(3, "reverse/healthy", "val/accuracy", stream=terminal)
@@ -237,7 +237,7 @@ def test_the_progress_bar_shows_the_tasks_score_and_a_few_numbers_at_4_digits():
 def test_the_progress_bar_stays_off_where_stderr_is_no_terminal():
     import io
 
-    from playground.sinks import ProgressBar
+    from playground.rundir.sinks import ProgressBar
 
     stream = io.StringIO()
     bar = ProgressBar(3, "cartpole/healthy", "critic/score/mean", stream=stream)
@@ -247,9 +247,9 @@ def test_the_progress_bar_stays_off_where_stderr_is_no_terminal():
 
 
 def test_a_run_ends_with_a_summary_of_status_score_root_and_fix(train_run):
-    from playground import root_causes
-    from playground.run_summary import summary_lines
-    from playground.runs import read_findings
+    from playground.diagnose import root_causes
+    from playground.diagnose.run_summary import summary_lines
+    from playground.rundir.runs import read_findings
 
     _, run_dir = train_run(["task=cartpole", "trainer.total_training_steps=2", "env.num_envs=2",
                             "env.rollout_length=8", "actor_rollout_ref.actor.ppo_mini_batch_size=16",
@@ -268,7 +268,7 @@ def test_a_run_ends_with_a_summary_of_status_score_root_and_fix(train_run):
 
 
 def test_a_too_short_run_ends_inconclusive_with_train_longer_as_its_fix(train_run):
-    from playground.run_summary import summary_lines
+    from playground.diagnose.run_summary import summary_lines
 
     _, run_dir = train_run(["task=reverse", "+debug=tiny", "trainer.total_training_steps=2"])
     lines = summary_lines(run_dir)

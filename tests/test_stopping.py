@@ -1,4 +1,4 @@
-"""The stop rules (`playground/stopping.py`) as a unit: precedence, the non-finite streak, the score stop; and the
+"""The stop rules (`playground/step/stopping.py`) as a unit: precedence, the non-finite streak, the score stop; and the
 step's settings resolved once into a frozen object (`hparams.StepHParams`)."""
 
 import dataclasses
@@ -8,7 +8,7 @@ import torch
 
 from playground.config import compose
 from playground.run_spec import resolve_run
-from playground.stopping import StopRules
+from playground.step.stopping import StopRules
 
 
 def _rules(*overrides, patience=2, total=5):

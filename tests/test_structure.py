@@ -1,4 +1,5 @@
-"""The code's shape: no import cycle inside `playground`, no class name defined twice.
+"""The code's shape: no import cycle inside `playground`, no import that runs back up its layers, no class name
+defined twice.
 
 Both are read from the source with `ast`, so a cycle hidden in a function-level import counts as well: a lazy import
 that closes a loop still ties two modules together, and a newcomer reading one must read the other.
@@ -90,11 +91,58 @@ def test_the_cycle_finder_finds_a_cycle_and_nothing_else():
 
 def test_the_import_graph_sees_imports_inside_functions():
     graph = import_graph()
-    assert "playground.trainer" in graph["playground.train"]  # `fit` imports the trainer lazily
+    assert "playground.step.trainer" in graph["playground.train"]  # `fit` imports the trainer lazily
 
 
 def test_no_import_cycle_in_playground():
     assert import_cycles(import_graph()) == []
+
+
+# `playground/`'s folders and top-level modules, lowest first (docs/layout.md draws them): a unit imports only from its
+# own layer and those below it. Within a layer units may import each other (no cycle: `test_no_import_cycle...`).
+LAYERS: list[set[str]] = [
+    {"playground", "failures", "metrics"},  # what everything shares: the failure ids, verl's metric names
+    {"algos", "config", "rundir", "teach"},  # verl's formulas, the config, the run-dir files, the teaching data
+    {"envs", "models", "diagnose"},  # environments, networks; the diagnosis reads run dirs and logs only
+    {"rollout"},  # the one decode loop and its per-turn hook, the engine's weights
+    {"tasks"},  # what the step trains on: environments or prompts, models, rewards
+    {"step"},  # one PPO step for K agents: the trainer, its workers and their parts
+    {"run_spec", "interrupts"},  # the config resolved for the trainer; Ctrl-C and SIGTERM for the entries
+    {"train"},  # the Hydra entry and `fit`
+    {"batched", "demo", "exercise"},  # entries that train through `train`
+]
+
+
+def unit(module: str) -> str:
+    """The layer unit of a `playground` module: its folder, or the top-level module itself."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "playground"
+
+
+def upward_imports(graph: dict[str, set[str]], layers: list[set[str]]) -> list[str]:
+    """`a -> b` for every import of a module from a higher layer than its own (and of a unit no layer names)."""
+    level = {name: i for i, layer in enumerate(layers) for name in layer}
+    found = []
+    for module, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            a, b = unit(module), unit(target)
+            if a not in level or b not in level or level[b] > level[a]:
+                found.append(f"{module} -> {target}")
+    return found
+
+
+def test_the_layer_check_finds_an_import_that_runs_back_up():
+    graph = {"playground.tasks.x": {"playground.step.y"}, "playground.step.y": {"playground.tasks.x"},
+             "playground.new.z": set()}
+    assert upward_imports(graph, [{"tasks"}, {"step"}]) == ["playground.tasks.x -> playground.step.y"]
+    assert upward_imports({"playground.new.z": {"playground.tasks.x"}}, [{"tasks"}]) == [
+        "playground.new.z -> playground.tasks.x"]  # a folder nobody placed must be placed
+
+
+def test_no_import_runs_back_up_the_layers():
+    graph = import_graph()
+    assert {unit(m) for m in graph} <= set().union(*LAYERS), "place the new folder or module in LAYERS"
+    assert upward_imports(graph, LAYERS) == []
 
 
 def test_no_class_name_is_defined_twice():

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from playground.metrics import is_known
-from playground.runs import read_metrics_jsonl, read_run_info
+from playground.rundir.runs import read_metrics_jsonl, read_run_info
 
 from .conftest import ROOT
 
@@ -27,7 +27,7 @@ def _cli(*args, timeout=120, **kw):
 
 
 def test_bad_value_fails_before_compute_with_one_line(tmp_path):
-    # a choice the schema refuses (playground.config_schema); tests/test_config.py holds the ranges' lines
+    # a choice the schema refuses (playground.config.schema); tests/test_config.py holds the ranges' lines
     result = _cli("actor_rollout_ref.actor.loss_agg_mode=bogus", f"hydra.run.dir={tmp_path}/run")
     assert result.returncode == 2
     lines = [line for line in result.stderr.splitlines() if line.strip()]

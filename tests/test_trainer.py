@@ -1,11 +1,11 @@
-"""The trainer's own contract (`playground/trainer.py`): the step's phases, when the actor starts, how a run stops
+"""The trainer's own contract (`playground/step/trainer.py`): the step's phases, when the actor starts, how a run stops
 (diverged, on its score), and verl's learning-rate schedule stepped once per update call."""
 
 import math
 
 import pytest
 
-from playground.runs import read_metrics_jsonl, read_run_info
+from playground.rundir.runs import read_metrics_jsonl, read_run_info
 
 SMALL = ["task=cartpole", "env.num_envs=4", "env.rollout_length=16", "actor_rollout_ref.actor.ppo_mini_batch_size=32",
          "env.eval_episodes=4"]
@@ -79,14 +79,15 @@ def test_nothing_on_the_step_path_calls_back_into_the_trainer():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1] / "playground"
-    path = ["workers.py", "advantage.py", "dynamic_sampling.py", "stopping.py", "records.py", "update.py",
-            "hparams.py", "tasks/base.py", "tasks/gym_task.py", "tasks/token_task.py", "tasks/token_reward.py",
-            "rollout/decode.py", "rollout/turns.py", "rollout/weights.py", "rollout/correction.py"]
+    path = ["step/workers.py", "step/advantage.py", "step/dynamic_sampling.py", "step/stopping.py", "step/records.py",
+            "step/update.py", "step/hparams.py", "tasks/base.py", "tasks/gym_task.py", "tasks/token_task.py",
+            "tasks/token_reward.py", "rollout/decode.py", "rollout/turns.py", "rollout/weights.py",
+            "step/rollout_correction.py"]
     for name in path:
         tree = ast.parse((root / name).read_text())
         imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
         imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-        assert not imported & {"playground.trainer", "playground.train"}, name
+        assert not imported & {"playground.step.trainer", "playground.train"}, name
 
 
 def test_every_file_docs_step_md_names_exists():

@@ -1,8 +1,8 @@
 import torch
 
 from playground.models.mlp import GymActor
-from playground.optim import AgentAdamW
-from playground.update import UpdateShape, iter_minibatches, pack_by_tokens, update_actor
+from playground.step.optim import AgentAdamW
+from playground.step.update import UpdateShape, iter_minibatches, pack_by_tokens, update_actor
 
 
 class _Actor:

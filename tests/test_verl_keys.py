@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from playground.config import ConfigError, compose, resolve_deprecated, validate
-from playground.runs import read_metrics_jsonl
+from playground.rundir.runs import read_metrics_jsonl
 
 A = "actor_rollout_ref.actor"
 HOT = ["task=cartpole", "trainer.total_training_steps=3", "env.num_envs=8", "env.rollout_length=16",
@@ -100,7 +100,7 @@ def test_remax_baselines_are_each_prompts_greedy_reward():
 
 def test_nan_rewards_end_a_token_run_as_a_training_crash(train_run):
     _, run_dir = train_run([*TINY_TOKEN, "trainer.total_training_steps=6", "reward.nan_rate=0.5"])
-    from playground.runs import read_findings, read_run_info
+    from playground.rundir.runs import read_findings, read_run_info
 
     assert read_run_info(run_dir)["status"] == "diverged"
     assert read_findings(run_dir)["diagnoses"][0]["root"]["id"] == "training_crash"
@@ -154,7 +154,7 @@ def test_gradient_checkpointing_lowers_the_updates_peak_memory(train_run):
 
 @pytest.mark.parametrize("steps", [pytest.param(3), pytest.param(None, marks=pytest.mark.slow)])
 def test_gradient_checkpointing_clears_the_out_of_memory_scenario(train_run, steps):
-    from playground.runs import read_findings, read_run_info
+    from playground.rundir.runs import read_findings, read_run_info
 
     shorter = [] if steps is None else [f"trainer.total_training_steps={steps}", "trainer.val_before_train=false"]
     _, run_dir = train_run(["task=reverse", "scenario=out_of_memory", *shorter, *CHECKPOINTING])
@@ -279,8 +279,8 @@ class _Untimed:
 
 def test_dynamic_sampling_fills_the_batch_with_mixed_groups_from_several_generations():
     from playground.algos.dapo import filter_groups
-    from playground.dynamic_sampling import DynamicSampler
-    from playground.workers import TaskRollout
+    from playground.step.dynamic_sampling import DynamicSampler
+    from playground.step.workers import TaskRollout
 
     task, cfg = _task([DYNAMIC]), compose(DYNAMIC)
     from playground.run_spec import resolve_run
@@ -313,7 +313,7 @@ def test_dynamic_sampling_logs_its_generation_batches_and_trains_on_no_zero_adva
 def test_dynamic_sampling_with_kl_in_the_reward_filters_on_the_final_reward(train_run):
     """metric=seq_final_reward with use_kl_in_reward: each generation batch gets its KL penalty before filtering
     (verl's DAPO trainer), so groups of equal scores but different KL are kept: one generation is enough."""
-    from playground.runs import read_run_info
+    from playground.rundir.runs import read_run_info
 
     _, run_dir = train_run([*DYNAMIC, "algorithm.filter_groups.metric=seq_final_reward",
                             "algorithm.use_kl_in_reward=true", "algorithm.kl_ctrl.kl_coef=0.1"])
@@ -324,7 +324,7 @@ def test_dynamic_sampling_with_kl_in_the_reward_filters_on_the_final_reward(trai
 
 
 def test_dynamic_sampling_ends_a_run_past_its_cap_as_failed_with_verls_message(train_run):
-    from playground.runs import read_findings, read_run_info
+    from playground.rundir.runs import read_findings, read_run_info
 
     _, run_dir = train_run([*TINY_TOKEN, "algorithm.filter_groups.enable=true",
                             "algorithm.filter_groups.max_num_gen_batches=2"])
@@ -341,7 +341,7 @@ def test_dynamic_sampling_has_no_generation_cap_by_default_as_in_verl(train_run)
     """`max_num_gen_batches` defaults to 0, verl's "no upper limit": the default reverse task with dynamic sampling
     on generates until its batch is full (a cap of 10 ended it at step 1)."""
     from playground.config import compose
-    from playground.runs import read_run_info
+    from playground.rundir.runs import read_run_info
 
     assert compose(["task=reverse"]).algorithm.filter_groups.max_num_gen_batches == 0
     _, run_dir = train_run(["task=reverse", "trainer.total_training_steps=2", "trainer.test_freq=-1",
@@ -395,7 +395,7 @@ def test_dynamic_sampling_in_a_batch_gives_each_agent_its_own_generations_as_alo
 def test_an_agent_past_the_generation_cap_fails_alone_and_the_other_trains_on(tmp_path):
     """metric=seq_reward: reward noise makes every group mixed for agent 0; agent 1's exact rewards at temperature
     1 are all 0, so it reaches max_num_gen_batches=2 and fails at its first step."""
-    from playground.runs import read_run_info
+    from playground.rundir.runs import read_run_info
 
     common = [*TINY_TOKEN, "algorithm.filter_groups.enable=true", "algorithm.filter_groups.metric=seq_reward",
               "algorithm.filter_groups.max_num_gen_batches=2"]

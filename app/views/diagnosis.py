@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from playground.overrides import fix_command
+from playground.config.overrides import fix_command
 
 import data
 import sections

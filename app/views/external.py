@@ -9,8 +9,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from playground.config.overrides import with_replaced
 from playground.diagnose.replay import replay_read, shown_value
-from playground.overrides import with_replaced
 
 import data
 import knobs

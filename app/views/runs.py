@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from playground.diagnose.root_causes import severity_rank
 from playground.metrics import ALL_METRICS
-from playground.root_causes import severity_rank
 
 import data
 import run_params

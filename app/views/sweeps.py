@@ -9,7 +9,7 @@ import math
 import pandas as pd
 import streamlit as st
 
-from playground.score import final_score
+from playground.rundir.score import final_score
 
 import charts
 import data

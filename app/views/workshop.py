@@ -2,8 +2,8 @@
 
 Start trains the mystery run, Check submits a diagnosis (a catalogue id) and, once it is right, a fix; both are
 `python -m playground.exercise` subprocesses with this explorer's workshop root (`--runs`), so the command line and
-the page share one progress file. Hints come one at a time from the same progress (`playground.workshop`). The run's
-findings stay hidden (run.json `mystery`) until the checker has accepted a diagnosis and set `solved`.
+the page share one progress file. Hints come one at a time from the same progress (`playground.teach.workshop`). The
+run's findings stay hidden (run.json `mystery`) until the checker has accepted a diagnosis and set `solved`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import streamlit as st
 
 from playground import PYTHON
 from playground.failures import FAILURE_IDS, TITLES
-from playground.workshop import find, next_hint, read_progress, save_progress, workshop_root
+from playground.teach.workshop import find, next_hint, read_progress, save_progress, workshop_root
 
 import data
 import launcher

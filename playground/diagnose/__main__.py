@@ -25,7 +25,7 @@ from playground.diagnose.replay import format_replay, replay, replay_read
 from playground.diagnose.report import dumps, format_diagnosis, format_markdown, json_document
 from playground.diagnose.sources import diagnose_path, diagnose_read
 from playground.failures import SEVERITY_ORDER
-from playground.runs import METRICS, LogRead, jsonable, read_metrics_jsonl, read_run_info
+from playground.rundir.runs import METRICS, LogRead, jsonable, read_metrics_jsonl, read_run_info
 
 
 def _parser() -> argparse.ArgumentParser:

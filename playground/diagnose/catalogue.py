@@ -14,9 +14,9 @@ from typing import Any
 
 import yaml
 
+from playground.config.overrides import ABSENT, lookup
 from playground.diagnose import schema
 from playground.metrics import fmt
-from playground.overrides import ABSENT, lookup
 
 RULES_PATH = Path(__file__).with_name("rules.yaml")
 

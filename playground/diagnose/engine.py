@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from playground import failures
+from playground.config.overrides import ABSENT, lookup
 from playground.diagnose import catalogue, causes
 from playground.diagnose.artifacts import artifact_notes
 from playground.diagnose.calibration import FAMILIES, family_band_status, has_band, ok_range, resolved_thresholds
@@ -22,7 +23,6 @@ from playground.diagnose.log import SHORTCUT_KEYS, Log, on_policy_shortcut
 from playground.diagnose.series import Series, compile_series
 from playground.diagnose.verdicts import verdicts
 from playground.metrics import canonicalize
-from playground.overrides import ABSENT, lookup
 
 VERL_GRAD_CLIP = 1.0  # verl's default actor grad_clip, assumed for logs that do not say
 # What a policy with a single action (max_entropy 0: Andy Jones' probe environments) makes of its metrics: nothing it
@@ -213,7 +213,7 @@ def plain_config(config: Any) -> dict | None:
     """A resolved config as a plain dict (a DictConfig is converted)."""
     if config is None or isinstance(config, dict):
         return config
-    from playground.config_schema import as_plain_dict
+    from playground.config.schema import as_plain_dict
 
     try:
         return as_plain_dict(config, resolve=True)

@@ -23,7 +23,7 @@ from playground.diagnose.readers import ConsoleParser
 from playground.diagnose.report import SEVERITY_WORDS
 from playground.diagnose.sources import diagnose_read
 from playground.metrics import STEP
-from playground.runs import METRICS, LogRead, is_run_dir, metrics_record
+from playground.rundir.runs import METRICS, LogRead, is_run_dir, metrics_record
 
 VERDICTS = ("healthy", "inconclusive")  # judged on the whole run: said in the final report, not as they flicker
 

@@ -16,7 +16,7 @@ from typing import TextIO
 from playground.diagnose.console_text import ANSI, RAY_PREFIX, to_float
 from playground.diagnose.readers_wandb import holds_block, parse_wandb_text, read_wandb_block, read_wandb_csv
 from playground.metrics import STEP, canonicalize
-from playground.runs import METRICS, LogRead, ProblemLog, find_runs, is_run_dir, read_metrics_jsonl
+from playground.rundir.runs import METRICS, LogRead, ProblemLog, find_runs, is_run_dir, read_metrics_jsonl
 
 # `step:N` where verl's console logger starts a line; whatever precedes it (a Ray or logging prefix, a tqdm
 # bar without its newline) is ignored. The lookbehind keeps `training/global_step:3` from matching.

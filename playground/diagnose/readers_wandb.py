@@ -22,7 +22,7 @@ from typing import Any
 
 from playground.diagnose.console_text import ANSI, RAY_PREFIX, to_float
 from playground.metrics import STEP, canonical_name, canonicalize
-from playground.runs import LogRead, ProblemLog
+from playground.rundir.runs import LogRead, ProblemLog
 
 BLOCKS = "▁▂▃▄▅▆▇█"  # wandb's spark_chars: level 0 (the line's minimum) to 7 (its maximum)
 _TOP = len(BLOCKS) - 1

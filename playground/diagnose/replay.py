@@ -31,13 +31,13 @@ from typing import Any
 import yaml
 
 from playground import failures
+from playground.config.overrides import ABSENT, lookup, with_replaced
+from playground.config.overrides import command as train_command
 from playground.diagnose import catalogue
 from playground.diagnose.engine import Report, diagnose, rules
-from playground.i18n import LANGS, UI_STRINGS_PATH, text_in
-from playground.overrides import ABSENT, lookup, with_replaced
-from playground.overrides import command as train_command
-from playground.root_causes import HEALTHY, INCONCLUSIVE, chain, run_root
-from playground.runs import LogRead
+from playground.diagnose.root_causes import HEALTHY, INCONCLUSIVE, chain, run_root
+from playground.rundir.runs import LogRead
+from playground.teach.i18n import LANGS, UI_STRINGS_PATH, text_in
 
 REFERENCE_PATH = Path(__file__).with_name("replay_reference.yaml")
 REFERENCE_FORMAT = 1

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from playground import failures
 from playground.diagnose.engine import Finding, Report, findings_document
 from playground.metrics import fmt
-from playground.runs import jsonable
+from playground.rundir.runs import jsonable
 
 LABELS: dict[str, dict[str, str]] = {
     "en": {"header": "== {source} (family {family}, {steps} steps)", "none": "no findings", "worst": "worst",

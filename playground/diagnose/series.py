@@ -13,7 +13,7 @@ from typing import Any
 
 from playground.diagnose.log import Log
 from playground.metrics import fmt
-from playground.score import score_metric
+from playground.rundir.score import score_metric
 
 # The policy's entropy: verl V1 logs the pre-update entropy every step (`actor/entropy`) and the in-update entropy only
 # when the update computes it (`actor/entropy_loss`); the guide, the playground and verl <= 0.3 name the quantity

@@ -30,7 +30,7 @@ def diagnose_run_dir(run_dir: str | Path, *, family: str | None = None, config: 
     Args:
         config: the run's config when the caller has it (the trainer); default: `.hydra/config.yaml`.
     """
-    from playground.runs import METRICS, read_metrics_jsonl, read_run_info, write_findings
+    from playground.rundir.runs import METRICS, read_metrics_jsonl, read_run_info, write_findings
 
     run_dir = Path(run_dir)
     metrics = run_dir / METRICS
@@ -93,7 +93,7 @@ def diagnose_path(path: str | Path, *, family: str | None = None, loss_updates: 
         FileNotFoundError: nothing at `path`.
     """
     from playground.diagnose.readers import path_kind, read_any
-    from playground.runs import find_runs
+    from playground.rundir.runs import find_runs
 
     path = Path(path)
     if path_kind(path) in ("run", "runs"):  # a run's metrics.jsonl means its run dir

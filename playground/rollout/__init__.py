@@ -5,5 +5,5 @@
 - `turns`: that hook, verl's agent loop, and the interface an episode's environment meets (`Episode`);
 - `weights`: the engine's weights (its dtype, staleness, weight sync) beside the trainer's.
 
-The rollout worker (`playground.workers.TaskRollout`) holds the weights and hands them to the task's generation.
+The rollout worker (`playground.step.workers.TaskRollout`) holds the weights and hands them to the task's generation.
 """

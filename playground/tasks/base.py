@@ -1,7 +1,7 @@
 """The task interface and the batch it fills: everything the trainer uses of a task family, written down once.
 
-The trainer (`playground.trainer`) runs verl's PPO step through its workers (`playground.workers`: rollout, actor,
-reference, critic); the task supplies what they run on: the environment or the prompts, the models, the reward
+The trainer (`playground.step.trainer`) runs verl's PPO step through its workers (`playground.step.workers`: rollout,
+actor, reference, critic); the task supplies what they run on: the environment or the prompts, the models, the reward
 and the validation. A task serves K agents at once (K = 1 for an ordinary run): every tensor in a batch is
 `(K, rows, ...)` — `rows` sequences (token tasks) or transitions (gym tasks, one "token" each) — and every
 per-agent metric is `(K,)`. To add a task family, subclass `Task` (docs/adding-a-task.md walks through one).
@@ -71,7 +71,7 @@ class Batch(TypedDict, total=False):
     ref_log_prob: Tensor  # (K, rows, T) under the frozen reference (KL loss, KL in the reward)
     values: Tensor  # (K, rows, T) V(s_t) before the update
     next_values: Tensor  # (K, rows, T) gym: V(s_{t+1}) for bootstrapping, 0 after a termination
-    # adv (`playground.advantage`)
+    # adv (`playground.step.advantage`)
     token_level_rewards: Tensor  # (K, rows, T) the scores, minus the KL penalty with use_kl_in_reward
     advantages: Tensor  # (K, rows, T)
     returns: Tensor  # (K, rows, T)
@@ -124,7 +124,6 @@ class Task(ABC):
     actor: Trainable  # the policy the actor optimizer steps (its log-probs come from `log_prob_and_entropy`)
     rows_per_step: int  # rows per agent per step: sequences (prompts × rollout.n) or transitions
     rows_per_unit: int = 1  # rows per unit of ppo_mini_batch_size (verl counts prompts: rollout.n sequences each)
-    peak_flops: float = float("inf")  # the device's peak FLOP/s, for perf/mfu/* (inf: MFU reads 0)
     critic: ValueModel | None = None  # required when the config trains a critic (`config.uses_critic`)
     # the policy model a rollout engine may hold a copy of (`rollout.weights.RolloutWeights`, the rollout worker's);
     # None: the task's rollout is the trainer's policy itself (gym), and the rollout keys must keep their defaults

@@ -19,12 +19,12 @@ from typing import Any, NamedTuple, TextIO
 from omegaconf import DictConfig
 
 from playground.config import ConfigError
-from playground.i18n import time_left
 from playground.models.tiny_gpt import GPTConfig
-from playground.runs import RUN_INFO, write_json_atomic
+from playground.rundir.runs import RUN_INFO, write_json_atomic
 from playground.tasks.prompt_sets import check_config, prompts_for_task
 from playground.tasks.sft import BaseModel, SFTConfig, SFTProgress, build_base_model
 from playground.tasks.token_data import PromptSet
+from playground.teach.i18n import time_left
 
 SAY_EVERY_S = 15.0  # a terminal line this often (a 15-minute build says about 60)
 WRITE_EVERY_S = 2.0  # run.json this often, as the trainer's own

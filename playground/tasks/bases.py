@@ -31,7 +31,7 @@ from playground.config import compose
 from playground.tasks.base_build import BaseReport, base_model_config
 from playground.tasks.prompt_sets import prompts_for_task
 from playground.tasks.sft import SHIPPED, SFTConfig, build_base_model, cache_key
-from playground.workshop import load_all
+from playground.teach.workshop import load_all
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 

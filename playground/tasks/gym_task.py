@@ -20,7 +20,6 @@ from playground.envs.gym_vector import GymnasiumEnv
 from playground.envs.shaping import ScaledObs, progress_shaping
 from playground.envs.torch_classic import TORCH_ENVS, TorchClassicEnv, make_torch_env, uses_torch_port
 from playground.models.mlp import GymActor, GymCritic, MLPWorldModel
-from playground.perf import device_name, peak_flops
 from playground.tasks.base import Batch, Task
 from playground.tasks.specs import GymEnvSpec, GymTaskSpec
 
@@ -128,7 +127,6 @@ class GymTask(Task):
         # reward.partial_credit is one value for a batch (not a per-agent key): the task's progress, shaped
         self.shaping = (progress_shaping(spec.progress, spec.shaping_gamma, getattr(self.env, "unscale", None))
                         if spec.progress is not None else None)
-        self.peak_flops = peak_flops(device_name(device), spec.peak_flops)
         if not self.env.discrete:
             self.action_low = self.env.action_low.to(device)
             self.action_high = self.env.action_high.to(device)

@@ -28,7 +28,7 @@ import torch
 from playground.config import ConfigError
 from playground.models.tiny_gpt import GPTConfig, TinyGPT, compute_log_prob, position_ids_from_mask
 from playground.rollout.decode import generate
-from playground.runs import write_atomic
+from playground.rundir.runs import write_atomic
 from playground.tasks.agent_loop import run_episodes
 from playground.tasks.token_data import Example, PromptSet
 

@@ -67,7 +67,6 @@ class GymTaskSpec:
     reward: RewardSpec
     progress: str | None  # task.progress, shaped under reward.partial_credit; None: no shaping
     shaping_gamma: float  # the first agent's algorithm.gamma: the shaping's discount
-    peak_flops: float | None  # trainer.peak_flops, None: the device's table value
 
 
 @dataclass(frozen=True)
@@ -103,4 +102,3 @@ class TokenTaskSpec:
     actor_gradient_checkpointing: bool
     critic_gradient_checkpointing: bool
     reward: RewardSpec
-    peak_flops: float | None

@@ -44,7 +44,6 @@ from playground.models.tiny_gpt import (
     count_flops,
     count_params,
 )
-from playground.perf import device_name, peak_flops
 from playground.rollout.decode import GenerationOutput, build_sequences, generate
 from playground.rollout.weights import DTYPES
 from playground.tasks.agent_loop import episode_fields, episode_metrics, episode_sample, run_episodes
@@ -133,7 +132,6 @@ class TokenTask(Task):
         self.trainer_precision = (contextlib.nullcontext if trainer_dtype == torch.float32 else
                                   functools.partial(torch.autocast, device.type, dtype=trainer_dtype))
         self.reward = TokenReward(spec.reward, spec.max_response_length, device, rule=self.data.rule)
-        self.peak_flops = peak_flops(device_name(device), spec.peak_flops)
         self.rows_per_step = spec.train_batch_size * self.n
         # prompts per generation: dynamic sampling draws data.gen_batch_size (config.py allows it only then)
         self.gen_batch_size = spec.gen_batch_size

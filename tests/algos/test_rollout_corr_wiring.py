@@ -1,6 +1,6 @@
-"""Rollout correction wired into the losses, the update and the step (`playground.rollout.correction`), with batches
-built here: the rollout's log-probs are the old ones plus a known perturbation (the rollout worker that writes them
-is issue 23's other part)."""
+"""Rollout correction wired into the losses, the update and the step (`playground.step.rollout_correction`), with
+batches built here: the rollout's log-probs are the old ones plus a known perturbation (the rollout worker that writes
+them is issue 23's other part)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from playground.algos.losses import POLICY_LOSSES, compute_policy_loss_vanilla
 from playground.algos.rollout_correction.bypass import compute_policy_loss_bypass_mode, compute_policy_loss_reinforce
 from playground.algos.rollout_correction.spec import RolloutCorrectionSpec
 from playground.models.mlp import GymActor
-from playground.optim import AgentAdamW
-from playground.rollout.correction import RolloutCorrection
-from playground.update import UpdateShape, update_actor
+from playground.step.optim import AgentAdamW
+from playground.step.rollout_correction import RolloutCorrection
+from playground.step.update import UpdateShape, update_actor
 
 OFF = {"rollout_is": None, "rollout_is_threshold": 2.0, "rollout_is_batch_normalize": False, "rollout_rs": None,
        "rollout_rs_threshold": None, "bypass_mode": False, "loss_type": "ppo_clip"}

@@ -7,7 +7,7 @@ import itertools
 import re
 from pathlib import Path
 
-from playground.overrides import parse, value_of
+from playground.config.overrides import parse, value_of
 
 from fake_runs import LR_TOO_HIGH, finding, write_run
 

@@ -18,7 +18,7 @@ import numpy as np
 from playground.diagnose.causes import Diagnosis
 from playground.diagnose.engine import Finding, Report, findings_document
 from playground.metrics import STEP
-from playground.runs import METRICS, RunRecorder, write_findings
+from playground.rundir.runs import METRICS, RunRecorder, write_findings
 
 
 def _gym_record(t: int, steps: int, rng: np.random.Generator, unstable: bool) -> dict[str, float]:

@@ -29,7 +29,7 @@ from browser import (
     start_lab_run,
 )
 
-from playground.runs import read_findings, read_run_info
+from playground.rundir.runs import read_findings, read_run_info
 
 import data
 import series
@@ -186,7 +186,7 @@ def test_the_lab_right_after_start_up_holds_the_tasks_values(tmp_path, shots):
     first run may still be setting up its form): every number field still holds CartPole's value."""
     from playwright.sync_api import expect, sync_playwright
 
-    from playground import i18n
+    from playground.teach import i18n
 
     import knobs
 

@@ -11,9 +11,9 @@ import textwrap
 
 from app_helpers import ENTRY, PAGES, ROOT
 
-TRAINING = ("torch", "playground.trainer", "playground.train", "playground.tasks", "playground.exercise",
-            "playground.hparams", "playground.update", "playground.workers", "playground.advantage",
-            "playground.records", "playground.stopping", "playground.dynamic_sampling")
+TRAINING = ("torch", "playground.step.trainer", "playground.train", "playground.tasks", "playground.exercise",
+            "playground.step.hparams", "playground.step.update", "playground.step.workers", "playground.step.advantage",
+            "playground.step.records", "playground.step.stopping", "playground.step.dynamic_sampling")
 
 SCRIPT = textwrap.dedent("""
     import importlib, json, pathlib, sys

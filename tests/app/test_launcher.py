@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from playground.runs import read_metrics_jsonl, read_run_info
+from playground.rundir.runs import read_metrics_jsonl, read_run_info
 
 import launcher
 from fake_procs import FakeSpawn

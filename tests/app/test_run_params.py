@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from playground.overrides import key_values
+from playground.config.overrides import key_values
 
 import run_params
 

@@ -69,7 +69,7 @@ at = AppTest.from_file({ENTRY!r}, default_timeout=60).run()
 for page in {PAGES!r}:
     at.switch_page(page).run()
     assert not at.exception, page
-print(sorted(m for m in sys.modules if m in ("playground.trainer", "playground.train")))
+print(sorted(m for m in sys.modules if m in ("playground.step.trainer", "playground.train")))
 """
     out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]

@@ -7,8 +7,9 @@ import re
 import pandas as pd
 import pytest
 
-from playground import i18n, root_causes
+from playground.diagnose import root_causes
 from playground.metrics import GROUP_TITLES
+from playground.teach import i18n
 
 import widgets
 
@@ -20,7 +21,7 @@ def lang(request, monkeypatch):
 
 
 def test_every_string_has_both_languages_and_the_same_fields():
-    strings = i18n.table()  # playground/ui_strings.yaml
+    strings = i18n.table()  # playground/teach/ui_strings.yaml
     assert len(strings) > 200 and "nav_lab" in strings
     for key, pair in strings.items():
         assert set(pair) == {"en", "zh"}, key

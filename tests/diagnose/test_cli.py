@@ -10,7 +10,7 @@ import pytest
 
 from playground.diagnose.__main__ import main
 from playground.metrics import STEP
-from playground.runs import read_findings
+from playground.rundir.runs import read_findings
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EXAMPLE2 = "step:5 - actor/pg_loss:0.523 - actor/pg_clipfrac:0.850 - actor/ppo_kl:0.125 - actor/grad_norm:1.000"

@@ -25,7 +25,7 @@ from playground.diagnose.engine import (
 )
 from playground.diagnose.sources import diagnose_path
 from playground.metrics import STEP
-from playground.runs import read_findings
+from playground.rundir.runs import read_findings
 
 FIXTURES = Path(__file__).parent / "fixtures"
 LN2 = math.log(2)

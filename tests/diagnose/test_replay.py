@@ -17,7 +17,7 @@ from playground.diagnose.engine import diagnose, plain_config
 from playground.diagnose.readers import parse_verl_text, read_verl_console_log
 from playground.diagnose.sources import diagnose_read
 from playground.metrics import STEP
-from playground.sinks import format_console_line
+from playground.rundir.sinks import format_console_line
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TOKEN_TASKS = [t for t, e in rp.reference()["tasks"].items() if e["family"] == "token"]

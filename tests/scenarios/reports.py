@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from playground.failures import severity
-from playground.runs import read_run_info
+from playground.rundir.runs import read_run_info
 
 
 def report(run_dir) -> dict:

@@ -11,7 +11,7 @@ import yaml
 from playground.diagnose.calibration import CALIBRATION, GUIDE_CHECKED
 from playground.diagnose.catalogue import RULES_PATH
 from playground.metrics import STEP
-from playground.runs import read_metrics_jsonl
+from playground.rundir.runs import read_metrics_jsonl
 
 TASKS = ("cartpole", "acrobot", "pendulum")
 SEEDS = (1, 2, 3, 4, 5)

@@ -21,7 +21,7 @@ from reports import roots as _roots
 from reports import warnings as _warnings
 
 from playground.config import compose, scenarios_of
-from playground.runs import read_run_info
+from playground.rundir.runs import read_run_info
 from playground.tasks.countdown_reward import score
 
 SCENARIO = ["task=countdown", "scenario=reward_hacking"]
@@ -136,7 +136,7 @@ def _length_bias_overrides() -> list[str]:
 def _wrong_answers_growth(run_dir) -> tuple[float, float]:
     """How far the wrong answers' mean length rises above its first 10 steps' (the highest 10-step window's mean less
     the first's), and the highest 10-step window's share of them cut at the cap."""
-    from playground.runs import read_metrics_jsonl
+    from playground.rundir.runs import read_metrics_jsonl
 
     rows = [r for r in read_metrics_jsonl(run_dir / "metrics.jsonl").records if "response_length/incorrect/mean" in r]
 

@@ -14,7 +14,7 @@ from benchmarks.scenario_matrix import replays_to
 from playground import failures
 from playground.config import CONF_DIR, check_scenario_applies, compose, known_options, scenarios_of
 from playground.diagnose import catalogue
-from playground.runs import read_findings, read_run_info
+from playground.rundir.runs import read_findings, read_run_info
 
 GYM_TASKS = ("cartpole", "acrobot", "pendulum", "mountaincar")
 CONF = Path(CONF_DIR)

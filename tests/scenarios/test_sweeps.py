@@ -18,7 +18,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.types import RunMode
 
 from playground.config import CONF_DIR, check_scenario_applies, compose, validate
-from playground.runs import read_run_info
+from playground.rundir.runs import read_run_info
 
 ROOT = Path(__file__).resolve().parents[2]
 LR = "actor_rollout_ref.actor.optim.lr"

@@ -16,7 +16,7 @@ from reports import roots as _roots
 
 from playground.config import compose, scenarios_of
 from playground.failures import SCENARIO_IDS, severity
-from playground.runs import read_run_info
+from playground.rundir.runs import read_run_info
 
 TASKS = ["reverse", "addition"]
 CASES = [(t, s) for t in TASKS for s in scenarios_of(t) if s != "healthy"]

@@ -12,7 +12,7 @@ from omegaconf import open_dict
 
 from playground.algos.masked import masked_stats
 from playground.config import compose
-from playground.runs import read_metrics_jsonl, read_run_info
+from playground.rundir.runs import read_metrics_jsonl, read_run_info
 from playground.tasks.base import Task
 from playground.train import build_trainer
 

@@ -43,7 +43,7 @@ def test_an_interrupted_build_says_it_resumes(tmp_path, monkeypatch):
         progress(SFTProgress(120, 4000, 30.0, None))
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("playground.tasks.token_task.base_model_for", stopped)
+    monkeypatch.setattr(base_build, "base_model_for", stopped)
     with pytest.raises(KeyboardInterrupt):
         base_build.prepare_base([compose(["task=countdown", "trainer.seed=7"])], [tmp_path], [{}])
     info = json.loads((tmp_path / "run.json").read_text())
@@ -61,11 +61,10 @@ def test_a_base_that_needs_no_build_writes_nothing(tmp_path):
 def test_a_token_run_loads_its_base_once(tmp_path, monkeypatch):
     """`train.fit` makes the base ready (to say a build) and the task starts from that, not from a second load."""
     from playground import train
-    from playground.tasks import token_task
 
     calls = []
-    real = token_task.base_model_for
-    monkeypatch.setattr(token_task, "base_model_for", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = base_build.build_base_model
+    monkeypatch.setattr(base_build, "build_base_model", lambda *a, **k: calls.append(1) or real(*a, **k))
     cfg = compose(["task=reverse", "trainer.total_training_steps=1", "trainer.test_freq=-1"])
     train.fit([cfg], [tmp_path / "run"], [[]])
     assert len(calls) == 1

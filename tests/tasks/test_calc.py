@@ -10,7 +10,7 @@ import torch
 
 from playground.config import ConfigError, compose
 from playground.metrics import is_known
-from playground.runs import read_metrics_jsonl
+from playground.rundir.runs import read_metrics_jsonl
 from playground.tasks.calc_data import CalcEpisode, CalcPrompts, calculate, final_answer
 from playground.tasks.prompt_sets import check_config
 from playground.tasks.sft import sft_loss

@@ -2,7 +2,7 @@
 
 import pytest
 
-from playground.runs import read_metrics_jsonl
+from playground.rundir.runs import read_metrics_jsonl
 
 
 def _solved(run_dir) -> tuple[bool, bool]:

@@ -221,7 +221,7 @@ TINY_COUNTDOWN = ["task=countdown", "task.num_val=8", "actor_rollout_ref.model.n
 
 def test_a_tiny_countdown_run_logs_pass_at_k_and_verls_val_core(train_run):
     from playground.metrics import is_known
-    from playground.runs import read_metrics_jsonl
+    from playground.rundir.runs import read_metrics_jsonl
 
     _, run_dir = train_run(TINY_COUNTDOWN)
     records = read_metrics_jsonl(run_dir / "metrics.jsonl").records

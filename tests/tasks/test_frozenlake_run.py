@@ -10,7 +10,7 @@ import torch
 from playground.config import compose, validate
 from playground.metrics import is_known
 from playground.models.tiny_gpt import GPTConfig, TinyGPT, compute_log_prob, position_ids_from_mask
-from playground.runs import read_metrics_jsonl
+from playground.rundir.runs import read_metrics_jsonl
 from playground.tasks.frozenlake import ACTION_NAMES
 from playground.tasks.frozenlake_data import FrozenLakePrompts
 from playground.tasks.prompt_sets import check_config, prompts_for_task

@@ -13,7 +13,7 @@ from omegaconf import open_dict
 
 from playground.config import ConfigError, compose
 from playground.rollout.turns import EnvReply
-from playground.runs import read_metrics_jsonl, read_run_info
+from playground.rundir.runs import read_metrics_jsonl, read_run_info
 from playground.tasks import prompt_sets
 from playground.tasks.prompt_sets import PROMPT_SETS, check_config
 from playground.tasks.token_data import ARITHMETIC_CHARS, Example, PromptSet, ReversePrompts

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from playground.metrics import STEP, is_known
-from playground.runs import read_metrics_jsonl, read_run_info
+from playground.rundir.runs import read_metrics_jsonl, read_run_info
 
 SHORT = ["task=reverse", "trainer.total_training_steps=3", "trainer.test_freq=3"]
 

@@ -7,5 +7,5 @@ the rollout engine sampled the tokens with one policy, the trainer trains on the
 - `rejection`: rejection sampling (`rollout_rs`), tokens or sequences zeroed in the response mask;
 - `bypass`: bypass mode's losses (two policies: the rollout's log-probs are the old ones).
 
-The step applies them through one owner, `playground.rollout.correction.RolloutCorrection`.
+The step applies them through one owner, `playground.step.rollout_correction.RolloutCorrection`.
 """

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from playground.overrides import value_of
+from playground.config.overrides import value_of
 
 from app_helpers import ROOT, texts
 from fake_procs import run_dir_of

@@ -73,7 +73,7 @@ def seeded(tmp_path, monkeypatch):
 
 
 def _scores(sweep, jobs):
-    from playground.score import run_score
+    from playground.rundir.score import run_score
 
     return [run_score(sweep / str(j)) for j in jobs]
 

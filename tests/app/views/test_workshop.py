@@ -9,8 +9,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from playground.exercise import check
-from playground.runs import read_run_info
-from playground.workshop import find, read_progress, save_progress
+from playground.rundir.runs import read_run_info
+from playground.teach.workshop import find, read_progress, save_progress
 
 from app_helpers import ENTRY, charts_of, show, texts
 from fake_runs import finding, write_run

@@ -19,12 +19,12 @@ from playground.algos.losses import agg_loss
 from playground.algos.policy_registry import POLICY_LOSSES
 from playground.algos.rollout_correction.spec import RolloutCorrectionSpec
 from playground.algos.rollout_debug import per_agent, rollout_probs_diff, trajectory_staleness
-from playground.hparams import OptimSpec, RoleShape, StepHParams
-from playground.memory import MemoryGuard
-from playground.optim import AgentAdamW, lr_factor
 from playground.rollout.weights import RolloutSpec, RolloutWeights
+from playground.step.hparams import OptimSpec, RoleShape, StepHParams
+from playground.step.memory import MemoryGuard
+from playground.step.optim import AgentAdamW, lr_factor
+from playground.step.update import Metrics, UpdateShape, update_actor, update_critic
 from playground.tasks.base import Batch, Task
-from playground.update import Metrics, UpdateShape, update_actor, update_critic
 
 
 # ---- the interfaces -------------------------------------------------------------------------------------------------

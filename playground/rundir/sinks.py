@@ -25,7 +25,7 @@ from typing import Any, Literal, cast
 from omegaconf import OmegaConf
 
 from playground.metrics import STEP, fmt
-from playground.runs import RunRecorder
+from playground.rundir.runs import RunRecorder
 
 TRACKERS_EXTRA = "pip install 'ppo-playground[trackers]'"
 
@@ -100,7 +100,8 @@ class FileSink:
     (`agent` not None) always writes under its own run dir: one env path would have every agent overwrite the
     others. The file is truncated at start, as verl's. `data` carries the whole record (`training/global_step`
     included, as verl's trainer logs it); NaN and ±Inf become null, as orjson writes them, so the diagnosis
-    (`playground.runs.metrics_record`) reads such a value as absent: the always-written `metrics.jsonl` keeps them.
+    (`playground.rundir.runs.metrics_record`) reads such a value as absent: the always-written `metrics.jsonl` keeps
+    them.
     """
 
     def __init__(self, run_dir: Path, project_name: str, experiment_name: str, agent: int | None = None):

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from playground import PYTHON, STREAMLIT, root_causes
+from playground import PYTHON, STREAMLIT
+from playground.config.overrides import fix_command
+from playground.diagnose import root_causes
 from playground.failures import TITLES
 from playground.metrics import STEP, fmt
-from playground.overrides import fix_command
-from playground.runs import METRICS, read_findings, read_metrics_jsonl, read_run_info
-from playground.score import records_score, score_metric
+from playground.rundir.runs import METRICS, read_findings, read_metrics_jsonl, read_run_info
+from playground.rundir.score import records_score, score_metric
 
 
 def summary_lines(run_dir: str | Path) -> list[str]:

@@ -18,9 +18,9 @@ from torch import Tensor
 
 from playground.algos.losses import explained_variance
 from playground.algos.masked import masked_stats
-from playground.memory import MemoryGuard
 from playground.metrics import LENGTH_BY_CORRECTNESS, PER_TOKEN_PHASES, STEP, reduce_agent_metrics
-from playground.sinks import LogSpec, RunLogger
+from playground.rundir.sinks import LogSpec, RunLogger
+from playground.step.memory import MemoryGuard
 from playground.tasks.base import Batch, Task
 
 
@@ -28,8 +28,10 @@ class StepRecorder:
     """Builds each agent's record of a step and writes it to that agent's sinks (`RunLogger`)."""
 
     def __init__(self, specs: Sequence[LogSpec], run_dirs: Sequence[str | Path], task: Task, facts: dict,
-                 extra_infos: Sequence[dict], use_critic: bool, device: torch.device):
+                 extra_infos: Sequence[dict], use_critic: bool, device: torch.device, peak_flops: float):
+        """`peak_flops`: the device's peak FLOP/s, for `perf/mfu/*` (inf: MFU reads 0)."""
         self.num_agents, self.task, self.use_critic, self.device = len(specs), task, use_critic, device
+        self.peak_flops = peak_flops
         self.loggers = [RunLogger(s, d, facts, agent=k if self.num_agents > 1 else None, extra=e)
                         for k, (s, d, e) in enumerate(zip(specs, run_dirs, extra_infos, strict=True))]
 
@@ -98,4 +100,4 @@ class StepRecorder:
             seconds = timing.get(f"update_{role}")
             if seconds:
                 flops = self.task.update_flops(batch, role, role_epochs)
-                metrics[f"perf/mfu/{role}"] = [torch.full((self.num_agents,), flops / seconds / self.task.peak_flops)]
+                metrics[f"perf/mfu/{role}"] = [torch.full((self.num_agents,), flops / seconds / self.peak_flops)]

@@ -21,11 +21,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from playground.advantage import KLInReward
 from playground.algos.dapo import filter_groups, filter_metric_values
-from playground.hparams import DynamicSamplingSpec
+from playground.step.advantage import KLInReward
+from playground.step.hparams import DynamicSamplingSpec
+from playground.step.workers import Actor, Reference, Rollout
 from playground.tasks.base import Batch, Task, as_batch
-from playground.workers import Actor, Reference, Rollout
 
 Timed = Callable[[str], AbstractContextManager]  # `timed("gen")`: a context timing a phase of the step
 

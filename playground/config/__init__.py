@@ -1,7 +1,7 @@
 """The config `python -m playground.train` runs: composed from `conf/` and checked before any compute.
 
 A bad value stops the run with one line naming the key, the value and the allowed range: its type and choices by
-the schema in `playground.config_schema`, its range and the rules between keys by `validate` here. Keys follow
+the schema in `playground.config.schema`, its range and the rules between keys by `validate` here. Keys follow
 verl's config tree; the playground-only ones are listed in `PLAYGROUND_KEYS` (and in docs/training.md, "Config keys").
 This module loads neither torch nor anything that trains or diagnoses, so the explorer checks knobs with it.
 """
@@ -19,11 +19,11 @@ from omegaconf import DictConfig, OmegaConf
 from playground.algos.names import GROUP_ESTIMATORS
 from playground.algos.rollout_correction.spec import RolloutCorrectionSpec
 from playground.algos.rollout_correction.spec import config_error as rollout_correction_error
-from playground.config_schema import type_error
+from playground.config.overrides import ABSENT, parse_all
+from playground.config.schema import type_error
 from playground.failures import SCENARIO_IDS
-from playground.overrides import ABSENT, parse_all
 
-CONF_DIR = os.environ.get("PLAYGROUND_CONF_DIR", str(Path(__file__).resolve().parents[1] / "conf"))
+CONF_DIR = os.environ.get("PLAYGROUND_CONF_DIR", str(Path(__file__).resolve().parents[2] / "conf"))
 LOGGERS = ("console", "jsonl", "file", "tensorboard", "wandb", "mlflow", "swanlab")
 # Keys that act only on token tasks (a gym run with one of them set is refused, not ignored).
 TOKEN_ONLY = ("actor_rollout_ref.model.enable_gradient_checkpointing", "critic.model.enable_gradient_checkpointing",
@@ -89,7 +89,7 @@ def _open_unit(x: Any) -> bool:
 def validate(cfg: DictConfig) -> None:
     """Raise `ConfigError` for the first bad value, before anything is built or trained.
 
-    Types and choices are `playground.config_schema.PlaygroundConfig`'s; here are the ranges and the rules between keys.
+    Types and choices are `playground.config.schema.PlaygroundConfig`'s; here are the ranges and the rules between keys.
     """
     family = _get(cfg, "task.family")
     if family not in ("gym", "token"):

@@ -61,7 +61,7 @@ def records_score(records: Sequence[Mapping[str, float]], facts: Mapping[str, An
 
 def run_score(run_dir: str | Path) -> float | None:
     """`final_score` of a run dir, from its `run.json` and `metrics.jsonl`."""
-    from playground.runs import METRICS, read_metrics_jsonl, read_run_info
+    from playground.rundir.runs import METRICS, read_metrics_jsonl, read_run_info
 
     run_dir = Path(run_dir)
     return records_score(read_metrics_jsonl(run_dir / METRICS).records, read_run_info(run_dir))

@@ -21,7 +21,7 @@ from playground.algos.losses import agg_loss, compute_value_loss, get_policy_los
 from playground.algos.masked import masked_mean
 from playground.algos.rollout_correction.bypass import compute_policy_loss_bypass_mode
 from playground.algos.rollout_correction.spec import RolloutCorrectionSpec
-from playground.optim import AgentAdamW
+from playground.step.optim import AgentAdamW
 from playground.tasks.base import Batch, as_batch, batch_fields
 
 

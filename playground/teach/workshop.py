@@ -15,10 +15,11 @@ from typing import Any
 
 import yaml
 
-from playground import PYTHON, i18n
-from playground.runs import RUN_INFO, read_json, read_run_info, write_json_atomic
+from playground import PYTHON
+from playground.rundir.runs import RUN_INFO, read_json, read_run_info, write_json_atomic
+from playground.teach import i18n
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXERCISES_DIR = ROOT / "exercises"
 WORKSHOP_ENV = "PLAYGROUND_WORKSHOP"  # where the runs go (default outputs/workshop in the checkout)
 PROGRESS = "progress.json"  # per exercise: hints shown, diagnosed, solved

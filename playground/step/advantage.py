@@ -13,7 +13,7 @@ from torch import Tensor
 from playground.algos.advantages import ADV_ESTIMATORS, get_adv_estimator_fn
 from playground.algos.kl import get_kl_controller, kl_penalty
 from playground.algos.masked import masked_mean
-from playground.hparams import KLControlSpec, StepHParams
+from playground.step.hparams import KLControlSpec, StepHParams
 from playground.tasks.base import Batch, Task
 
 

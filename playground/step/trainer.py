@@ -16,26 +16,54 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 import torch
 from torch import Tensor
 
-from playground.advantage import AdvantageEstimator, KLInReward, compute_advantage
-from playground.dynamic_sampling import DynamicSampler
-from playground.memory import MemoryGuard, is_oom_error
-from playground.records import StepRecorder
-from playground.rollout.correction import RolloutCorrection
-from playground.run_spec import RunSpec
-from playground.stopping import AgentOutcome, Stop, StopRules
+from playground.rundir.sinks import LogSpec
+from playground.step.advantage import AdvantageEstimator, KLInReward, compute_advantage
+from playground.step.dynamic_sampling import DynamicSampler
+from playground.step.hparams import StepHParams
+from playground.step.memory import MemoryGuard, is_oom_error
+from playground.step.records import StepRecorder
+from playground.step.rollout_correction import RolloutCorrection
+from playground.step.stopping import AgentOutcome, Stop, StopRules, StopSpec
+from playground.step.update import entropy_metrics
+from playground.step.workers import TaskActor, TaskCritic, TaskReference, TaskRollout, WorldModelTrainer
 from playground.tasks import build_task
 from playground.tasks.base import Batch, Task
-from playground.update import entropy_metrics
+from playground.tasks.specs import GymTaskSpec, TokenTaskSpec
 
 if TYPE_CHECKING:
     from playground.tasks.base_build import PreparedBase
-from playground.workers import TaskActor, TaskCritic, TaskReference, TaskRollout, WorldModelTrainer
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """One agent's own run: what it writes, when it stops, its share of the memory."""
+
+    log: LogSpec
+    stop: StopSpec
+    memory_limit_gb: float | None  # trainer.memory_limit_gb
+
+
+@dataclass(frozen=True, eq=False)
+class RunSpec:
+    """A run of K agents (K = 1 for an ordinary run), resolved at the entry (`run_spec.resolve_run`): what the
+    `Trainer` and its parts are built from."""
+
+    family: str  # task.family
+    step: StepHParams
+    task: GymTaskSpec | TokenTaskSpec
+    agents: tuple[AgentSpec, ...]
+    peak_flops: float  # the device's peak FLOP/s for perf/mfu/* (trainer.peak_flops, else verl's table; inf: none)
+
+    @property
+    def num_agents(self) -> int:
+        return len(self.agents)
 
 
 class Trainer:
@@ -80,7 +108,7 @@ class Trainer:
         self.active = torch.ones(self.num_agents, dtype=torch.bool, device=device)  # agents still training
         facts = task.describe()
         self.recorder = StepRecorder([agent.log for agent in spec.agents], run_dirs, task, facts,
-                                     extra_infos or [{}] * self.num_agents, hp.use_critic, device)
+                                     extra_infos or [{}] * self.num_agents, hp.use_critic, device, spec.peak_flops)
         self.stops = StopRules([agent.stop for agent in spec.agents], hp.total_steps, hp.diverge_patience,
                                task.score_metric, task.val_score_metric, facts)
 

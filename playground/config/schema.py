@@ -23,8 +23,8 @@ from omegaconf.nodes import AnyNode, BooleanNode, EnumNode, FloatNode, IntegerNo
 
 from playground.algos.names import ADV_ESTIMATORS, KL_ESTIMATORS, LOSS_AGG_MODES, POLICY_LOSSES
 from playground.algos.rollout_correction.spec import IS_LEVELS, LOSS_TYPES
+from playground.config.overrides import ABSENT, lookup
 from playground.failures import FAILURE_IDS
-from playground.overrides import ABSENT, lookup
 
 # What DAPO's dynamic sampling compares within a group (verl: `acc`, `score`, `seq_final_reward`, `seq_reward`).
 FILTER_METRICS = ("acc", "score", "seq_final_reward", "seq_reward")

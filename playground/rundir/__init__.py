@@ -1,0 +1,1 @@
+"""A run's directory: the files it writes (run.json, metrics.jsonl, ...), its sinks and its score."""
