@@ -38,9 +38,10 @@ def time_to_signature(task: str, sid: str, seed: int) -> dict:
         overrides.append(f"trainer.stop_on_finding={sid}")
     cfg = compose(overrides)
     if cfg.task.family == "token":  # build (or load) the SFT base first: the timing starts from a cached base
+        from playground.run_spec import resolve_base
         from playground.tasks.base_build import base_model_for
 
-        base_model_for(cfg)
+        base_model_for(resolve_base(cfg))
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
         build_trainer([cfg], [Path(tmp)], prepare(cfg)).fit()

@@ -136,10 +136,11 @@ def rollout_precision(device: str, prompts: int = 256) -> dict[str, dict[str, fl
     from playground.models.tiny_gpt import compute_log_prob
     from playground.rollout.decode import build_sequences, generate
     from playground.rollout.weights import RolloutSpec, RolloutWeights
+    from playground.run_spec import resolve_base
     from playground.tasks.base_build import base_model_for
 
     cfg = compose(["task=reverse"])
-    data, _, base = base_model_for(cfg)
+    data, _, base = base_model_for(resolve_base(cfg))
     trainer = base.model.to(device).eval()
     examples = data.sample(prompts, torch.Generator().manual_seed(0))
     prompt_ids, prompt_mask = data.collate_prompts(examples, width=cfg.data.max_prompt_length,

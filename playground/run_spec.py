@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from playground.algos.rollout_correction.spec import RolloutCorrectionSpec
 from playground.config import ConfigError, logger_names, uses_critic
 from playground.config.schema import as_plain_dict
+from playground.models.tiny_gpt import GPTConfig
 from playground.rollout.weights import DTYPES, RolloutSpec
 from playground.rundir.sinks import LogSpec
 from playground.step.hparams import DynamicSamplingSpec, KLControlSpec, OptimSpec, RoleShape, RoleSpec, StepHParams
@@ -26,7 +27,10 @@ from playground.step.optim import warmup_steps
 from playground.step.perf import device_name, peak_flops
 from playground.step.stopping import StopSpec
 from playground.step.trainer import AgentSpec, RunSpec
+from playground.tasks.prompt_sets import check_config, prompts_for_task
+from playground.tasks.sft import SFTConfig
 from playground.tasks.specs import (
+    BaseSpec,
     GymEnvSpec,
     GymTaskSpec,
     OverlongSpec,
@@ -34,6 +38,7 @@ from playground.tasks.specs import (
     SamplingSpec,
     TokenTaskSpec,
 )
+from playground.tasks.token_data import PromptSet
 
 
 def resolve_run(cfgs: Sequence[DictConfig], device: torch.device) -> RunSpec:
@@ -190,6 +195,27 @@ def _gym_task(cfgs: Sequence[DictConfig]) -> GymTaskSpec:
         shaping_gamma=float(cfg.algorithm.gamma))
 
 
+def base_model_config(cfg: DictConfig, data: PromptSet) -> GPTConfig:
+    """The transformer `actor_rollout_ref.model` names, over the prompt set's vocabulary: the base's and the actor's."""
+    m = cfg.actor_rollout_ref.model
+    return GPTConfig(vocab_size=data.tokenizer.vocab_size, block_size=m.block_size, n_layer=m.n_layer,
+                     n_head=m.n_head, n_embd=m.n_embd)
+
+
+
+def resolve_base(cfg: DictConfig) -> BaseSpec:
+    """What a token config's SFT base is built from, and its RL prompts: checked here, before any base is built
+    (`data.train_max_samples` past the training prompts, settings the prompt set does not support)."""
+    check_config(cfg)
+    data = prompts_for_task(cfg.task)
+    limit = int(cfg.data.train_max_samples)
+    try:
+        rl_data = data if limit == -1 else data.with_train_subset(limit)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    return BaseSpec(data, rl_data, base_model_config(cfg, data), SFTConfig(**cfg.sft))
+
+
 def _token_task(cfgs: Sequence[DictConfig]) -> TokenTaskSpec:
     cfg = cfgs[0]
     data, rollout = cfg.data, cfg.actor_rollout_ref.rollout
@@ -214,4 +240,5 @@ def _token_task(cfgs: Sequence[DictConfig]) -> TokenTaskSpec:
         trainer_dtype=str(cfg.actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype),
         actor_gradient_checkpointing=bool(cfg.actor_rollout_ref.model.enable_gradient_checkpointing),
         critic_gradient_checkpointing=bool(cfg.critic.model.enable_gradient_checkpointing),
-        reward=_reward(cfgs))
+        reward=_reward(cfgs),
+        base=resolve_base(cfg))

@@ -101,14 +101,15 @@ def build_trainer(cfgs: Sequence[DictConfig], run_dirs: Sequence[str | Path], de
     config. `task`: a task built by the caller instead of the spec's."""
     from playground.run_spec import resolve_run
     from playground.step.trainer import Trainer
+    from playground.tasks.specs import TokenTaskSpec
 
     spec = resolve_run(cfgs, device)
     infos = list(extra_infos) if extra_infos is not None else [{} for _ in cfgs]
     prepared_base = None
-    if task is None and spec.family == "token":
+    if task is None and isinstance(spec.task, TokenTaskSpec):
         from playground.tasks.base_build import prepare_base
 
-        prepared_base = prepare_base(cfgs, run_dirs, infos)
+        prepared_base = prepare_base(spec.task.base, run_dirs, [agent.log.info for agent in spec.agents], infos)
     return Trainer(spec, list(run_dirs), device, extra_infos=infos, task=task, prepared_base=prepared_base)
 
 
@@ -118,9 +119,11 @@ def build_task_for(cfgs: Sequence[DictConfig], device: torch.device) -> Task:
     from playground.run_spec import resolve_run
     from playground.tasks import build_task
     from playground.tasks.base_build import base_model_for
+    from playground.tasks.specs import TokenTaskSpec
 
     spec = resolve_run(cfgs, device)
-    return build_task(spec.task, device, base_model_for(cfgs[0]) if spec.family == "token" else None)
+    prepared = base_model_for(spec.task.base) if isinstance(spec.task, TokenTaskSpec) else None
+    return build_task(spec.task, device, prepared)
 
 
 def run(cfg: DictConfig, run_dir: str | Path, overrides: Sequence[str] = ()) -> str:

@@ -172,8 +172,9 @@ def test_importing_the_config_loads_nothing_that_trains_or_diagnoses():
 
 def test_train_max_samples_past_the_training_prompts_fails_before_the_base_is_built(monkeypatch):
     import playground.tasks.base_build as base_build
+    from playground.run_spec import resolve_base
 
     monkeypatch.setattr(base_build, "build_base_model", lambda *a: pytest.fail("the base was built"))
     with pytest.raises(ConfigError, match=r"data.train_max_samples=10000000 is out of range: allowed -1 \(all\) or 1 "
                                           r"to \d+"):
-        base_build.base_model_for(compose(["task=reverse", "data.train_max_samples=10000000"]))
+        base_build.base_model_for(resolve_base(compose(["task=reverse", "data.train_max_samples=10000000"])))

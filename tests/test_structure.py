@@ -111,10 +111,15 @@ LAYERS: list[set[str]] = [
     {"train"},  # the Hydra entry and `fit`
     {"batched", "demo", "exercise"},  # entries that train through `train`
 ]
+# Commands (`python -m ...`) that live beside what they serve: entries, so they sit on the top layer.
+COMMANDS = {"playground.tasks.bases": "exercise", "playground.tasks.base_figures": "exercise"}
 
 
 def unit(module: str) -> str:
-    """The layer unit of a `playground` module: its folder, or the top-level module itself."""
+    """The layer unit of a `playground` module: its folder, or the top-level module itself (a command: the unit of
+    the layer it sits on)."""
+    if module in COMMANDS:
+        return COMMANDS[module]
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else "playground"
 

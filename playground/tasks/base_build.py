@@ -16,25 +16,15 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, TextIO
 
-from omegaconf import DictConfig
-
-from playground.config import ConfigError
 from playground.models.tiny_gpt import GPTConfig
 from playground.rundir.runs import RUN_INFO, write_json_atomic
-from playground.tasks.prompt_sets import check_config, prompts_for_task
-from playground.tasks.sft import BaseModel, SFTConfig, SFTProgress, build_base_model
+from playground.tasks.sft import BaseModel, SFTProgress, build_base_model
+from playground.tasks.specs import BaseSpec
 from playground.tasks.token_data import PromptSet
 from playground.teach.i18n import time_left
 
 SAY_EVERY_S = 15.0  # a terminal line this often (a 15-minute build says about 60)
 WRITE_EVERY_S = 2.0  # run.json this often, as the trainer's own
-
-
-def base_model_config(cfg: DictConfig, data: PromptSet) -> GPTConfig:
-    """The transformer `actor_rollout_ref.model` names, over the prompt set's vocabulary: the base's and the actor's."""
-    m = cfg.actor_rollout_ref.model
-    return GPTConfig(vocab_size=data.tokenizer.vocab_size, block_size=m.block_size, n_layer=m.n_layer,
-                     n_head=m.n_head, n_embd=m.n_embd)
 
 
 class PreparedBase(NamedTuple):
@@ -45,18 +35,10 @@ class PreparedBase(NamedTuple):
     base: BaseModel
 
 
-def base_model_for(cfg: DictConfig, progress: Callable[[SFTProgress], None] | None = None) -> PreparedBase:
-    """The task's data, the model's config and the SFT base model (shipped, or built once and then loaded from the
-    cache; `progress` hears a build's steps)."""
-    check_config(cfg)
-    data = prompts_for_task(cfg.task)
-    limit = int(cfg.data.train_max_samples)
-    try:  # checked before the base is built
-        rl_data = data if limit == -1 else data.with_train_subset(limit)
-    except ValueError as err:
-        raise ConfigError(str(err)) from None
-    model_cfg = base_model_config(cfg, data)
-    return PreparedBase(rl_data, model_cfg, build_base_model(data, model_cfg, SFTConfig(**cfg.sft), progress=progress))
+def base_model_for(base: BaseSpec, progress: Callable[[SFTProgress], None] | None = None) -> PreparedBase:
+    """The task's RL prompts, the model's config and the SFT base model (shipped, or built once and then loaded from
+    the cache; `progress` hears a build's steps)."""
+    return PreparedBase(base.rl_data, base.model, build_base_model(base.data, base.model, base.sft, progress=progress))
 
 
 def progress_text(p: SFTProgress) -> str:
@@ -113,19 +95,23 @@ class BaseReport:
             self.said = now
 
 
-def prepare_base(cfgs: Sequence[DictConfig], run_dirs: Sequence[str | Path],
+# What the Runs page lists of a run while its base builds (the trainer's run.json says the rest later).
+LISTED = ("task", "family", "scenario", "seed", "total_steps")
+
+
+def prepare_base(base: BaseSpec, run_dirs: Sequence[str | Path], facts: Sequence[Mapping[str, Any]],
                  infos: Sequence[Mapping[str, Any]]) -> PreparedBase:
-    """Load or build the SFT base the configs start from (the agents of a batch share it), reporting a build with
-    what the Runs page lists of a run (task, scenario, seed) beside `infos`; the task is then built from it."""
-    named = [{"task": str(c.task.name), "family": "token", "scenario": str(c.scenario), "seed": int(c.trainer.seed),
-              "total_steps": int(c.trainer.total_training_steps), **info} for c, info in zip(cfgs, infos, strict=True)]
-    report = BaseReport(str(cfgs[0].task.name), run_dirs, named)
+    """Load or build the SFT base a run's agents start from (the agents of a batch share it), reporting a build in
+    each run dir with what the Runs page lists of its run (`LISTED`, from each agent's run.json `facts`) beside its
+    `infos` (how it was launched); the task is then built from it."""
+    named = [{**{key: f[key] for key in LISTED}, **info} for f, info in zip(facts, infos, strict=True)]
+    report = BaseReport(str(facts[0]["task"]), run_dirs, named)
     try:
-        prepared = base_model_for(cfgs[0], progress=report)
-        base = prepared.base
+        prepared = base_model_for(base, progress=report)
+        built = prepared.base
         if report.last is not None:
-            print(f"  SFT base ready: {base.steps} steps, val accuracy {base.val_accuracy:.2f}, "
-                  f"{base.seconds / 60:.1f} min; kept in {base.path}", file=report.stream, flush=True)
+            print(f"  SFT base ready: {built.steps} steps, val accuracy {built.val_accuracy:.2f}, "
+                  f"{built.seconds / 60:.1f} min; kept in {built.path}", file=report.stream, flush=True)
     except KeyboardInterrupt:
         if report.last is not None:
             report.write("interrupted", f"interrupted while building the SFT base at step {report.last.step}/"

@@ -67,12 +67,13 @@ def base_figures(model: TinyGPT, task: PromptSet, n: int = 16, ks: Sequence[int]
 def main(overrides: list[str]) -> None:
     """Builds (or loads from the cache) the base of a composed config and prints its figures as one JSON line."""
     from playground.config import compose
+    from playground.run_spec import resolve_base
     from playground.tasks.base_build import base_model_for
 
     torch.set_num_threads(1)
     cfg = compose(overrides)
     val = cfg.actor_rollout_ref.rollout.val_kwargs
-    data, _, base = base_model_for(cfg)
+    data, _, base = base_model_for(resolve_base(cfg))
     start = time.perf_counter()
     figures = base_figures(base.model, data, n=int(val.n), ks=[k for k in (1, 4, 16) if k <= int(val.n)],
                            temperature=float(val.temperature))

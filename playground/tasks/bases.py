@@ -28,7 +28,8 @@ from omegaconf import OmegaConf
 
 from playground import PYTHON
 from playground.config import compose
-from playground.tasks.base_build import BaseReport, base_model_config
+from playground.run_spec import base_model_config
+from playground.tasks.base_build import BaseReport
 from playground.tasks.prompt_sets import prompts_for_task
 from playground.tasks.sft import SHIPPED, SFTConfig, build_base_model, cache_key
 from playground.teach.workshop import load_all
@@ -65,7 +66,7 @@ def base_settings(overrides: list[str]):
     """The prompt set, model and SFT settings a config's base is built from."""
     cfg = compose(overrides)
     data = _prompts(OmegaConf.to_yaml(cfg.task, resolve=True))  # the scenarios of a task share one prompt set
-    return data, base_model_config(cfg, data), SFTConfig(**cfg.sft)
+    return data, base_model_config(cfg, data), SFTConfig(**cfg.sft)  # a BaseSpec's parts, without its RL subset
 
 
 def needed() -> dict[str, tuple[list[str], list[str]]]:

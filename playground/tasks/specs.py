@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from playground.models.tiny_gpt import GPTConfig
+from playground.tasks.sft import SFTConfig
+from playground.tasks.token_data import PromptSet
+
 
 @dataclass(frozen=True)
 class OverlongSpec:
@@ -80,7 +84,18 @@ class SamplingSpec:
     do_sample: bool
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
+class BaseSpec:
+    """What a token task's SFT base is built from (`actor_rollout_ref.model`, `sft.*`), and the prompts RL trains on
+    (`data.train_max_samples` of the set's training prompts)."""
+
+    data: PromptSet  # the task's prompt set: SFT trains on all of it
+    rl_data: PromptSet
+    model: GPTConfig
+    sft: SFTConfig
+
+
+@dataclass(frozen=True, eq=False)
 class TokenTaskSpec:
     """A token task: how prompts are drawn and responses sampled, scored and validated; the models' settings."""
 
@@ -102,3 +117,4 @@ class TokenTaskSpec:
     actor_gradient_checkpointing: bool
     critic_gradient_checkpointing: bool
     reward: RewardSpec
+    base: BaseSpec

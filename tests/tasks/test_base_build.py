@@ -38,14 +38,24 @@ def test_a_resumed_build_says_where_it_goes_on_from():
                                               "step 305")
 
 
+def _prepare(cfg, run_dir):
+    """`prepare_base` as the entry calls it (`train.build_trainer`): the config resolved, the run's facts listed."""
+    import torch
+
+    from playground.run_spec import resolve_run
+
+    spec = resolve_run([cfg], torch.device("cpu"))
+    return base_build.prepare_base(spec.task.base, [run_dir], [spec.agents[0].log.info], [{}])
+
+
 def test_an_interrupted_build_says_it_resumes(tmp_path, monkeypatch):
-    def stopped(cfg, progress):
+    def stopped(base, progress):
         progress(SFTProgress(120, 4000, 30.0, None))
         raise KeyboardInterrupt
 
     monkeypatch.setattr(base_build, "base_model_for", stopped)
     with pytest.raises(KeyboardInterrupt):
-        base_build.prepare_base([compose(["task=countdown", "trainer.seed=7"])], [tmp_path], [{}])
+        _prepare(compose(["task=countdown", "trainer.seed=7"]), tmp_path)
     info = json.loads((tmp_path / "run.json").read_text())
     assert info["status"] == "interrupted" and "step 120/4000" in info["error"] and "resumes" in info["error"]
     assert (info["task"], info["scenario"], info["seed"]) == ("countdown", "healthy", 7)  # the Runs page's columns
@@ -53,7 +63,7 @@ def test_an_interrupted_build_says_it_resumes(tmp_path, monkeypatch):
 
 
 def test_a_base_that_needs_no_build_writes_nothing(tmp_path):
-    prepared = base_build.prepare_base([compose(["task=reverse"])], [tmp_path / "run"], [{}])
+    prepared = _prepare(compose(["task=reverse"]), tmp_path / "run")
     assert prepared.base.cached and prepared.base.path.parent.name == "bases"  # the shipped file, loaded
     assert not (tmp_path / "run").exists()
 
