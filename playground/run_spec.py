@@ -26,6 +26,7 @@ from playground.step.hparams import DynamicSamplingSpec, KLControlSpec, OptimSpe
 from playground.step.optim import warmup_steps
 from playground.step.perf import device_name, peak_flops
 from playground.step.stopping import StopSpec
+from playground.step.token_records import TokenRecordSpec
 from playground.step.trainer import AgentSpec, RunSpec
 from playground.tasks.prompt_sets import check_config, prompts_for_task
 from playground.tasks.sft import SFTConfig
@@ -46,9 +47,11 @@ def resolve_run(cfgs: Sequence[DictConfig], device: torch.device) -> RunSpec:
     on `device`."""
     family = str(cfgs[0].task.family)
     task = _gym_task(cfgs) if family == "gym" else _token_task(cfgs)
-    override = cfgs[0].trainer.get("peak_flops")
+    trainer = cfgs[0].trainer
+    override, records = trainer.get("peak_flops"), trainer.token_records
     return RunSpec(family, _step(cfgs, AgentValues(cfgs, device)), task, tuple(_agent(cfg) for cfg in cfgs),
-                   peak_flops(device_name(device), None if override is None else float(override)))
+                   peak_flops(device_name(device), None if override is None else float(override)),
+                   TokenRecordSpec(int(records.responses_per_step), float(records.max_mb)) if records.enable else None)
 
 
 class AgentValues:

@@ -22,6 +22,29 @@ from playground.algos.masked import masked_mean, masked_var
 from playground.algos.policy_registry import POLICY_LOSSES, get_policy_loss_fn, register_policy_loss
 
 
+def ppo_clip_terms(old_log_prob: Tensor, log_prob: Tensor, advantages: Tensor, clip_low: float | Tensor,
+                   clip_high: float | Tensor, clip_ratio_c: float | Tensor) -> dict[str, Tensor]:
+    """PPO's per-token terms, each `(..., T)`: what `compute_policy_loss_vanilla` aggregates, and what the step
+    inspector shows token by token (`step.token_records`).
+
+    `log_ratio` = clamp(logp − logp_old, ±20) (−`ppo_kl`'s term), `ratio` = exp of it; `losses` the dual-clipped
+    per-token loss; `clipped` where the clipped term binds (L2 > L1: `pg_clipfrac`'s tokens; the ratio left the band
+    on the side the advantage pushes it); `clipped_lower` where the dual clip binds (A < 0: `pg_clipfrac_lower`'s)."""
+    negative_approx_kl = torch.clamp(log_prob - old_log_prob, min=-20.0, max=20.0)
+    ratio = torch.exp(negative_approx_kl)
+    neg_advantages = -advantages
+    pg_losses1 = neg_advantages * ratio
+    # a float bound beside a tensor one is fine to torch; its stubs take both floats or both tensors
+    pg_losses2 = neg_advantages * torch.clamp(ratio, 1 - clip_low, 1 + clip_high)  # type: ignore[arg-type]
+    clip_pg_losses1 = torch.maximum(pg_losses1, pg_losses2)
+    pg_losses3 = neg_advantages * clip_ratio_c
+    clip_pg_losses2 = torch.minimum(pg_losses3, clip_pg_losses1)
+    negative = advantages < 0
+    return {"log_ratio": negative_approx_kl, "ratio": ratio,
+            "losses": torch.where(negative, clip_pg_losses2, clip_pg_losses1),
+            "clipped": pg_losses2 > pg_losses1, "clipped_lower": (clip_pg_losses1 > pg_losses3) & negative}
+
+
 @register_policy_loss("vanilla")
 def compute_policy_loss_vanilla(
     old_log_prob: Tensor,
@@ -61,23 +84,12 @@ def compute_policy_loss_vanilla(
     clip_low = clip_ratio if clip_ratio_low is None else clip_ratio_low
     clip_high = clip_ratio if clip_ratio_high is None else clip_ratio_high
 
-    negative_approx_kl = torch.clamp(log_prob - old_log_prob, min=-20.0, max=20.0)
-    ratio = torch.exp(negative_approx_kl)
-    ppo_kl = masked_mean(-negative_approx_kl.detach(), response_mask)  # a metric: no graph to build
-
-    neg_advantages = -advantages
-    pg_losses1 = neg_advantages * ratio
-    # a float bound beside a tensor one is fine to torch; its stubs take both floats or both tensors
-    pg_losses2 = neg_advantages * torch.clamp(ratio, 1 - clip_low, 1 + clip_high)  # type: ignore[arg-type]
-    clip_pg_losses1 = torch.maximum(pg_losses1, pg_losses2)
-    pg_clipfrac = masked_mean((pg_losses2 > pg_losses1).to(ratio.dtype), response_mask)
-
-    pg_losses3 = neg_advantages * clip_ratio_c
-    clip_pg_losses2 = torch.minimum(pg_losses3, clip_pg_losses1)
-    negative = advantages < 0
-    pg_clipfrac_lower = masked_mean(((clip_pg_losses1 > pg_losses3) & negative).to(ratio.dtype), response_mask)
-
-    pg_losses = torch.where(negative, clip_pg_losses2, clip_pg_losses1)
+    terms = ppo_clip_terms(old_log_prob, log_prob, advantages, clip_low, clip_high, clip_ratio_c)
+    dtype = terms["ratio"].dtype
+    ppo_kl = masked_mean(-terms["log_ratio"].detach(), response_mask)  # a metric: no graph to build
+    pg_clipfrac = masked_mean(terms["clipped"].to(dtype), response_mask)
+    pg_clipfrac_lower = masked_mean(terms["clipped_lower"].to(dtype), response_mask)
+    pg_losses = terms["losses"]
     if rollout_is_weights is not None:
         pg_losses = pg_losses * rollout_is_weights
     pg_loss = agg_loss(pg_losses, response_mask, loss_agg_mode)

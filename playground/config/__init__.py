@@ -28,7 +28,7 @@ LOGGERS = ("console", "jsonl", "file", "tensorboard", "wandb", "mlflow", "swanla
 # Keys that act only on token tasks (a gym run with one of them set is refused, not ignored).
 TOKEN_ONLY = ("actor_rollout_ref.model.enable_gradient_checkpointing", "critic.model.enable_gradient_checkpointing",
               "algorithm.filter_groups.enable", "reward_model.overlong_buffer.enable",
-              "actor_rollout_ref.rollout.multi_turn.enable")
+              "actor_rollout_ref.rollout.multi_turn.enable", "trainer.token_records.enable")
 # The rollout as the trainer, the only setting a gym task takes (its rollout is the trainer's policy itself).
 ROLLOUT_AS_TRAINER = {"actor_rollout_ref.rollout.top_k": (-1, 0),
                       "actor_rollout_ref.rollout.dtype": ("float32", "fp32"),
@@ -48,7 +48,8 @@ PLAYGROUND_KEYS = (
     "actor_rollout_ref.model.*",
     "world_model.*", "trainer.memory_limit_gb", "trainer.stop_on_finding", "trainer.stop_on_score",
     "trainer.stop_on_score_validated", "trainer.diverge_patience", "trainer.objective", "trainer.objective_key",
-    "trainer.num_threads", "trainer.progress_bar", "trainer.samples_per_step", "trainer.mystery",
+    "trainer.num_threads", "trainer.progress_bar", "trainer.samples_per_step", "trainer.token_records.*",
+    "trainer.mystery",
     "actor_rollout_ref.actor.grad_clip=null (clipping off)", "critic.grad_clip=null",
     "actor_rollout_ref.rollout.staleness", "actor_rollout_ref.rollout.weight_sync",
     "actor_rollout_ref.rollout.weight_sync_skip",
@@ -231,6 +232,9 @@ def _validate_gym(cfg: DictConfig) -> None:
 
 
 def _validate_token(cfg: DictConfig) -> None:
+    _check(cfg, "trainer.token_records.responses_per_step", lambda x: x == -1 or x >= 1,
+           "-1 (every response) or an integer >= 1")
+    _check(cfg, "trainer.token_records.max_mb", lambda x: x > 0, "a size in MB > 0")
     _check(cfg, "data.max_response_length", lambda x: x >= 1, "an integer >= 1")
     _check(cfg, "data.max_prompt_length", lambda x: x >= 2, "an integer >= 2")
     _check(cfg, "data.train_batch_size", lambda x: x >= 1, "an integer >= 1")

@@ -303,6 +303,13 @@ class WorldModelConfig:
 
 
 @dataclass
+class TokenRecordsConfig:
+    enable: bool = MISSING
+    responses_per_step: int = MISSING
+    max_mb: float = MISSING
+
+
+@dataclass
 class TrainerConfig:
     project_name: str = MISSING
     experiment_name: str = MISSING
@@ -325,6 +332,7 @@ class TrainerConfig:
     progress_bar: bool = MISSING
     peak_flops: float | None = MISSING
     samples_per_step: int = MISSING
+    token_records: TokenRecordsConfig = field(default_factory=TokenRecordsConfig)
     mystery: bool = MISSING
 
 

@@ -1,4 +1,15 @@
-"""The run directory contract: `run.json`, `metrics.jsonl`, `samples.jsonl`, `findings.json`.
+"""The run directory contract: `run.json`, `metrics.jsonl`, `samples.jsonl`, `tokens.jsonl`, `findings.json`.
+
+`tokens.jsonl` (token tasks with `trainer.token_records.enable`; `step.token_records` writes it): one JSON object per
+recorded response and step: `step`, `row` (its index in the step's batch), `uid` (its group), `prompt`, `answer`,
+`response`, `tokens` (each response token's text, specials by name), `mask` (1: a token the loss trains on; 0: an
+environment's reply in a multi-turn episode), `reward`, `group` (`rows`, `rewards`: the group's rows and their
+rewards, which GRPO's advantage compares), per token `advantages`, `old_log_prob` and, where the step has them,
+`ref_log_prob`, `rollout_log_prob`, `entropy` (the old log-prob pass's), `values`; and `updates`: for each
+micro-batch of the actor's update that held the response (`micro`: its index in the update's order), per token
+`log_ratio` (log π_θ/π_old, clamped to ±20 as the loss does), and with the vanilla PPO loss `clipped` and
+`clipped_lower` (1 where the clip, or the dual clip, binds), and `entropy` where the update measured it. A run whose
+file passed `trainer.token_records.max_mb` says so in run.json (`token_records_full_at`: the first step left out).
 
 A run writes into its Hydra output dir. The trainer is the only writer; the diagnosis engine and the explorer
 read these files (never the trainer), so everything here reads tolerantly: a half-written last line is not
@@ -22,6 +33,7 @@ from playground.metrics import STEP, canonicalize, from_json_value, to_json_valu
 RUN_INFO = "run.json"
 METRICS = "metrics.jsonl"
 SAMPLES = "samples.jsonl"
+TOKENS = "tokens.jsonl"
 FINDINGS = "findings.json"
 STATUSES = ("running", "finished", "diverged", "oom", "failed", "interrupted")
 INFO_EVERY_S = 1.0  # run.json's last_step lags metrics.jsonl by at most this long while a run is running
@@ -139,6 +151,7 @@ class RunRecorder:
         }
         self._metrics = open(self.run_dir / METRICS, "a", encoding="utf-8")
         self._samples: TextIO | None = None  # opened by the first samples
+        self._tokens: TextIO | None = None  # opened by the first token records
         self._info_written = 0.0
         self.update()
 
@@ -163,6 +176,15 @@ class RunRecorder:
             self._samples.write(json.dumps(jsonable(sample), ensure_ascii=False, allow_nan=False) + "\n")
         self._samples.flush()
 
+    def log_tokens(self, records: Iterable[Mapping[str, Any]]) -> int:
+        """Append token records (`TOKENS`), one JSON line each; returns the bytes written."""
+        if self._tokens is None:
+            self._tokens = open(self.run_dir / TOKENS, "a", encoding="utf-8")
+        lines = "".join(json.dumps(jsonable(r), ensure_ascii=False, allow_nan=False) + "\n" for r in records)
+        self._tokens.write(lines)
+        self._tokens.flush()
+        return len(lines.encode())
+
     def finish(self, status: str, error: str | None = None, **fields: Any) -> None:
         if status not in STATUSES:
             raise ValueError(f"run status must be one of {STATUSES}, got {status!r}")
@@ -170,7 +192,7 @@ class RunRecorder:
         self.update(status=status, error=error, end_time=time.time(), **fields)
 
     def close(self) -> None:
-        for f in (self._metrics, self._samples):
+        for f in (self._metrics, self._samples, self._tokens):
             if f is not None and not f.closed:
                 f.close()
 
@@ -243,6 +265,36 @@ def read_metrics_jsonl(path: str | Path) -> LogRead:
 def read_samples(path: str | Path) -> tuple[list[dict[str, Any]], list[str]]:
     problems: list[str] = []
     return list(iter_jsonl(Path(path), problems)), problems
+
+
+def read_token_records(run_dir: str | Path, step: int | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+    """A run's token records (`TOKENS`; only `step`'s when given), non-finite values back as floats, and the lines
+    that could not be read."""
+    problems: list[str] = []
+    path = Path(run_dir) / TOKENS
+    if not path.is_file():
+        return [], problems
+    records = [_finite_back(r) for r in iter_jsonl(path, problems) if step is None or r.get("step") == step]
+    return records, problems
+
+
+# The token records' numbers (one per token, or one per record), which `jsonable` wrote non-finite as strings.
+TOKEN_NUMBERS = frozenset({"reward", "rewards", "advantages", "old_log_prob", "ref_log_prob", "rollout_log_prob",
+                           "entropy", "values", "log_ratio"})
+
+
+def _finite_back(record: dict[str, Any]) -> dict[str, Any]:
+    """A token record with `jsonable`'s "NaN"/"Infinity" strings back as floats in its numbers."""
+    out: dict[str, Any] = {}
+    for key, value in record.items():
+        if isinstance(value, dict):
+            value = _finite_back(value)
+        elif key == "updates":
+            value = [_finite_back(u) for u in value]
+        elif key in TOKEN_NUMBERS:
+            value = [from_json_value(v) for v in value] if isinstance(value, list) else from_json_value(value)
+        out[key] = value
+    return out
 
 
 def read_run_info(run_dir: str | Path) -> dict[str, Any] | None:

@@ -343,6 +343,14 @@ class RunLogger:
     def log_samples(self, samples) -> None:
         self.recorder.log_samples(samples)
 
+    def log_tokens(self, records) -> int:
+        """Token records (`runs.TOKENS`); returns the bytes written."""
+        return self.recorder.log_tokens(records)
+
+    def update(self, **fields: Any) -> None:
+        """More facts for run.json."""
+        self.recorder.update(**fields)
+
     def finish(self, status: str, error: str | None = None, **fields: Any) -> None:
         for sink in self.sinks:
             sink.close()

@@ -62,7 +62,7 @@ class DynamicSampler:
         assert self.actor is not None and self.reference is not None and self.kl_in_reward is not None, \
             "the in-reward KL needs the actor's and the reference's log-probs"
         with timed("old_log_prob"):
-            batch["old_log_probs"] = self.actor.compute_log_prob(batch)[0]
+            batch["old_log_probs"] = self.actor.compute_log_prob(batch).log_probs
         with timed("ref"):
             batch["ref_log_prob"] = self.reference.compute_ref_log_prob(batch)
         batch["token_level_rewards"], _ = self.kl_in_reward.penalised(batch, batch["agents"])

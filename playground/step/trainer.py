@@ -31,6 +31,7 @@ from playground.step.memory import MemoryGuard, is_oom_error
 from playground.step.records import StepRecorder
 from playground.step.rollout_correction import RolloutCorrection
 from playground.step.stopping import AgentOutcome, Stop, StopRules, StopSpec
+from playground.step.token_records import TokenProbe, TokenRecordSpec, TokenRecordWriter
 from playground.step.update import entropy_metrics
 from playground.step.workers import TaskActor, TaskCritic, TaskReference, TaskRollout, WorldModelTrainer
 from playground.tasks import build_task
@@ -60,6 +61,7 @@ class RunSpec:
     task: GymTaskSpec | TokenTaskSpec
     agents: tuple[AgentSpec, ...]
     peak_flops: float  # the device's peak FLOP/s for perf/mfu/* (trainer.peak_flops, else verl's table; inf: none)
+    token_records: TokenRecordSpec | None  # None: trainer.token_records.enable is off
 
     @property
     def num_agents(self) -> int:
@@ -111,6 +113,8 @@ class Trainer:
                                      extra_infos or [{}] * self.num_agents, hp.use_critic, device, spec.peak_flops)
         self.stops = StopRules([agent.stop for agent in spec.agents], hp.total_steps, hp.diverge_patience,
                                task.score_metric, task.val_score_metric, facts)
+        self.token_records = None if spec.token_records is None else \
+            TokenRecordWriter(spec.token_records, self.num_agents, task.token_texts)
 
     @contextmanager
     def _timed(self, timing: dict[str, float], name: str):
@@ -184,13 +188,17 @@ class Trainer:
             batch = self._generate(timed, metrics)  # gen, reward
             if batch is None:  # every agent still training ended its sampling at the cap
                 return [{} for _ in range(self.num_agents)]
+            probe = self._token_probe(batch) if self.token_records is not None else None
             entropy_before = None
             if self.actor.bypass is not None:  # verl: the rollout's log-probs are the old ones, not recomputed
                 assert self.rollout_corr is not None, "bypass mode is a correction: the rollout hands on its log-probs"
                 self.rollout_corr.apply_bypass_mode(batch)
             else:
                 with timed("old_log_prob"):
-                    batch["old_log_probs"], entropy_before = self.actor.compute_log_prob(batch)
+                    old = self.actor.compute_log_prob(batch)
+                    batch["old_log_probs"], entropy_before = old.log_probs, old.entropy
+                    if probe is not None:
+                        batch["token_entropy"] = old.token_entropy
                     metrics.update(entropy_metrics(entropy_before))  # the update may measure it again
                     metrics.update(self.rollout.debug_metrics(batch))  # verl: with rollout.calculate_log_probs
             if hp.use_kl_loss or hp.use_kl_in_reward:
@@ -208,14 +216,24 @@ class Trainer:
                     metrics.update(self.critic.update(batch, self.active, self.memory))
             if hp.critic_warmup <= step:
                 with timed("update_actor"):
-                    metrics.update(self.actor.update(batch, self.active, self.memory, entropy_before))
+                    metrics.update(self.actor.update(batch, self.active, self.memory, entropy_before, probe))
             if self.world_model is not None:
                 metrics.update(self.world_model.update(batch, self.active))
         self.recorder.add_mfu(metrics, batch, timing, self._update_epochs())
         records = self.recorder.step_records(step, batch, metrics, timing, self.memory)
         self.recorder.log_samples(batch, step, self.active.tolist())
+        if self.token_records is not None and probe is not None:
+            self.token_records.write(step, batch, probe, self.recorder.loggers, self.active.tolist())
         self._test(step, records, timing)
         return records
+
+    def _token_probe(self, batch: Batch) -> TokenProbe:
+        """The step's per-token records' probe of the update (the clip masks where the loss is vanilla PPO's), and
+        each row's index in the batch, which the update's shuffles carry along."""
+        hp, mask = self.hp, batch["response_mask"]
+        batch["row_index"] = torch.arange(mask.shape[1], device=self.device).expand(mask.shape[0], -1)
+        vanilla = hp.policy_loss_mode == "vanilla" and self.actor.bypass is None
+        return TokenProbe((hp.clip_ratio_low, hp.clip_ratio_high, hp.clip_ratio_c) if vanilla else None)
 
     def _generate(self, timed, metrics: dict[str, list]) -> Batch | None:
         """The step's scored batch (`gen`, `reward`); with dynamic sampling as many generation batches as each

@@ -22,6 +22,7 @@ from playground.algos.masked import masked_mean
 from playground.algos.rollout_correction.bypass import compute_policy_loss_bypass_mode
 from playground.algos.rollout_correction.spec import RolloutCorrectionSpec
 from playground.step.optim import AgentAdamW
+from playground.step.token_records import TokenProbe
 from playground.tasks.base import Batch, as_batch, batch_fields
 
 
@@ -139,7 +140,7 @@ def update_actor(actor, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape,
                  entropy_coeff: Tensor, use_kl_loss: bool, kl_loss_coef: Tensor, kl_loss_type: str,
                  grad_clip: Tensor, generators: Sequence[torch.Generator], active: Tensor,
                  policy_loss_kwargs: dict, memory_guard=None, rollout_correction: RolloutCorrectionSpec | None = None,
-                 entropy_before: Tensor | None = None) -> Metrics:
+                 entropy_before: Tensor | None = None, probe: TokenProbe | None = None) -> Metrics:
     """verl's `update_policy`: clipped surrogate − entropy bonus + KL loss, per mini-batch one step.
 
     `actor` is the task (`tasks.base.Task`): its `log_prob_and_entropy(mini_batch)` and `model_input_keys` (the batch
@@ -161,6 +162,9 @@ def update_actor(actor, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape,
     computes entropy: per agent where its entropy_coeff != 0 (agents of a batch may differ), every agent in bypass
     mode (`entropy_before` None).
 
+    `probe`: the step's per-token records (`trainer.token_records`) hear each micro-batch: its rows (the batch's
+    `row_index`), log-ratios, clip masks and, where the update measures it, entropy.
+
     Returns:
         lists of `(K,)` tensors: pg metrics, the entropy metric (`entropy_metrics`) when the update computes entropy,
         `actor/kl_loss`, `actor/kl_coef`, and per optimizer step `actor/pg_loss`, `actor/loss` (the whole objective
@@ -178,7 +182,7 @@ def update_actor(actor, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape,
     in_update: list[Tensor] = []  # the entropy each micro-batch measured
     keys = [*actor.model_input_keys, "response_mask", "advantages",  # only the fields the loss below reads
             *(() if on_policy else ("old_log_probs",)), *(("ref_log_prob",) if use_kl_loss else ()),
-            *(("rollout_is_weights",) if "rollout_is_weights" in batch else ())]
+            *(("rollout_is_weights",) if "rollout_is_weights" in batch else ()), *(("row_index",) if probe else ())]
     for micro_batches in iter_minibatches(batch, keys, shape, generators):
         optimizer.zero_grad()
         # each a sum over the micro-batches: a (K,) tensor once the first one is added (a mini-batch has one or more)
@@ -197,6 +201,9 @@ def update_actor(actor, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape,
                 is_weights = {"rollout_is_weights": mb["rollout_is_weights"]} if "rollout_is_weights" in mb else {}
                 pg_loss, pg_metrics = policy_loss_fn(old_log_prob, log_prob, mb["advantages"], mask, agg_mode,
                                                      **policy_loss_kwargs, **is_weights)
+            if probe is not None:
+                probe.add(mb["row_index"], old_log_prob, log_prob, mb["advantages"],
+                          entropy if compute_entropy else None)
             loss = pg_loss
             if compute_entropy:
                 entropy_agg = agg_loss(entropy, mask, shape.loss_agg_mode)

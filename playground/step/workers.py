@@ -10,7 +10,7 @@ staleness, its weight sync) and verl's rollout-vs-trainer probes (`algos.rollout
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import torch
 from torch import Tensor, nn
@@ -23,11 +23,21 @@ from playground.rollout.weights import RolloutSpec, RolloutWeights
 from playground.step.hparams import OptimSpec, RoleShape, StepHParams
 from playground.step.memory import MemoryGuard
 from playground.step.optim import AgentAdamW, lr_factor
+from playground.step.token_records import TokenProbe
 from playground.step.update import Metrics, UpdateShape, update_actor, update_critic
 from playground.tasks.base import Batch, Task
 
 
 # ---- the interfaces -------------------------------------------------------------------------------------------------
+class OldLogProbs(NamedTuple):
+    """The actor's `old_log_prob` pass: the log-probs `(K, rows, T)`, their entropy as the loss aggregates it `(K,)`
+    (the step's entropy metric) and per token `(K, rows, T)` (the step's token records)."""
+
+    log_probs: Tensor
+    entropy: Tensor
+    token_entropy: Tensor
+
+
 class Rollout(Protocol):
     """Generation: the `gen` phase (gym rollouts, sampled responses)."""
 
@@ -42,11 +52,12 @@ class Rollout(Protocol):
 class Actor(Protocol):
     """The policy under the trainer's weights: `old_log_prob` and `update_actor`."""
 
-    def compute_log_prob(self, batch: Batch) -> tuple[Tensor, Tensor]:
-        """The batch's old log-probs `(K, rows, T)` and their entropy as the loss aggregates it `(K,)`, without
-        gradients."""
+    def compute_log_prob(self, batch: Batch) -> OldLogProbs:
+        """The batch's old log-probs `(K, rows, T)`, their entropy as the loss aggregates it `(K,)` and per token,
+        without gradients."""
 
-    def update(self, batch: Batch, active: Tensor, memory: MemoryGuard, entropy_before: Tensor | None) -> Metrics:
+    def update(self, batch: Batch, active: Tensor, memory: MemoryGuard, entropy_before: Tensor | None,
+               probe: TokenProbe | None = None) -> Metrics:
         """One PPO update of the agents in `active`; returns its metrics as lists of `(K,)` tensors."""
 
 
@@ -184,15 +195,17 @@ class TaskActor:
         self.no_kl_loss = torch.zeros(step_hp.num_agents, device=device)  # verl logs 0.0 when the KL loss is off
 
     @torch.no_grad()
-    def compute_log_prob(self, batch: Batch) -> tuple[Tensor, Tensor]:
+    def compute_log_prob(self, batch: Batch) -> OldLogProbs:
         """The old log-probs `(K, rows, T)`, and the per-token entropy aggregated as the actor's loss is `(K,)`: the
         step's entropy metric (`update.entropy_metrics`) unless the update measures it again."""
         log_probs, entropy = self.task.log_prob_and_entropy(batch)
-        return log_probs, agg_loss(entropy, batch["response_mask"], self.shape.loss_agg_mode)
+        return OldLogProbs(log_probs, agg_loss(entropy, batch["response_mask"], self.shape.loss_agg_mode), entropy)
 
-    def update(self, batch: Batch, active: Tensor, memory: MemoryGuard, entropy_before: Tensor | None) -> Metrics:
+    def update(self, batch: Batch, active: Tensor, memory: MemoryGuard, entropy_before: Tensor | None,
+               probe: TokenProbe | None = None) -> Metrics:
         """One PPO update of the agents in `active` (bypass mode's loss when the actor was built with `bypass`).
-        `entropy_before`: `compute_log_prob`'s entropy, None in bypass mode (which skips that pass)."""
+        `entropy_before`: `compute_log_prob`'s entropy, None in bypass mode (which skips that pass). `probe`: the
+        step's per-token records, which hear every micro-batch."""
         hp = self.hp
         lr = self.schedule.apply(self.optimizer)
         metrics = update_actor(
@@ -200,7 +213,7 @@ class TaskActor:
             entropy_coeff=hp.entropy_coeff, use_kl_loss=hp.use_kl_loss, kl_loss_coef=hp.kl_loss_coef,
             kl_loss_type=hp.kl_loss_type, grad_clip=hp.actor_grad_clip, generators=self.shuffle_gens,
             active=active, memory_guard=memory, policy_loss_kwargs=self.policy_loss_kwargs,
-            rollout_correction=self.bypass, entropy_before=entropy_before)
+            rollout_correction=self.bypass, entropy_before=entropy_before, probe=probe)
         metrics["actor/lr"] = [lr]
         if not hp.use_kl_loss:
             metrics["actor/kl_loss"] = [self.no_kl_loss]

@@ -75,6 +75,9 @@ class Batch(TypedDict, total=False):
     token_level_rewards: Tensor  # (K, rows, T) the scores, minus the KL penalty with use_kl_in_reward
     advantages: Tensor  # (K, rows, T)
     returns: Tensor  # (K, rows, T)
+    # the step's per-token records only (`trainer.token_records`, `playground.step.token_records`)
+    row_index: Tensor  # (K, rows) each row's index, carried through the update's shuffles
+    token_entropy: Tensor  # (K, rows, T) the old log-prob pass's entropy of each token
 
 
 def batch_fields(batch: Batch, keys: Iterable[str]) -> dict[str, Any]:
@@ -197,6 +200,10 @@ class Task(ABC):
     def samples(self, batch: Batch, step: int) -> list[list[dict]]:
         """Per agent, rows of this step for `samples.jsonl` (token tasks: what the model said)."""
         return [[] for _ in range(self.num_agents)]
+
+    def token_texts(self, ids: Sequence[int]) -> list[str]:
+        """Each token id's text, specials by name: the step's token records (`trainer.token_records`, token tasks)."""
+        raise NotImplementedError(f"{type(self).__name__} has no tokens: trainer.token_records is a token task's")
 
     def agent_metrics(self, agent: int, step: int) -> dict[str, float]:
         """One agent's metrics that the task keeps itself (episode statistics, the data epoch)."""

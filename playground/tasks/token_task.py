@@ -342,6 +342,9 @@ class TokenTask(Task):
                         for i in range(count)])
         return out
 
+    def token_texts(self, ids: Sequence[int]) -> list[str]:
+        return [self.tokenizer.itos[i] for i in ids]
+
     def agent_metrics(self, agent: int, step: int) -> dict[str, float]:
         return {"training/epoch": float(self.prompts_before_step[agent] // len(self.data.train))}
 
