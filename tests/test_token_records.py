@@ -113,7 +113,8 @@ def test_records_stop_at_max_mb_and_run_json_says_where(train_run):
 
 
 def test_records_off_write_no_file_and_a_gym_task_refuses_them(train_run):
-    _, run_dir = train_run([*LR_TOO_HIGH, "trainer.total_training_steps=1", "trainer.logger=[]"])
+    _, run_dir = train_run([*LR_TOO_HIGH, "trainer.total_training_steps=1", "trainer.logger=[]",
+                            "trainer.token_records.enable=false"])  # a token task's file turns them on
     assert read_token_records(run_dir) == ([], []) and not (run_dir / "tokens.jsonl").exists()
     with pytest.raises(ConfigError, match="trainer.token_records.enable=True is out of range for gym tasks"):
         validate(compose(["task=cartpole", "trainer.token_records.enable=true"]))
