@@ -238,6 +238,20 @@ def step_rule_chart(long: pd.DataFrame, metric: str, step: float, *, sample_step
     return _style(alt.layer(*layers).properties(title=metric, height=height))
 
 
+def histogram_chart(values: pd.Series, title: str, *, rules: Sequence[float] = (), bins: int = 30,
+                    height: int = 150) -> alt.LayerChart:
+    """A histogram of one quantity over a step's tokens, with dashed rules (the clip band on the ratio's)."""
+    frame = pd.DataFrame({"value": pd.to_numeric(values, errors="coerce")}).replace([np.inf, -np.inf], np.nan).dropna()
+    bars = alt.Chart(frame).mark_bar(color=PALETTE[0], opacity=0.85).encode(
+        x=alt.X("value:Q", bin=alt.Bin(maxbins=bins), title=None),
+        y=alt.Y("count():Q", title=None), tooltip=[alt.Tooltip("count():Q", title="tokens")])
+    layers = [bars]
+    if rules:
+        layers.append(alt.Chart(pd.DataFrame({"value": list(rules)})).mark_rule(
+            color=STATUS_COLORS["bad"], strokeDash=[4, 3]).encode(x="value:Q"))
+    return _style(alt.layer(*layers).properties(title=title, height=height))
+
+
 def timeline_chart(findings: pd.DataFrame, max_step: float, *, x_title: str = "step") -> alt.LayerChart:
     """Findings on a step axis: a bar from the first to the last step each holds, a dot where it began.
 

@@ -27,6 +27,7 @@ from playground.rundir.runs import (
     FINDINGS,
     METRICS,
     SAMPLES,
+    TOKENS,
     LogRead,
     find_runs,
     metrics_record,
@@ -34,6 +35,7 @@ from playground.rundir.runs import (
     read_metrics_jsonl,
     read_run_info,
     read_samples,
+    read_token_records,
 )
 
 from series import records_frame, smooth_ema
@@ -255,6 +257,36 @@ def samples_frame(run: str) -> tuple[pd.DataFrame, list[str]]:
     if stamp is None:
         return pd.DataFrame(columns=["step", "prompt", "response", "reward", "truncated", "answer"]), []
     return _samples(str(path), stamp)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _token_records(path: str, stamp: Stamp) -> tuple[list[dict[str, Any]], list[str]]:
+    return read_token_records(Path(path).parent)
+
+
+def has_token_records(run: str) -> bool:
+    return (Path(run) / TOKENS).is_file()
+
+
+def token_records(run: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """A token run's per-token records (`tokens.jsonl`, every step), and the lines that could not be read; empty
+    when the run has none."""
+    path = Path(run) / TOKENS
+    stamp = _stamp(path)
+    return ([], []) if stamp is None else _token_records(str(path), stamp)
+
+
+def clip_band(run: str) -> tuple[float, float] | None:
+    """The run's PPO clip band (1 − ε_low, 1 + ε_high) from its resolved config (`.hydra/config.yaml`); None where
+    the config is not there."""
+    try:
+        with open(Path(run) / ".hydra" / "config.yaml", encoding="utf-8") as f:
+            actor = (yaml.safe_load(f) or {})["actor_rollout_ref"]["actor"]
+    except (OSError, KeyError, TypeError, yaml.YAMLError):
+        return None
+    low = actor.get("clip_ratio_low") if actor.get("clip_ratio_low") is not None else actor.get("clip_ratio")
+    high = actor.get("clip_ratio_high") if actor.get("clip_ratio_high") is not None else actor.get("clip_ratio")
+    return None if low is None or high is None else (1 - float(low), 1 + float(high))
 
 
 def run_info(run: str) -> dict[str, Any]:

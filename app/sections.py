@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import streamlit as st
+import tokens
 
 from playground.config.overrides import fix_command
 from playground.diagnose import root_causes
@@ -264,7 +265,7 @@ def _timeline_label(item: dict) -> str:
 
 
 def draw_findings(report: dict | None, overrides: Sequence[str] | None, *, key: str,
-                  max_step: float | None = None) -> None:
+                  max_step: float | None = None, inspect_run: str | None = None) -> None:
     """A run's findings as diagnoses: a timeline by the step each began (each root cause with its consequences
     under it), the §11.2 checks ruled out, then each with the guide's explanation, the fix and the alternatives.
 
@@ -274,6 +275,8 @@ def draw_findings(report: dict | None, overrides: Sequence[str] | None, *, key: 
             the fix's overrides alone.
         key: a unique prefix for element keys.
         max_step: where the timeline's axis ends (the run's last step); default the last finding's.
+        inspect_run: a run with token records: each finding offers the Step inspector at its first step, on the
+            tokens that fired it (`tokens.FINDING_FOCUS`).
     """
     if report is None:
         return
@@ -327,6 +330,17 @@ def draw_findings(report: dict | None, overrides: Sequence[str] | None, *, key: 
                     st.caption(widgets.t("alternative_caption", reference=alt.get("reference", "")))
                     command = fix_command(overrides, alt["fix"]) if overrides is not None else alt["fix"]
                     st.code(command, language="bash", wrap_lines=overrides is not None)
+                if inspect_run is not None and f.get("first_step") is not None:
+                    _inspect_button(inspect_run, f, key=f"{key}_inspect_{n}")
+
+
+def _inspect_button(run: str, finding: dict, key: str) -> None:
+    """Open the Step inspector at the finding's first step, coloured by what its tokens show."""
+    step = int(finding["first_step"])
+    if st.button(widgets.t("inspect_tokens", step=step), key=key, icon=":material/frame_inspect:"):
+        st.session_state["inspect"] = {"run": run, "step": step,
+                                       "focus": tokens.FINDING_FOCUS.get(finding.get("id", ""), "advantage")}
+        st.switch_page("views/inspector.py")
 
 
 def evidence_table(rows: Sequence[Mapping]) -> pd.DataFrame:

@@ -18,6 +18,7 @@ PAGES = [
     ("views/diagnosis.py", "nav_diagnosis", "diagnosis", ":material/troubleshoot:"),
     ("views/sweeps.py", "nav_sweeps", "sweeps", ":material/grid_on:"),
     ("views/samples.py", "nav_samples", "samples", ":material/chat:"),
+    ("views/inspector.py", "nav_inspector", "inspector", ":material/frame_inspect:"),
     ("views/external.py", "nav_external", "external", ":material/upload_file:"),
     ("views/glossary.py", "nav_glossary", "glossary", ":material/menu_book:"),
     ("views/workshop.py", "nav_workshop", "workshop", ":material/school:"),

@@ -37,7 +37,8 @@ def render() -> None:
     for problem in report.get("problems", []) or []:
         st.warning(widgets.pick(problem))
     last_step = pd.to_numeric(row["last_step"], errors="coerce")
-    sections.draw_findings(report, row["overrides"], key="diag", max_step=None if pd.isna(last_step) else last_step)
+    sections.draw_findings(report, row["overrides"], key="diag", max_step=None if pd.isna(last_step) else last_step,
+                           inspect_run=run if data.has_token_records(run) else None)
     if row["overrides"]:
         st.caption(widgets.t("rerun_caption"))
         st.code(info.get("command") or fix_command(row["overrides"], ""), language="bash", wrap_lines=True)

@@ -1,0 +1,107 @@
+"""Step inspector: one step of a token run, token by token. Each recorded response's tokens coloured by the quantity
+chosen (advantage, the ratio π_θ/π_old, where the clip bound, entropy, the KL term, rollout − trainer), its reward and
+its group (how GRPO's advantage came from the group's rewards), and the step's distributions beside them. A finding on
+the Diagnosis page (or a chapter of the learning path) opens it at the finding's step, on the tokens that fired it
+(`st.session_state["inspect"]`: run, step, focus)."""
+
+from __future__ import annotations
+
+import streamlit as st
+import tokens
+
+from playground import PYTHON
+from playground.metrics import STEP
+
+import charts
+import data
+import widgets
+
+PER_PAGE = 8  # responses drawn at once (a step recording every response has hundreds)
+
+
+def _asked(runs: list[str]) -> int | None:
+    """Take what another page asked to inspect: select its run and quantity; returns its step (None: nothing)."""
+    asked = st.session_state.pop("inspect", None)
+    if not asked or asked.get("run") not in runs:
+        return None
+    st.session_state["inspector_run"] = asked["run"]
+    focus = asked.get("focus") or "advantage"
+    st.session_state["inspector_quantity"] = "advantage" if focus == "zero_adv" else focus
+    st.session_state["inspector_alike"] = focus == "zero_adv"
+    return int(asked["step"]) if asked.get("step") is not None else None
+
+
+def _distributions(at_step: list[dict], band: tuple[float, float] | None) -> None:
+    every = tokens.step_tokens(at_step)
+    c1, c2, c3 = st.columns(3)
+    for column, quantity, rules in ((c1, "ratio", band or ()), (c2, "entropy", ()), (c3, "advantage", ())):
+        values = every[quantity].dropna() if quantity in every else []
+        if len(values):
+            chart = charts.histogram_chart(values, widgets.t(f"inspector_q_{quantity}"), rules=rules)
+            column.vega_lite_chart(spec=charts.to_spec(chart), width="stretch")
+    clipped = every["clipped"] != ""
+    if len(every):
+        st.caption(widgets.t("inspector_clipped_share", clipped=int(clipped.sum()), tokens=len(every),
+                             share=f"{clipped.mean():.3g}"))
+
+
+def _response(record: dict, quantity: str, scale: float) -> None:
+    group = tokens.group_summary(record)
+    with st.container(border=True):
+        st.markdown(widgets.t("inspector_response", row=record["row"], reward=f"{record['reward']:.3g}",
+                              answer=record.get("answer", ""), prompt=record.get("prompt", "")))
+        st.caption(widgets.t("inspector_group", rewards=", ".join(f"{r:.3g}" for r in record["group"]["rewards"]),
+                             mean=f"{group['mean']:.3g}", std=f"{group['std']:.3g}",
+                             normalised=f"{group['normalised']:.3g}"))
+        st.html(tokens.response_html(record, quantity, scale))
+
+
+def render() -> None:
+    st.title(widgets.t("inspector_title"))
+    st.caption(widgets.t("inspector_note"))
+    table, _ = widgets.runs_table()
+    token_runs = table[table["family"] == "token"] if "family" in table else table.iloc[0:0]
+    runs = list(token_runs["run"])
+    if not runs:
+        st.info(widgets.t("inspector_no_runs"))
+        return
+    asked_step = _asked(runs)
+    run = st.selectbox(widgets.t("pick_run"), runs, format_func=widgets.run_options(table).get, key="inspector_run")
+    records, problems = data.token_records(run)
+    widgets.show_problems(run, problems)
+    if not records:
+        st.info(widgets.t("inspector_no_records"))
+        st.code(f"{PYTHON} -m playground.train <task and overrides> trainer.token_records.enable=true", language="bash")
+        return
+    steps = sorted({int(r["step"]) for r in records})
+    if asked_step is not None:  # the finding's step, or the nearest recorded one after it (a capped file: before)
+        st.session_state["inspector_step"] = min(steps, key=lambda s: (s < asked_step, abs(s - asked_step)))
+    elif st.session_state.get("inspector_step") not in steps:
+        st.session_state["inspector_step"] = steps[-1]
+    c1, c2, c3 = st.columns([3, 2, 1])
+    step = c1.select_slider(widgets.t("inspector_step"), steps, key="inspector_step")
+    quantity = c2.selectbox(widgets.t("inspector_quantity"), tokens.QUANTITIES, key="inspector_quantity",
+                            format_func=lambda q: widgets.t(f"inspector_q_{q}"))
+    alike = c3.toggle(widgets.t("inspector_alike"), key="inspector_alike")
+    at_step = [r for r in records if int(r["step"]) == step]
+    frame = data.metrics_frame(run)
+    row = frame[frame[STEP] == step] if STEP in frame else frame.iloc[0:0]
+    if not row.empty:
+        shown = [m for m in ("actor/pg_clipfrac", "actor/ppo_kl", "actor/entropy", "critic/score/mean") if m in row]
+        st.caption(" · ".join(f"`{m}` {float(row[m].iloc[0]):.4g}" for m in shown))
+    _distributions(at_step, data.clip_band(run))
+    responses = tokens.ordered(at_step, "zero_adv" if alike else quantity)
+    if alike:
+        responses = [r for r in responses if tokens.group_alike(r)]
+        if not responses:
+            st.info(widgets.t("inspector_no_alike"))
+    st.caption(widgets.t(f"inspector_legend_{'clipped' if quantity == 'clipped' else 'scale'}",
+                         quantity=widgets.t(f"inspector_q_{quantity}"),
+                         shown=min(len(responses), PER_PAGE), total=len(at_step)))
+    scale = tokens.scale_of(tokens.step_tokens(at_step), quantity)
+    for record in responses[:PER_PAGE]:
+        _response(record, quantity, scale)
+
+
+if __name__ == "__main__":
+    render()
