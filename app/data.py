@@ -276,14 +276,19 @@ def token_records(run: str) -> tuple[list[dict[str, Any]], list[str]]:
     return ([], []) if stamp is None else _token_records(str(path), stamp)
 
 
-def clip_band(run: str) -> tuple[float, float] | None:
-    """The run's PPO clip band (1 − ε_low, 1 + ε_high) from its resolved config (`.hydra/config.yaml`); None where
-    the config is not there."""
+def run_config(run: str) -> dict[str, Any]:
+    """The run's resolved config (`.hydra/config.yaml`); empty where it is not there or not readable."""
     try:
         with open(Path(run) / ".hydra" / "config.yaml", encoding="utf-8") as f:
-            actor = (yaml.safe_load(f) or {})["actor_rollout_ref"]["actor"]
-    except (OSError, KeyError, TypeError, yaml.YAMLError):
-        return None
+            config = yaml.safe_load(f)
+    except (OSError, yaml.YAMLError):
+        return {}
+    return config if isinstance(config, dict) else {}
+
+
+def clip_band(config: dict[str, Any]) -> tuple[float, float] | None:
+    """A config's PPO clip band (1 − ε_low, 1 + ε_high); None where it has none."""
+    actor = config.get("actor_rollout_ref", {}).get("actor", {})
     low = actor.get("clip_ratio_low") if actor.get("clip_ratio_low") is not None else actor.get("clip_ratio")
     high = actor.get("clip_ratio_high") if actor.get("clip_ratio_high") is not None else actor.get("clip_ratio")
     return None if low is None or high is None else (1 - float(low), 1 + float(high))

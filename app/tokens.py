@@ -41,8 +41,8 @@ def clip_side(advantage: float, clipped: int, dual: int) -> str:
 
 
 def token_values(record: dict[str, Any]) -> pd.DataFrame:
-    """One response's tokens: position, token, mask, and each quantity (None where the step has no such value);
-    `clipped` as a side (`CLIP_SIDES`) from any update that held the token."""
+    """One response's tokens: position, token, mask, each quantity (None where the step has no such value) and the
+    critic's value; `clipped` as a side (`CLIP_SIDES`) from any update that held the token."""
     n = len(record["tokens"])
     last = _last_update(record)
     updates = record.get("updates") or []
@@ -56,7 +56,8 @@ def token_values(record: dict[str, Any]) -> pd.DataFrame:
         "clipped": [clip_side(adv[t], clipped[t], dual[t]) for t in range(n)],
         "entropy": record.get("entropy") or [None] * n,
         "kl": [o - r for o, r in zip(old, ref)] if ref is not None else [None] * n,
-        "mismatch": [math.exp(r) - math.exp(o) for o, r in zip(old, rollout)] if rollout is not None else [None] * n})
+        "mismatch": [math.exp(r) - math.exp(o) for o, r in zip(old, rollout)] if rollout is not None else [None] * n,
+        "value": record.get("values") or [None] * n})  # the critic's V(s_t), shown on hover
 
 
 def step_tokens(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
@@ -135,7 +136,7 @@ def response_html(record: dict[str, Any], quantity: str, scale: float) -> str:
     spans = []
     for row in token_values(record).to_dict("records"):
         text = html.escape(row["token"]).replace(" ", "&nbsp;") or "&nbsp;"
-        tip = " · ".join(f"{q} {_fmt(row[q])}" for q in QUANTITIES if row[q] not in (None, ""))
+        tip = " · ".join(f"{q} {_fmt(row[q])}" for q in (*QUANTITIES, "value") if row[q] not in (None, ""))
         if not row["mask"]:
             style = "color:#888;border-bottom:1px dotted #888"
             tip = f"environment · {tip}"

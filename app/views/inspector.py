@@ -45,14 +45,15 @@ def _distributions(at_step: list[dict], band: tuple[float, float] | None) -> Non
                              share=f"{clipped.mean():.3g}"))
 
 
-def _response(record: dict, quantity: str, scale: float) -> None:
+def _response(record: dict, quantity: str, scale: float, estimator: str) -> None:
     group = tokens.group_summary(record)
+    how = {"grpo": widgets.t("inspector_grpo", normalised=f"{group['normalised']:.3g}"),
+           "gae": widgets.t("inspector_gae")}.get(estimator, widgets.t("inspector_estimator", name=estimator))
     with st.container(border=True):
         st.markdown(widgets.t("inspector_response", row=record["row"], reward=f"{record['reward']:.3g}",
                               answer=record.get("answer", ""), prompt=record.get("prompt", "")))
         st.caption(widgets.t("inspector_group", rewards=", ".join(f"{r:.3g}" for r in record["group"]["rewards"]),
-                             mean=f"{group['mean']:.3g}", std=f"{group['std']:.3g}",
-                             normalised=f"{group['normalised']:.3g}"))
+                             mean=f"{group['mean']:.3g}", std=f"{group['std']:.3g}") + " " + how)
         st.html(tokens.response_html(record, quantity, scale))
 
 
@@ -78,7 +79,7 @@ def render() -> None:
         st.session_state["inspector_step"] = min(steps, key=lambda s: (s < asked_step, abs(s - asked_step)))
     elif st.session_state.get("inspector_step") not in steps:
         st.session_state["inspector_step"] = steps[-1]
-    c1, c2, c3 = st.columns([3, 2, 1])
+    c1, c2, c3 = st.columns([3, 2, 2])
     step = c1.select_slider(widgets.t("inspector_step"), steps, key="inspector_step")
     quantity = c2.selectbox(widgets.t("inspector_quantity"), tokens.QUANTITIES, key="inspector_quantity",
                             format_func=lambda q: widgets.t(f"inspector_q_{q}"))
@@ -89,7 +90,8 @@ def render() -> None:
     if not row.empty:
         shown = [m for m in ("actor/pg_clipfrac", "actor/ppo_kl", "actor/entropy", "critic/score/mean") if m in row]
         st.caption(" · ".join(f"`{m}` {float(row[m].iloc[0]):.4g}" for m in shown))
-    _distributions(at_step, data.clip_band(run))
+    config = data.run_config(run)
+    _distributions(at_step, data.clip_band(config))
     responses = tokens.ordered(at_step, "zero_adv" if alike else quantity)
     if alike:
         responses = [r for r in responses if tokens.group_alike(r)]
@@ -99,8 +101,9 @@ def render() -> None:
                          quantity=widgets.t(f"inspector_q_{quantity}"),
                          shown=min(len(responses), PER_PAGE), total=len(at_step)))
     scale = tokens.scale_of(tokens.step_tokens(at_step), quantity)
+    estimator = str(config.get("algorithm", {}).get("adv_estimator", ""))
     for record in responses[:PER_PAGE]:
-        _response(record, quantity, scale)
+        _response(record, quantity, scale, estimator)
 
 
 if __name__ == "__main__":

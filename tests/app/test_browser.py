@@ -33,7 +33,7 @@ from playground.rundir.runs import read_findings, read_run_info
 
 import data
 import series
-from fake_runs import LR_TOO_HIGH, diagnosis, finding, write_run
+from fake_runs import LR_TOO_HIGH, diagnosis, finding, write_report, write_run
 
 pytestmark = pytest.mark.browser
 STEPS = 30  # CartPole lr_too_high at a constant lr shows the failure from about step 12 (checked at 20 to 40)
@@ -396,3 +396,31 @@ def test_countdown_trains_in_the_lab_from_an_empty_model_cache(tmp_path, shots):
         finally:
             browser.close()
     assert not (tmp_path / "empty-cache").exists()  # nothing was built: the base came from bases/
+
+
+def test_a_finding_opens_the_step_inspector_on_the_tokens_that_fired_it(tree, tmp_path, shots):
+    """A real reverse lr_too_high run (2 steps, its token records) with an lr_too_high finding from step 2: its
+    Diagnosis page's button lands on the Step inspector at step 2, coloured by clip side, tokens drawn."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from playground.config import compose
+    from playground.train import fit
+
+    run = Path(tree["healthy"]).parents[1] / "2026-12-06" / "10-00-00"
+    fit([compose(["task=reverse", "scenario=lr_too_high", "trainer.total_training_steps=2", "trainer.logger=[]",
+                  "trainer.progress_bar=false"])], [run], [["task=reverse", "scenario=lr_too_high"]])
+    write_report(run, [finding("lr_too_high", "warning", 2, 2)], family="token")
+    with explorer(dict(os.environ), tmp_path / "server.log") as (url, _), sync_playwright() as p:
+        browser, page = open_page(p, f"{url}/diagnosis?run=outputs/2026-12-06/10-00-00")
+        try:
+            expect(page.get_by_role("heading", name="Diagnosis", exact=True)).to_be_visible(timeout=60_000)
+            page.get_by_role("button", name="Inspect the tokens at step 2").click()
+            expect(page.get_by_role("heading", name="Step inspector", exact=True)).to_be_visible(timeout=30_000)
+            expect(page.get_by_text("the most clipped first")).to_be_visible(timeout=30_000)
+            tokens = page.locator("span[style*='monospace']")  # the responses' tokens
+            expect(tokens.nth(20)).to_be_visible(timeout=30_000)
+            assert "ratio" in (tokens.first.get_attribute("title") or "")  # each token's values on hover
+            page.wait_for_timeout(1000)
+            page.screenshot(path=shots / "inspector.png", full_page=True)
+        finally:
+            browser.close()
