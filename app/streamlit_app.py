@@ -22,6 +22,7 @@ PAGES = [
     ("views/external.py", "nav_external", "external", ":material/upload_file:"),
     ("views/glossary.py", "nav_glossary", "glossary", ":material/menu_book:"),
     ("views/workshop.py", "nav_workshop", "workshop", ":material/school:"),
+    ("views/learn.py", "nav_learn", "learn", ":material/route:"),
 ]
 
 

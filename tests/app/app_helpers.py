@@ -8,7 +8,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 ENTRY = str(ROOT / "app" / "streamlit_app.py")
 PAGES = ["views/lab.py", "views/runs.py", "views/panels.py", "views/diagnosis.py", "views/sweeps.py",
-         "views/samples.py", "views/inspector.py", "views/external.py", "views/glossary.py", "views/workshop.py"]
+         "views/samples.py", "views/inspector.py", "views/external.py", "views/glossary.py", "views/workshop.py",
+         "views/learn.py"]
 
 
 def charts_of(at) -> list:

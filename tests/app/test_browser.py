@@ -424,3 +424,60 @@ def test_a_finding_opens_the_step_inspector_on_the_tokens_that_fired_it(tree, tm
             page.screenshot(path=shots / "inspector.png", full_page=True)
         finally:
             browser.close()
+
+
+def _write_demo_runs(folder: Path, chapters) -> None:
+    """Fake demo runs for the learning path's chapters, by their demo names; each broken one with its finding."""
+    from playground.demo import DEMO_RUNS
+
+    overrides = dict(DEMO_RUNS)
+    broken = {chapter.broken: chapter.finding for chapter in chapters if chapter.broken}
+    for name in sorted({run for chapter in chapters for run in chapter.runs}):
+        task, _, scenario = name.partition("-")
+        found = finding(broken[name], "warning", 7, 40) if name in broken else finding("healthy", "info", 1, 40)
+        write_run(folder / name, family="token" if task in ("reverse", "calc", "countdown") else "gym", task=task,
+                  scenario=scenario, steps=40, findings=[found], overrides=overrides[name])
+
+
+@pytest.mark.slow  # CI: every chapter in both languages in AppTest (views/test_learn.py)
+def test_the_learning_path_walks_every_chapter_in_both_languages(tmp_path, shots):
+    """Every chapter of the learning path, in English then in Chinese: its heading, a prediction committed, the
+    answer shown, and no traceback anywhere on the way."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from playground.demo import DEMO_RUNS
+    from playground.teach import i18n
+    from playground.teach.learning_path import load
+
+    chapters = load([name for name, _ in DEMO_RUNS])
+    runs = tmp_path / "outputs"
+    _write_demo_runs(runs / "demo", chapters)
+    with explorer(explorer_env(runs), tmp_path / "server.log") as (url, _), sync_playwright() as p:
+        browser, page = open_page(p, f"{url}/learn")
+        try:
+            traceback = page.get_by_test_id("stException")
+            for lang, switch in (("en", None), ("zh", "中文")):
+                if switch:
+                    page.get_by_test_id("stSidebar").get_by_text(switch, exact=True).click(timeout=60_000)
+                expect(page.get_by_role("heading", name=i18n.text("learn_title", lang), exact=True)).to_be_visible(
+                    timeout=60_000)
+                page.locator(".st-key-learn_chapter").get_by_text("§1", exact=True).click()
+                for i, chapter in enumerate(chapters):
+                    n = chapter.number
+                    heading = f"{chapter.section} · {chapter.title[lang]}"
+                    expect(page.get_by_role("heading", name=heading, exact=True)).to_be_visible(timeout=60_000)
+                    if switch:  # committed in English: predict again, in this language
+                        page.locator(f".st-key-learn_again_{n} button").click(timeout=60_000)
+                    # the labels and the answer are Markdown: `code` shows without its backticks
+                    option = chapter.question.options[chapter.question.right].text[lang].replace("`", "")
+                    page.locator(f".st-key-learn_option_{n}").get_by_text(option, exact=True).click(timeout=60_000)
+                    page.locator(f".st-key-learn_commit_{n} button").click(timeout=30_000)
+                    answer = chapter.question.answer[lang].split("`")[0][:40]
+                    expect(page.get_by_text(answer).first).to_be_visible(timeout=60_000)
+                    page.wait_for_timeout(1000)  # let the charts draw, and any late error show
+                    expect(traceback).to_have_count(0)
+                    page.screenshot(path=shots / f"learn-{lang}-{n}.png", full_page=True)
+                    if i < len(chapters) - 1:
+                        page.locator(".st-key-learn_next button").click()
+        finally:
+            browser.close()

@@ -10,9 +10,9 @@ from streamlit.testing.v1 import AppTest
 from app_helpers import ENTRY, PAGES, ROOT, texts
 
 TITLES = {"en": ["Lab", "Runs", "Panels", "Diagnosis", "Sweeps", "Samples", "Step inspector", "External log",
-                 "Glossary", "Workshop"],
+                 "Glossary", "Workshop", "Learning path"],
           "zh": ["实验台", "运行列表", "指标面板", "诊断", "参数扫描", "样本", "单步检查器", "外部日志", "术语表",
-                 "工作坊"]}
+                 "工作坊", "学习路径"]}
 
 
 def test_every_page_renders(app):
