@@ -10,7 +10,7 @@ every config. A token task's SFT base is made ready at the entry too (`tasks.bas
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -46,7 +46,8 @@ def resolve_run(cfgs: Sequence[DictConfig], device: torch.device) -> RunSpec:
     """The spec of K checked configs (`train.prepare`), which may differ only in `batched.PER_AGENT_KEYS`, for a run
     on `device`."""
     family = str(cfgs[0].task.family)
-    task = _gym_task(cfgs) if family == "gym" else _token_task(cfgs)
+    resolve_task = TASK_SPECS.get(family)  # none: a family whose task the caller builds (docs/adding-a-task.md)
+    task = resolve_task(cfgs) if resolve_task is not None else None
     trainer = cfgs[0].trainer
     override, records = trainer.get("peak_flops"), trainer.token_records
     return RunSpec(family, _step(cfgs, AgentValues(cfgs, device)), task, tuple(_agent(cfg) for cfg in cfgs),
@@ -245,3 +246,8 @@ def _token_task(cfgs: Sequence[DictConfig]) -> TokenTaskSpec:
         critic_gradient_checkpointing=bool(cfg.critic.model.enable_gradient_checkpointing),
         reward=_reward(cfgs),
         base=resolve_base(cfg))
+
+
+# Each task family's spec, resolved from the configs (`tasks.build_task` builds the family's task from it).
+TASK_SPECS: dict[str, Callable[[Sequence[DictConfig]], GymTaskSpec | TokenTaskSpec]] = {
+    "gym": _gym_task, "token": _token_task}

@@ -122,6 +122,8 @@ def build_task_for(cfgs: Sequence[DictConfig], device: torch.device) -> Task:
     from playground.tasks.specs import TokenTaskSpec
 
     spec = resolve_run(cfgs, device)
+    if spec.task is None:
+        raise ValueError(f"task.family={spec.family!r} has no task class (docs/adding-a-task.md)")
     prepared = base_model_for(spec.task.base) if isinstance(spec.task, TokenTaskSpec) else None
     return build_task(spec.task, device, prepared)
 

@@ -58,7 +58,7 @@ class RunSpec:
 
     family: str  # task.family
     step: StepHParams
-    task: GymTaskSpec | TokenTaskSpec
+    task: GymTaskSpec | TokenTaskSpec | None  # None: a family with no spec, whose task the caller builds
     agents: tuple[AgentSpec, ...]
     peak_flops: float  # the device's peak FLOP/s for perf/mfu/* (trainer.peak_flops, else verl's table; inf: none)
     token_records: TokenRecordSpec | None  # None: trainer.token_records.enable is off
@@ -84,7 +84,12 @@ class Trainer:
                  prepared_base: PreparedBase | None = None):
         self.spec, self.num_agents, self.device = spec, spec.num_agents, device
         self.hp = hp = spec.step
-        self.task = task = build_task(spec.task, device, prepared_base) if task is None else task
+        if task is None:
+            if spec.task is None:
+                raise ValueError(f"task.family={spec.family!r} has no task class: add it (docs/adding-a-task.md), "
+                                 "or hand the trainer a task")
+            task = build_task(spec.task, device, prepared_base)
+        self.task = task
         # the workers; the actor and the critic shuffle their rows with the same generators (the critic first)
         shuffle_gens = [torch.Generator().manual_seed(seed + 2) for seed in hp.seeds]
         self.rollout = TaskRollout(task, hp.rollout, hp.rollout_correction)
@@ -113,6 +118,9 @@ class Trainer:
                                      extra_infos or [{}] * self.num_agents, hp.use_critic, device, spec.peak_flops)
         self.stops = StopRules([agent.stop for agent in spec.agents], hp.total_steps, hp.diverge_patience,
                                task.score_metric, task.val_score_metric, facts)
+        if spec.token_records is not None and task.family != "token":
+            raise ValueError(f"trainer.token_records.enable=true is out of range for a {task.family} task: the records "
+                             "are a token task's (their responses' tokens)")
         self.token_records = None if spec.token_records is None else \
             TokenRecordWriter(spec.token_records, self.num_agents, task.token_texts)
 
