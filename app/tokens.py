@@ -17,7 +17,9 @@ from typing import Any
 
 import pandas as pd
 
-QUANTITIES = ("advantage", "ratio", "clipped", "entropy", "kl", "mismatch")
+from playground.rundir.runs import TOKEN_QUANTITIES
+
+QUANTITIES = TOKEN_QUANTITIES
 # What a finding's tokens are: the quantity the inspector colours by and the responses it shows first.
 FINDING_FOCUS = {"lr_too_high": "clipped", "grad_clip_saturation": "clipped", "unstable_policy_loss": "ratio",
                  "off_policy_staleness": "ratio", "entropy_explosion": "entropy", "entropy_collapse": "entropy",

@@ -34,6 +34,10 @@ RUN_INFO = "run.json"
 METRICS = "metrics.jsonl"
 SAMPLES = "samples.jsonl"
 TOKENS = "tokens.jsonl"
+# What the Step inspector colours a step's recorded tokens by; a focus adds "zero_adv" (the groups whose rewards were
+# all alike, whose advantages GRPO zeroes).
+TOKEN_QUANTITIES = ("advantage", "ratio", "clipped", "entropy", "kl", "mismatch")
+TOKEN_FOCI = (*TOKEN_QUANTITIES, "zero_adv")
 FINDINGS = "findings.json"
 STATUSES = ("running", "finished", "diverged", "oom", "failed", "interrupted")
 INFO_EVERY_S = 1.0  # run.json's last_step lags metrics.jsonl by at most this long while a run is running

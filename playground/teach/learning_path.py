@@ -18,12 +18,11 @@ import yaml
 from playground.config.overrides import OverrideError, parse_strict
 from playground.failures import FAILURE_IDS
 from playground.metrics import is_known
+from playground.rundir.runs import TOKEN_FOCI
 from playground.teach.i18n import LANGS
 
 LEARNING_PATH = Path(__file__).with_name("learning_path.yaml")
 SECTIONS = ("§1", "§2", "§3", "§4", "§5", "§7", "§11")  # the guide's chapters the path walks, in its order
-# what the token inspector can put in front of a step's tokens (its `focus`)
-INSPECT_FOCI = ("advantage", "ratio", "clipped", "entropy", "kl", "mismatch", "zero_adv")
 REQUIRED = {"section", "title", "paragraph", "metrics", "healthy", "question"}
 OPTIONAL = {"broken", "finding", "inspect"}
 QUESTION_KEYS = {"text", "base", "knob", "options", "answer"}
@@ -148,8 +147,8 @@ def _chapter(item: Any, runs: Collection[str], index: int) -> Chapter:
         raise LearningPathError(f"{where}: a broken run needs the finding that breaks it, and a finding a broken run")
     if item.get("finding") is not None and item["finding"] not in FAILURE_IDS:
         raise LearningPathError(f"{where}.finding: {item['finding']!r} is no catalogue id (playground/failures.py)")
-    if item.get("inspect") is not None and (broken is None or item["inspect"] not in INSPECT_FOCI):
-        raise LearningPathError(f"{where}.inspect: needs a broken run and one of {list(INSPECT_FOCI)}")
+    if item.get("inspect") is not None and (broken is None or item["inspect"] not in TOKEN_FOCI):
+        raise LearningPathError(f"{where}.inspect: needs a broken run and one of {list(TOKEN_FOCI)}")
     return Chapter(section=str(item["section"]), title=_pair(item["title"], f"{where}.title"),
                    paragraph=_pair(item["paragraph"], f"{where}.paragraph"),
                    metrics=tuple(str(m) for m in metrics), healthy=_run(item["healthy"], runs, f"{where}.healthy"),

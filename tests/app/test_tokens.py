@@ -51,3 +51,11 @@ def test_colours_and_the_html_mark_the_environments_tokens():
     assert tokens.colour(None, "kl", 1.0) == "transparent"
     html = tokens.response_html(_record(), "advantage", tokens.scale_of(tokens.step_tokens([_record()]), "advantage"))
     assert html.count("<span") == 3 and "&lt;eos&gt;" in html and "dotted" in html  # the masked token greyed
+
+
+def test_each_findings_focus_is_a_finding_and_a_focus():
+    from playground.failures import FAILURE_IDS
+    from playground.rundir.runs import TOKEN_FOCI
+
+    assert set(tokens.FINDING_FOCUS) <= set(FAILURE_IDS)
+    assert set(tokens.FINDING_FOCUS.values()) <= set(TOKEN_FOCI)
