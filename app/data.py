@@ -276,14 +276,22 @@ def token_records(run: str) -> tuple[list[dict[str, Any]], list[str]]:
     return ([], []) if stamp is None else _token_records(str(path), stamp)
 
 
-def run_config(run: str) -> dict[str, Any]:
-    """The run's resolved config (`.hydra/config.yaml`); empty where it is not there or not readable."""
+@st.cache_data(max_entries=256, show_spinner=False)
+def _run_config(path: str, stamp: Stamp) -> dict[str, Any]:
     try:
-        with open(Path(run) / ".hydra" / "config.yaml", encoding="utf-8") as f:
+        with open(path, encoding="utf-8") as f:
             config = yaml.safe_load(f)
     except (OSError, yaml.YAMLError):
         return {}
     return config if isinstance(config, dict) else {}
+
+
+def run_config(run: str) -> dict[str, Any]:
+    """The run's resolved config (`.hydra/config.yaml`), read again only when it changes; empty where it is not there
+    or not readable."""
+    path = Path(run) / ".hydra" / "config.yaml"
+    stamp = _stamp(path)
+    return {} if stamp is None else _run_config(str(path), stamp)
 
 
 def clip_band(config: dict[str, Any]) -> tuple[float, float] | None:

@@ -110,7 +110,8 @@ def pass_at_k_chart(metrics: list[str]) -> list[str | tuple[str, ...]]:
     return rest[:at] + [shown] + rest[at:]
 
 
-def _data_range(long: pd.DataFrame) -> tuple[float, float]:
+def data_range(long: pd.DataFrame) -> tuple[float, float]:
+    """The finite min and max of a long frame's smoothed values (what `series.ok_bands` clips a band to)."""
     values = pd.to_numeric(long["smoothed"], errors="coerce").to_numpy(dtype=float)
     values = values[np.isfinite(values)]
     return (float(values.min()), float(values.max())) if values.size else (0.0, 1.0)
@@ -141,7 +142,7 @@ def _metric_spec(keys: tuple, metric: str | tuple, settings: tuple, x_title: str
     statuses = {label: (s or {}).get(metric) for label, s in _statuses.items()}
     long = series.attach_status(long, statuses).rename(columns={"run": "series"})
     drawn = long if groups is None else pd.concat([long, groups.rename(columns={"mean": "smoothed"})])
-    bands = series.ok_bands(metric, *_data_range(drawn), family=family)
+    bands = series.ok_bands(metric, *data_range(drawn), family=family)
     chart = charts.metric_chart(long, metric, bands=bands, groups=groups, x_title=x_title, smoothed=weight > 0,
                                 title=title, order=order)
     return charts.to_spec(chart)

@@ -13,10 +13,12 @@ from __future__ import annotations
 import html
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
+from playground.metrics import fmt
 from playground.rundir.runs import TOKEN_QUANTITIES
 
 QUANTITIES = TOKEN_QUANTITIES
@@ -62,9 +64,21 @@ def token_values(record: dict[str, Any]) -> pd.DataFrame:
         "value": record.get("values") or [None] * n})  # the critic's V(s_t), shown on hover
 
 
-def step_tokens(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
-    """Every trained token (mask 1) of a step's records, with its response's row: the step's distributions."""
-    frames = [token_values(r).assign(row=r["row"]) for r in records]
+@dataclass(frozen=True, eq=False)
+class Response:
+    """A recorded response and its tokens' values (`token_values`), computed once for everything the page draws."""
+
+    record: dict[str, Any]
+    values: pd.DataFrame
+
+
+def responses(records: Sequence[dict[str, Any]]) -> list[Response]:
+    return [Response(r, token_values(r)) for r in records]
+
+
+def step_tokens(shown: Sequence[Response]) -> pd.DataFrame:
+    """Every trained token (mask 1) of a step's responses, with its response's row: the step's distributions."""
+    frames = [r.values.assign(row=r.record["row"]) for r in shown]
     if not frames:
         return pd.DataFrame(columns=["row", "position", "token", "mask", *QUANTITIES])
     every = pd.concat(frames, ignore_index=True)
@@ -77,16 +91,15 @@ def group_alike(record: dict[str, Any]) -> bool:
     return len(rewards) > 1 and len(set(rewards)) == 1
 
 
-def ordered(records: Sequence[dict[str, Any]], focus: str) -> list[dict[str, Any]]:
+def ordered(shown: Sequence[Response], focus: str) -> list[Response]:
     """The step's responses, those a focus is about first: the most clipped, the highest entropy, the largest
     rollout − trainer gap, the largest KL, the zero-advantage groups, or the largest |advantage|."""
-    def score(record: dict[str, Any]) -> float:
-        values = token_values(record)
-        trained = values[values["mask"] == 1]
+    def score(response: Response) -> float:
+        trained = response.values[response.values["mask"] == 1]
         if focus == "clipped":
             return float((trained["clipped"] != "").sum())
         if focus == "zero_adv":
-            return float(group_alike(record))
+            return float(group_alike(response.record))
         column = {"ratio": "ratio", "entropy": "entropy", "kl": "kl", "mismatch": "mismatch"}.get(focus, "advantage")
         numbers = pd.to_numeric(trained[column], errors="coerce").dropna()
         if column == "ratio":
@@ -94,7 +107,7 @@ def ordered(records: Sequence[dict[str, Any]], focus: str) -> list[dict[str, Any
         elif column in ("kl", "mismatch", "advantage"):
             numbers = numbers.abs()
         return float(numbers.max()) if not numbers.empty else -math.inf
-    return sorted(records, key=lambda r: (-score(r), r["row"]))
+    return sorted(shown, key=lambda r: (-score(r), r.record["row"]))
 
 
 def group_summary(record: dict[str, Any]) -> dict[str, float]:
@@ -132,13 +145,13 @@ def scale_of(tokens: pd.DataFrame, quantity: str) -> float:
     return float(numbers.abs().max()) if not numbers.empty else 1.0
 
 
-def response_html(record: dict[str, Any], quantity: str, scale: float) -> str:
+def response_html(response: Response, quantity: str, scale: float) -> str:
     """A response's tokens as HTML spans, coloured by `quantity`; each token's values on hover; an environment's
     reply (mask 0: read, never trained on) greyed and dotted."""
     spans = []
-    for row in token_values(record).to_dict("records"):
+    for row in response.values.to_dict("records"):
         text = html.escape(row["token"]).replace(" ", "&nbsp;") or "&nbsp;"
-        tip = " · ".join(f"{q} {_fmt(row[q])}" for q in (*QUANTITIES, "value") if row[q] not in (None, ""))
+        tip = " · ".join(f"{q} {fmt(row[q])}" for q in (*QUANTITIES, "value") if row[q] not in (None, ""))
         if not row["mask"]:
             style = "color:#888;border-bottom:1px dotted #888"
             tip = f"environment · {tip}"
@@ -147,9 +160,3 @@ def response_html(record: dict[str, Any], quantity: str, scale: float) -> str:
         spans.append(f'<span title="{html.escape(tip)}" style="{style};padding:1px 2px;margin:0 1px;'
                      f'border-radius:3px;font-family:monospace">{text}</span>')
     return '<div style="line-height:2.0">' + "".join(spans) + "</div>"
-
-
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)

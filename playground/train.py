@@ -122,10 +122,8 @@ def build_task_for(cfgs: Sequence[DictConfig], device: torch.device) -> Task:
     from playground.tasks.specs import TokenTaskSpec
 
     spec = resolve_run(cfgs, device)
-    if spec.task is None:
-        raise ValueError(f"task.family={spec.family!r} has no task class (docs/adding-a-task.md)")
     prepared = base_model_for(spec.task.base) if isinstance(spec.task, TokenTaskSpec) else None
-    return build_task(spec.task, device, prepared)
+    return build_task(spec.task, spec.family, device, prepared)
 
 
 def run(cfg: DictConfig, run_dir: str | Path, overrides: Sequence[str] = ()) -> str:

@@ -6,6 +6,7 @@ the Diagnosis page (or a chapter of the learning path) opens it at the finding's
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 import tokens
 
@@ -31,8 +32,7 @@ def _asked(runs: list[str]) -> int | None:
     return int(asked["step"]) if asked.get("step") is not None else None
 
 
-def _distributions(at_step: list[dict], band: tuple[float, float] | None) -> None:
-    every = tokens.step_tokens(at_step)
+def _distributions(every: pd.DataFrame, band: tuple[float, float] | None) -> None:
     c1, c2, c3 = st.columns(3)
     for column, quantity, rules in ((c1, "ratio", band or ()), (c2, "entropy", ()), (c3, "advantage", ())):
         values = every[quantity].dropna() if quantity in every else []
@@ -45,7 +45,8 @@ def _distributions(at_step: list[dict], band: tuple[float, float] | None) -> Non
                              share=f"{clipped.mean():.3g}"))
 
 
-def _response(record: dict, quantity: str, scale: float, estimator: str) -> None:
+def _response(response: tokens.Response, quantity: str, scale: float, estimator: str) -> None:
+    record = response.record
     group = tokens.group_summary(record)
     how = {"grpo": widgets.t("inspector_grpo", normalised=f"{group['normalised']:.3g}"),
            "gae": widgets.t("inspector_gae")}.get(estimator, widgets.t("inspector_estimator", name=estimator))
@@ -54,7 +55,7 @@ def _response(record: dict, quantity: str, scale: float, estimator: str) -> None
                               answer=record.get("answer", ""), prompt=record.get("prompt", "")))
         st.caption(widgets.t("inspector_group", rewards=", ".join(f"{r:.3g}" for r in record["group"]["rewards"]),
                              mean=f"{group['mean']:.3g}", std=f"{group['std']:.3g}") + " " + how)
-        st.html(tokens.response_html(record, quantity, scale))
+        st.html(tokens.response_html(response, quantity, scale))
 
 
 def render() -> None:
@@ -84,23 +85,24 @@ def render() -> None:
     quantity = c2.selectbox(widgets.t("inspector_quantity"), tokens.QUANTITIES, key="inspector_quantity",
                             format_func=lambda q: widgets.t(f"inspector_q_{q}"))
     alike = c3.toggle(widgets.t("inspector_alike"), key="inspector_alike")
-    at_step = [r for r in records if int(r["step"]) == step]
+    at_step = tokens.responses([r for r in records if int(r["step"]) == step])
     frame = data.metrics_frame(run)
     row = frame[frame[STEP] == step] if STEP in frame else frame.iloc[0:0]
     if not row.empty:
         shown = [m for m in ("actor/pg_clipfrac", "actor/ppo_kl", "actor/entropy", "critic/score/mean") if m in row]
         st.caption(" · ".join(f"`{m}` {float(row[m].iloc[0]):.4g}" for m in shown))
     config = data.run_config(run)
-    _distributions(at_step, data.clip_band(config))
+    every = tokens.step_tokens(at_step)
+    _distributions(every, data.clip_band(config))
     responses = tokens.ordered(at_step, "zero_adv" if alike else quantity)
     if alike:
-        responses = [r for r in responses if tokens.group_alike(r)]
+        responses = [r for r in responses if tokens.group_alike(r.record)]
         if not responses:
             st.info(widgets.t("inspector_no_alike"))
     st.caption(widgets.t(f"inspector_legend_{'clipped' if quantity == 'clipped' else 'scale'}",
                          quantity=widgets.t(f"inspector_q_{quantity}"),
                          shown=min(len(responses), PER_PAGE), total=len(at_step)))
-    scale = tokens.scale_of(tokens.step_tokens(at_step), quantity)
+    scale = tokens.scale_of(every, quantity)
     estimator = str(config.get("algorithm", {}).get("adv_estimator", ""))
     for record in responses[:PER_PAGE]:
         _response(record, quantity, scale, estimator)

@@ -175,10 +175,7 @@ def _chart(chapter: Chapter, frames: dict[str, pd.DataFrame], metric: str, famil
     long = series.metric_long(frames, metric, weight=weight).rename(columns={"run": "series"})
     if long.empty:
         return False
-    values = pd.to_numeric(long["smoothed"], errors="coerce").to_numpy(dtype=float)
-    values = values[np.isfinite(values)]
-    lo, hi = (float(values.min()), float(values.max())) if values.size else (0.0, 1.0)
-    chart = charts.metric_chart(long, metric, bands=series.ok_bands(metric, lo, hi, family=family),
+    chart = charts.metric_chart(long, metric, bands=series.ok_bands(metric, *sections.data_range(long), family=family),
                                 x_title=widgets.t("x_step"), smoothed=weight > 0, order=list(frames))
     with st.container(key=sections.chart_key(f"learn{chapter.number}", metric)):
         st.vega_lite_chart(spec=charts.to_spec(chart), width="stretch")

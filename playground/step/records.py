@@ -21,6 +21,7 @@ from playground.algos.masked import masked_stats
 from playground.metrics import LENGTH_BY_CORRECTNESS, PER_TOKEN_PHASES, STEP, reduce_agent_metrics
 from playground.rundir.sinks import LogSpec, RunLogger
 from playground.step.memory import MemoryGuard
+from playground.step.token_records import TokenProbe, TokenRecordSpec, TokenRecordWriter
 from playground.tasks.base import Batch, Task
 
 
@@ -28,12 +29,19 @@ class StepRecorder:
     """Builds each agent's record of a step and writes it to that agent's sinks (`RunLogger`)."""
 
     def __init__(self, specs: Sequence[LogSpec], run_dirs: Sequence[str | Path], task: Task, facts: dict,
-                 extra_infos: Sequence[dict], use_critic: bool, device: torch.device, peak_flops: float):
-        """`peak_flops`: the device's peak FLOP/s, for `perf/mfu/*` (inf: MFU reads 0)."""
+                 extra_infos: Sequence[dict], use_critic: bool, device: torch.device, peak_flops: float,
+                 token_records: TokenRecordSpec | None = None):
+        """`peak_flops`: the device's peak FLOP/s, for `perf/mfu/*` (inf: MFU reads 0). `token_records`: the
+        step's per-token records (`trainer.token_records`, token tasks), None: off."""
+        if token_records is not None and task.family != "token":
+            raise ValueError(f"trainer.token_records.enable=true is out of range for a {task.family} task: the records "
+                             "are a token task's (their responses' tokens)")
         self.num_agents, self.task, self.use_critic, self.device = len(specs), task, use_critic, device
         self.peak_flops = peak_flops
         self.loggers = [RunLogger(s, d, facts, agent=k if self.num_agents > 1 else None, extra=e)
                         for k, (s, d, e) in enumerate(zip(specs, run_dirs, extra_infos, strict=True))]
+        self.token_records = None if token_records is None else \
+            TokenRecordWriter(token_records, self.loggers, task.token_texts)
 
     # ---- the sinks ---------------------------------------------------------------------------------------------
     def log(self, agent: int, record: dict[str, float]) -> None:
@@ -47,6 +55,11 @@ class StepRecorder:
         for k, samples in enumerate(self.task.samples(batch, step)):
             if samples and active[k]:
                 self.loggers[k].log_samples(samples)
+
+    def log_token_records(self, step: int, batch: Batch, probe: TokenProbe, active: Sequence[bool]) -> None:
+        """This step's per-token records (only where `token_records` is on)."""
+        if self.token_records is not None:
+            self.token_records.write(step, batch, probe, active)
 
     # ---- the records -------------------------------------------------------------------------------------------
     def validation_records(self, step: int, val: Mapping[str, Tensor]) -> list[dict[str, float]]:

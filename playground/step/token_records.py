@@ -98,8 +98,10 @@ def _pick(count: int, uid: list[int], rewards: list[float], signals: dict[str, l
     return sorted(picked[:count])
 
 
-def token_records(step: int, batch: Batch, probe: TokenProbe, count: int, token_texts) -> list[list[dict[str, Any]]]:
-    """Each agent's records of this step (`count` responses each, -1: all). `token_texts(ids)`: each id's text."""
+def token_records(step: int, batch: Batch, probe: TokenProbe, count: int, token_texts,
+                  agents: Sequence[int]) -> dict[int, list[dict[str, Any]]]:
+    """The records of this step of each of `agents` (`count` responses each, -1: all). `token_texts(ids)`: each id's
+    text."""
     mask, adv = batch["response_mask"], batch["advantages"]
     num_agents, num_rows = mask.shape[0], mask.shape[1]
     lengths = batch["response_length"].tolist()
@@ -123,8 +125,8 @@ def token_records(step: int, batch: Batch, probe: TokenProbe, count: int, token_
     rollout = batch.get("rollout_log_probs")
     mismatch = None if rollout is None else \
         ((rollout.exp() - batch["old_log_probs"].exp()).abs() * mask).amax(-1).tolist()
-    out = []
-    for k in range(num_agents):
+    out = {}
+    for k in agents:
         signals = {"advantage": seq_adv[k], "clipped": clipped[k].tolist()}
         if seq_entropy is not None:
             signals["entropy"] = seq_entropy[k]
@@ -147,26 +149,28 @@ def token_records(step: int, batch: Batch, probe: TokenProbe, count: int, token_
                     record[key] = _values(batch[field][k, i], n)  # type: ignore[literal-required]
             record["updates"] = [{"micro": m, **_update_values(probe.micro[m], k, j, n)} for m, j in passes[k][i]]
             records.append(record)
-        out.append(records)
+        out[k] = records
     return out
 
 
 class TokenRecordWriter:
-    """Writes each agent's records to its run's `tokens.jsonl` (through its `RunLogger`) until it passes `max_mb`."""
+    """Writes each agent's records to its run's `tokens.jsonl` (through its `RunLogger`, one per agent) until the
+    file passes `max_mb`."""
 
-    def __init__(self, spec: TokenRecordSpec, num_agents: int, token_texts):
-        self.spec, self.token_texts = spec, token_texts
-        self.written = [0] * num_agents  # bytes
-        self.full = [False] * num_agents
+    def __init__(self, spec: TokenRecordSpec, loggers: Sequence, token_texts):
+        self.spec, self.loggers, self.token_texts = spec, loggers, token_texts
+        self.written = [0] * len(loggers)  # bytes
+        self.full = [False] * len(loggers)
 
-    def write(self, step: int, batch: Batch, probe: TokenProbe, loggers: Sequence, active: Sequence[bool]) -> None:
+    def write(self, step: int, batch: Batch, probe: TokenProbe, active: Sequence[bool]) -> None:
         """This step's records of the agents still training; an agent whose file passed `max_mb` writes no more
         and says so in its run.json (`token_records_full_at`: the first step left out)."""
-        for k, records in enumerate(token_records(step, batch, probe, self.spec.responses_per_step,
-                                                  self.token_texts)):
-            if not active[k] or self.full[k]:
-                continue
-            self.written[k] += loggers[k].log_tokens(records)
+        agents = [k for k, on in enumerate(active) if on and not self.full[k]]
+        if not agents:
+            return
+        records = token_records(step, batch, probe, self.spec.responses_per_step, self.token_texts, agents)
+        for k in agents:
+            self.written[k] += self.loggers[k].log_tokens(records[k])
             if self.written[k] >= self.spec.max_mb * 1e6:
                 self.full[k] = True
-                loggers[k].update(token_records_full_at=step + 1)
+                self.loggers[k].update(token_records_full_at=step + 1)

@@ -31,7 +31,7 @@ from playground.step.memory import MemoryGuard, is_oom_error
 from playground.step.records import StepRecorder
 from playground.step.rollout_correction import RolloutCorrection
 from playground.step.stopping import AgentOutcome, Stop, StopRules, StopSpec
-from playground.step.token_records import TokenProbe, TokenRecordSpec, TokenRecordWriter
+from playground.step.token_records import TokenProbe, TokenRecordSpec
 from playground.step.update import entropy_metrics
 from playground.step.workers import TaskActor, TaskCritic, TaskReference, TaskRollout, WorldModelTrainer
 from playground.tasks import build_task
@@ -84,12 +84,7 @@ class Trainer:
                  prepared_base: PreparedBase | None = None):
         self.spec, self.num_agents, self.device = spec, spec.num_agents, device
         self.hp = hp = spec.step
-        if task is None:
-            if spec.task is None:
-                raise ValueError(f"task.family={spec.family!r} has no task class: add it (docs/adding-a-task.md), "
-                                 "or hand the trainer a task")
-            task = build_task(spec.task, device, prepared_base)
-        self.task = task
+        self.task = task = build_task(spec.task, spec.family, device, prepared_base) if task is None else task
         # the workers; the actor and the critic shuffle their rows with the same generators (the critic first)
         shuffle_gens = [torch.Generator().manual_seed(seed + 2) for seed in hp.seeds]
         self.rollout = TaskRollout(task, hp.rollout, hp.rollout_correction)
@@ -115,14 +110,10 @@ class Trainer:
         self.active = torch.ones(self.num_agents, dtype=torch.bool, device=device)  # agents still training
         facts = task.describe()
         self.recorder = StepRecorder([agent.log for agent in spec.agents], run_dirs, task, facts,
-                                     extra_infos or [{}] * self.num_agents, hp.use_critic, device, spec.peak_flops)
+                                     extra_infos or [{}] * self.num_agents, hp.use_critic, device, spec.peak_flops,
+                                     spec.token_records)
         self.stops = StopRules([agent.stop for agent in spec.agents], hp.total_steps, hp.diverge_patience,
                                task.score_metric, task.val_score_metric, facts)
-        if spec.token_records is not None and task.family != "token":
-            raise ValueError(f"trainer.token_records.enable=true is out of range for a {task.family} task: the records "
-                             "are a token task's (their responses' tokens)")
-        self.token_records = None if spec.token_records is None else \
-            TokenRecordWriter(spec.token_records, self.num_agents, task.token_texts)
 
     @contextmanager
     def _timed(self, timing: dict[str, float], name: str):
@@ -196,7 +187,7 @@ class Trainer:
             batch = self._generate(timed, metrics)  # gen, reward
             if batch is None:  # every agent still training ended its sampling at the cap
                 return [{} for _ in range(self.num_agents)]
-            probe = self._token_probe(batch) if self.token_records is not None else None
+            probe = self._token_probe(batch) if self.recorder.token_records is not None else None
             entropy_before = None
             if self.actor.bypass is not None:  # verl: the rollout's log-probs are the old ones, not recomputed
                 assert self.rollout_corr is not None, "bypass mode is a correction: the rollout hands on its log-probs"
@@ -230,8 +221,8 @@ class Trainer:
         self.recorder.add_mfu(metrics, batch, timing, self._update_epochs())
         records = self.recorder.step_records(step, batch, metrics, timing, self.memory)
         self.recorder.log_samples(batch, step, self.active.tolist())
-        if self.token_records is not None and probe is not None:
-            self.token_records.write(step, batch, probe, self.recorder.loggers, self.active.tolist())
+        if probe is not None:
+            self.recorder.log_token_records(step, batch, probe, self.active.tolist())
         self._test(step, records, timing)
         return records
 

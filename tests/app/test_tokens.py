@@ -26,7 +26,7 @@ def test_token_values_read_every_quantity():
 
 
 def test_step_tokens_keep_the_trained_tokens_only():
-    every = tokens.step_tokens([_record(), _record(row=1)])
+    every = tokens.step_tokens(tokens.responses([_record(), _record(row=1)]))
     assert len(every) == 4 and set(every["row"]) == {0, 1}  # the masked <eos> of each left out
 
 
@@ -34,8 +34,9 @@ def test_ordered_puts_what_a_focus_is_about_first():
     calm = _record(row=0, clipped=(0, 0, 0), adv=(0.1, 0.1, 0.1))
     clipped = _record(row=1, clipped=(1, 1, 0))
     alike = _record(row=2, rewards=(1.0, 1.0), clipped=(0, 0, 0), adv=(0.0, 0.0, 0.0))
-    assert [r["row"] for r in tokens.ordered([calm, clipped, alike], "clipped")] == [1, 0, 2]
-    assert [r["row"] for r in tokens.ordered([calm, clipped, alike], "zero_adv")][0] == 2
+    shown = tokens.responses([calm, clipped, alike])
+    assert [r.record["row"] for r in tokens.ordered(shown, "clipped")] == [1, 0, 2]
+    assert [r.record["row"] for r in tokens.ordered(shown, "zero_adv")][0] == 2
     assert tokens.group_alike(alike) and not tokens.group_alike(calm)
 
 
@@ -49,7 +50,8 @@ def test_colours_and_the_html_mark_the_environments_tokens():
     assert tokens.colour("upper", "clipped", 1.0).startswith("rgba(214,39,40")
     assert tokens.colour(2.0, "ratio", 1.0).startswith("rgba(31,119,180")  # ratio above 1: blue
     assert tokens.colour(None, "kl", 1.0) == "transparent"
-    html = tokens.response_html(_record(), "advantage", tokens.scale_of(tokens.step_tokens([_record()]), "advantage"))
+    (response,) = tokens.responses([_record()])
+    html = tokens.response_html(response, "advantage", tokens.scale_of(tokens.step_tokens([response]), "advantage"))
     assert html.count("<span") == 3 and "&lt;eos&gt;" in html and "dotted" in html  # the masked token greyed
 
 
