@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -111,12 +111,223 @@ def ordered(shown: Sequence[Response], focus: str) -> list[Response]:
 
 
 def group_summary(record: dict[str, Any]) -> dict[str, float]:
-    """The record's group as GRPO reads it: the rewards' mean and (unbiased) std, and this response's normalised
-    reward (r − mean) / (std + 1e-6), its advantage under GRPO with `norm_adv_by_std_in_grpo`."""
+    """The record's group's rewards as the page describes them: their mean and (unbiased) std (0 for one response).
+    The estimator's own statistics are `advantage_note`'s."""
     rewards = record["group"]["rewards"]
     mean = sum(rewards) / len(rewards)
     std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / (len(rewards) - 1)) if len(rewards) > 1 else 0.0
-    return {"mean": mean, "std": std, "normalised": (record["reward"] - mean) / (std + 1e-6)}
+    return {"mean": mean, "std": std}
+
+
+# ---- how a response's advantage came: the run's estimator (`algorithm.*`), recomputed from the records ----
+
+# The ε GRPO and GRPO pass@k divide by, σ + ε: their default in `playground.algos.advantages`, which the trainer never
+# overrides (no config key sets it; tests/app/test_advantage_notes.py checks both). The app may not import torch.
+GRPO_EPSILON = 1e-6
+
+
+@dataclass(frozen=True)
+class AdvantageSettings:
+    """A run's advantage estimator and what it reads, from the run's config (`.hydra/config.yaml`)."""
+
+    estimator: str  # algorithm.adv_estimator
+    norm_by_std: bool  # algorithm.norm_adv_by_std_in_grpo (GRPO, GRPO pass@k; false: Dr. GRPO)
+    norm_adv: bool  # algorithm.norm_adv: GAE whitens over the batch
+    gamma: float  # algorithm.gamma (GAE, REINFORCE++)
+    lam: float  # algorithm.lam (GAE)
+    kl_in_reward: bool  # algorithm.use_kl_in_reward: the reward trained on is the score less β·KL
+    multi_turn: bool  # actor_rollout_ref.rollout.multi_turn.enable: turn rewards inside a response
+
+
+ALGORITHM_KEYS = ("adv_estimator", "norm_adv_by_std_in_grpo", "norm_adv", "gamma", "lam", "use_kl_in_reward")
+
+
+def advantage_settings(config: dict[str, Any]) -> AdvantageSettings | None:
+    """The run's estimator settings; None where its config lacks one of them (no `.hydra/config.yaml`): the page
+    then cannot say which formula ran. A run from before multi-turn episodes existed was single-turn."""
+    algorithm = config.get("algorithm") or {}
+    if any(algorithm.get(key) is None for key in ALGORITHM_KEYS):
+        return None
+    rollout = (config.get("actor_rollout_ref") or {}).get("rollout") or {}
+    return AdvantageSettings(
+        estimator=str(algorithm["adv_estimator"]), norm_by_std=bool(algorithm["norm_adv_by_std_in_grpo"]),
+        norm_adv=bool(algorithm["norm_adv"]), gamma=float(algorithm["gamma"]), lam=float(algorithm["lam"]),
+        kl_in_reward=bool(algorithm["use_kl_in_reward"]),
+        multi_turn=bool((rollout.get("multi_turn") or {}).get("enable", False)))
+
+
+@dataclass(frozen=True)
+class AdvantageNote:
+    """How one response's advantage came, as its run computed it.
+
+    `about` names the estimator as the run set it (the UI string `inspector_adv_<about>`, its numbers
+    `about_fields`).
+    Where the records hold what the estimator read, `computed` (`inspector_adv_value_<computed>`, its numbers
+    `fields`) is this response's value by that formula: `value` for an estimator that gives every token of a
+    response one advantage, `per_token` for GAE. Where they do not, `why` (`inspector_why_<why>`) says what is
+    missing and the page shows the recorded advantages, `recorded`: their least and greatest over the trained
+    tokens (None: no trained token)."""
+
+    about: str
+    about_fields: dict[str, Any] = field(default_factory=dict)
+    computed: str = ""
+    fields: dict[str, Any] = field(default_factory=dict)
+    value: float | None = None
+    per_token: tuple[float, ...] | None = None
+    why: str = ""
+    recorded: tuple[float, float] | None = None
+
+
+def _estimator_stats(rewards: Sequence[float]) -> tuple[float, float]:
+    """A group's mean and unbiased std as the estimators take them (`algos.advantages.group_row_stats`): a group of
+    one gets mean 0 and std 1."""
+    n = len(rewards)
+    if n == 1:
+        return 0.0, 1.0
+    mean = sum(rewards) / n
+    return mean, math.sqrt(sum((r - mean) ** 2 for r in rewards) / (n - 1))
+
+
+def _grpo(record: dict[str, Any], norm_by_std: bool) -> tuple[str, dict[str, float], float]:
+    r = float(record["reward"])
+    mean, std = _estimator_stats(record["group"]["rewards"])
+    if norm_by_std:
+        return "grpo_std", {"r": r, "mean": mean, "std": std, "eps": GRPO_EPSILON}, (r - mean) / (std + GRPO_EPSILON)
+    return "grpo_no_std", {"r": r, "mean": mean}, r - mean
+
+
+def _grpo_passk(record: dict[str, Any], norm_by_std: bool) -> tuple[str, dict[str, float], float]:
+    """Only the group's best response (the first of equals, by row) is credited: its margin over the runner-up."""
+    rows, rewards = record["group"]["rows"], record["group"]["rewards"]
+    best = max(rewards)
+    first = rewards.index(best)
+    if rows[first] != record["row"]:
+        return "passk_other", {"best_row": rows[first]}, 0.0
+    runner_up = max((x for i, x in enumerate(rewards) if i != first), default=-math.inf)
+    _, std = _estimator_stats(rewards)
+    margin = best - runner_up
+    if norm_by_std:
+        return "passk_best_std", {"r": best, "runner_up": runner_up, "std": std, "eps": GRPO_EPSILON}, \
+            margin / (std + GRPO_EPSILON)
+    return "passk_best_no_std", {"r": best, "runner_up": runner_up}, margin
+
+
+def _rloo(record: dict[str, Any]) -> tuple[str, dict[str, float], float]:
+    r, rewards = float(record["reward"]), record["group"]["rewards"]
+    n = len(rewards)
+    if n == 1:
+        return "rloo_alone", {"r": r}, r
+    mean = sum(rewards) / n
+    return "rloo", {"r": r, "mean": mean, "n": n, "others": n - 1}, n / (n - 1) * (r - mean)
+
+
+def _opo(record: dict[str, Any], lengths: dict[int, int]) -> tuple[str, dict[str, float], float] | None:
+    """The group's length-weighted mean score as the baseline; None where a group member's length is not recorded."""
+    rows, rewards = record["group"]["rows"], record["group"]["rewards"]
+    if any(row not in lengths for row in rows):
+        return None
+    r = float(record["reward"])
+    weight = sum(lengths[row] for row in rows)
+    baseline = sum(lengths[row] * x for row, x in zip(rows, rewards)) / weight if len(rows) > 1 else 0.0
+    return "opo", {"r": r, "baseline": baseline}, r - baseline
+
+
+def gae_values(record: dict[str, Any], gamma: float, lam: float) -> list[float]:
+    """GAE over the response's tokens in verl's masked form (`algos.advantages.compute_gae_advantage_return`, not
+    whitened): the reward on the last trained token, the critic's values, nothing bootstrapped past the end."""
+    mask, values = record["mask"], record["values"]
+    trained = [t for t, m in enumerate(mask) if m]
+    last_trained = trained[-1] if trained else -1
+    out = [0.0] * len(mask)
+    next_value = last_gae = 0.0
+    for t in reversed(range(len(mask))):
+        reward = float(record["reward"]) if t == last_trained else 0.0
+        gae = reward + gamma * next_value - values[t] + gamma * lam * last_gae
+        if mask[t]:
+            next_value, last_gae = values[t], gae
+        out[t] = last_gae
+    return out
+
+
+# What the estimators read that the records do not hold (whitening's batch statistics, GPG's α over the batch,
+# ReMax's greedy reward): their advantages are shown as recorded.
+UNRECOMPUTABLE = {"reinforce_plus_plus": "batch", "reinforce_plus_plus_baseline": "batch", "gpg": "alpha",
+                  "remax": "greedy"}
+
+
+def advantage_note(record: dict[str, Any], settings: AdvantageSettings | None,
+                   step_records: Sequence[dict[str, Any]] = ()) -> AdvantageNote:
+    """How the record's advantage came under the run's `settings` (None: its config is not there), recomputed from
+    the records where they hold what the estimator read; `step_records` (the record's step's) give OPO the lengths
+    of the group's other responses."""
+    trained = [a for a, m in zip(record["advantages"], record["mask"]) if m]
+    recorded = (min(trained), max(trained)) if trained else None
+    if settings is None:
+        return AdvantageNote("unknown", why="config", recorded=recorded)
+    name = settings.estimator
+    about, numbers = name, {}
+    if name in ("grpo", "grpo_passk"):
+        about = f"{name}_{'std' if settings.norm_by_std else 'no_std'}"
+        numbers = {"eps": GRPO_EPSILON} if settings.norm_by_std else {}
+    elif name == "reinforce_plus_plus":
+        numbers = {"gamma": settings.gamma}
+    elif name == "gae":
+        about = "gae_whitened" if settings.norm_adv else "gae"
+        numbers = {"gamma": settings.gamma, "lam": settings.lam}
+
+    def shown(why: str) -> AdvantageNote:
+        return AdvantageNote(about, numbers, why=why, recorded=recorded)
+
+    if settings.kl_in_reward:  # the group's rewards recorded are the scores, before the penalty the estimator read
+        return shown("kl_in_reward")
+    if name in UNRECOMPUTABLE:
+        return shown(UNRECOMPUTABLE[name])
+    if name == "gae":
+        if settings.norm_adv:
+            return shown("batch")
+        if settings.multi_turn:
+            return shown("turns")
+        if record.get("values") is None:
+            return shown("values")
+        if recorded is None:
+            return shown("empty")
+        per_token = gae_values(record, settings.gamma, settings.lam)
+        on_trained = [a for a, m in zip(per_token, record["mask"]) if m]
+        return AdvantageNote(about, numbers, "gae", {"r": float(record["reward"]), "first": on_trained[0],
+                                                      "last": on_trained[-1]}, per_token=tuple(per_token),
+                             recorded=recorded)
+    if name == "grpo":
+        computed, fields, value = _grpo(record, settings.norm_by_std)
+    elif name == "grpo_passk":
+        computed, fields, value = _grpo_passk(record, settings.norm_by_std)
+    elif name == "rloo":
+        computed, fields, value = _rloo(record)
+    elif name == "opo":
+        same_step = [r for r in step_records if r["step"] == record["step"]] or [record]
+        opo = _opo(record, {r["row"]: sum(r["mask"]) for r in same_step})
+        if opo is None:
+            return shown("lengths")
+        computed, fields, value = opo
+    else:
+        return AdvantageNote("other", {"name": name}, why="estimator", recorded=recorded)
+    return AdvantageNote(about, numbers, computed, {**fields, "value": value}, value=value, recorded=recorded)
+
+
+def advantage_caption(note: AdvantageNote, text: Callable[..., str]) -> str:
+    """The note in words: `text(key, **fields)` a UI string (`widgets.t`, or `i18n.text` with a language bound);
+    numbers as `metrics.fmt` prints them."""
+    def formatted(numbers: dict[str, Any]) -> dict[str, str]:
+        return {key: fmt(float(v)) if isinstance(v, float) else str(v) for key, v in numbers.items()}
+
+    words = text(f"inspector_adv_{note.about}", **formatted(note.about_fields))
+    if note.computed:
+        return words + " " + text(f"inspector_adv_value_{note.computed}", **formatted(note.fields))
+    if note.recorded is None:
+        recorded = "—"
+    else:
+        low, high = note.recorded
+        recorded = fmt(float(low)) if low == high else f"{fmt(float(low))} … {fmt(float(high))}"
+    return words + " " + text("inspector_adv_recorded", why=text(f"inspector_why_{note.why}"), recorded=recorded)
 
 
 def colour(value: Any, quantity: str, scale: float) -> str:

@@ -1,7 +1,8 @@
 """Step inspector: one step of a token run, token by token. Each recorded response's tokens coloured by the quantity
-chosen (advantage, the ratio π_θ/π_old, where the clip bound, entropy, the KL term, rollout − trainer), its reward and
-its group (how GRPO's advantage came from the group's rewards), and the step's distributions beside them. A finding on
-the Diagnosis page (or a chapter of the learning path) opens it at the finding's step, on the tokens that fired it
+chosen (advantage, the ratio π_θ/π_old, where the clip bound, entropy, the KL term, rollout − trainer), its reward,
+its group, and how its advantage came (the run's estimator with its settings: recomputed from the records where they
+hold what it read, else the recorded advantages and why); the step's distributions beside them. A finding on the
+Diagnosis page (or a chapter of the learning path) opens it at the finding's step, on the tokens that fired it
 (`st.session_state["inspect"]`: run, step, focus)."""
 
 from __future__ import annotations
@@ -45,11 +46,11 @@ def _distributions(every: pd.DataFrame, band: tuple[float, float] | None) -> Non
                              share=f"{clipped.mean():.3g}"))
 
 
-def _response(response: tokens.Response, quantity: str, scale: float, estimator: str) -> None:
+def _response(response: tokens.Response, quantity: str, scale: float, settings: tokens.AdvantageSettings | None,
+              step_records: list[dict]) -> None:
     record = response.record
     group = tokens.group_summary(record)
-    how = {"grpo": widgets.t("inspector_grpo", normalised=f"{group['normalised']:.3g}"),
-           "gae": widgets.t("inspector_gae")}.get(estimator, widgets.t("inspector_estimator", name=estimator))
+    how = tokens.advantage_caption(tokens.advantage_note(record, settings, step_records), widgets.t)
     with st.container(border=True):
         st.markdown(widgets.t("inspector_response", row=record["row"], reward=f"{record['reward']:.3g}",
                               answer=record.get("answer", ""), prompt=record.get("prompt", "")))
@@ -103,9 +104,10 @@ def render() -> None:
                          quantity=widgets.t(f"inspector_q_{quantity}"),
                          shown=min(len(responses), PER_PAGE), total=len(at_step)))
     scale = tokens.scale_of(every, quantity)
-    estimator = str(config.get("algorithm", {}).get("adv_estimator", ""))
-    for record in responses[:PER_PAGE]:
-        _response(record, quantity, scale, estimator)
+    settings = tokens.advantage_settings(config)
+    step_records = [r.record for r in at_step]
+    for response in responses[:PER_PAGE]:
+        _response(response, quantity, scale, settings, step_records)
 
 
 if __name__ == "__main__":

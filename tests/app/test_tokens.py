@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import tokens
 
 
@@ -40,10 +41,11 @@ def test_ordered_puts_what_a_focus_is_about_first():
     assert tokens.group_alike(alike) and not tokens.group_alike(calm)
 
 
-def test_group_summary_is_grpos_normalisation():
+def test_group_summary_describes_the_groups_rewards():
+    """The group as the page describes it (the estimators' own statistics and formulas: test_advantage_notes.py)."""
     summary = tokens.group_summary(_record(rewards=(1.0, 0.0), reward=1.0))
-    assert summary["mean"] == 0.5 and math.isclose(summary["std"], math.sqrt(0.5))
-    assert math.isclose(summary["normalised"], 0.5 / (math.sqrt(0.5) + 1e-6))
+    assert summary == {"mean": 0.5, "std": pytest.approx(math.sqrt(0.5))}
+    assert tokens.group_summary(_record(rewards=(0.7,), reward=0.7)) == {"mean": 0.7, "std": 0.0}
 
 
 def test_colours_and_the_html_mark_the_environments_tokens():
