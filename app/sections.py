@@ -19,6 +19,24 @@ import tokens
 
 from playground.config.overrides import fix_command
 from playground.diagnose import root_causes
+from playground.metric_names import (
+    ENTROPY,
+    ENTROPY_LOSS,
+    EPISODE_REWARD_MEAN,
+    MFU_ACTOR,
+    PG_CLIPFRAC,
+    PG_LOSS,
+    PPO_KL,
+    RETURNS_MEAN,
+    SCORE_MEAN,
+    STEP_TIME,
+    THROUGHPUT,
+    TIMING,
+    VAL_PASS_AT,
+    VF_EXPLAINED_VAR,
+    VF_LOSS,
+    VPRED_MEAN,
+)
 from playground.metrics import METRIC_GROUPS, STEP, fmt, group_of, is_known
 
 import charts
@@ -30,15 +48,15 @@ import widgets
 # The guide's recommended panels (§11.3); a tuple is drawn as one chart (`vpred_mean` vs `returns/mean`) of the
 # members the log has.
 RECOMMENDED: list[tuple[str, list[str | tuple[str, ...]]]] = [
-    ("panel_progress", ["critic/score/mean", "episode/reward/mean"]),
+    ("panel_progress", [SCORE_MEAN, EPISODE_REWARD_MEAN]),
     # the entropy during the update (v0.7) and before it (V1 logs only this one): one chart with what the log has
-    ("panel_policy", ["actor/pg_loss", "actor/pg_clipfrac", "actor/ppo_kl", ("actor/entropy_loss", "actor/entropy")]),
-    ("panel_critic", ["critic/vf_loss", "critic/vf_explained_var", ("critic/vpred_mean", "critic/returns/mean")]),
-    ("panel_perf", ["perf/throughput", "perf/mfu/actor", "timing_s/step"]),
+    ("panel_policy", [PG_LOSS, PG_CLIPFRAC, PPO_KL, (ENTROPY_LOSS, ENTROPY)]),
+    ("panel_critic", [VF_LOSS, VF_EXPLAINED_VAR, (VPRED_MEAN, RETURNS_MEAN)]),
+    ("panel_perf", [THROUGHPUT, MFU_ACTOR, STEP_TIME]),
 ]
 # A log with none of the Performance panel's metrics (the guide's own examples log only phases): its phase timings,
 # on one chart, so the panel shows where the step's time went.
-PHASES = "timing_s/"
+PHASES = f"{TIMING}/"
 NOT_DRAWN = {STEP}  # the x axis itself
 PASS_AT_K = re.compile(r"^val/pass@\d+$")
 MAX_POINTS = 1000  # per line; min and max of each bucket are kept (`series.downsample_index`)
@@ -104,7 +122,7 @@ def pass_at_k_chart(metrics: list[str]) -> list[str | tuple[str, ...]]:
     ks = sorted(int(m.split("@")[1]) for m in metrics if PASS_AT_K.match(m))
     if len(ks) < 2:
         return metrics
-    shown = tuple(f"val/pass@{k}" for k in ks if k & (k - 1) == 0 or k == ks[-1])
+    shown = tuple(f"{VAL_PASS_AT}{k}" for k in ks if k & (k - 1) == 0 or k == ks[-1])
     at = next(i for i, m in enumerate(metrics) if PASS_AT_K.match(m))  # where the first pass@k key was
     rest = [m for m in metrics if not PASS_AT_K.match(m)]
     return rest[:at] + [shown] + rest[at:]

@@ -15,10 +15,11 @@ import numpy as np
 import pandas as pd
 
 from playground.diagnose.calibration import bands_entry
+from playground.metric_names import STEP_TIME, TIME_PER_STEP
 from playground.metrics import STEP
 
 TIMESTAMP_KEYS = ("timestamp", "_timestamp", "wall_time", "time/wall")
-STEP_TIME_KEYS = ("perf/time_per_step", "timing_s/step")
+STEP_TIME_KEYS = (TIME_PER_STEP, STEP_TIME)
 LONG_COLUMNS = ["run", "step", "x", "value", "smoothed"]
 
 

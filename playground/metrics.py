@@ -19,13 +19,75 @@ from typing import Any
 
 import numpy as np
 
-STEP = "training/global_step"
+from playground.metric_names import (
+    ABORTED_RATIO,
+    ACTOR_GRAD_NORM,
+    ACTOR_LOSS,
+    ACTOR_LR,
+    ADVANTAGES,
+    CORRECT_LENGTH_MEAN,
+    CPU_MEMORY_USED,
+    CRITIC_GRAD_NORM,
+    CRITIC_LR,
+    ENTROPY,
+    ENTROPY_LOSS,
+    EPISODE_LENGTH,
+    EPISODE_REWARD,
+    EPOCH,
+    GLOBAL_SEQLEN,
+    GROUP_REWARD_STD_MEAN,
+    INCORRECT_CLIP_RATIO,
+    INCORRECT_LENGTH_MEAN,
+    KL_LOSS,
+    KL_LOSS_COEF,
+    MAX_MEMORY_ALLOCATED,
+    MAX_MEMORY_RESERVED,
+    MFU_ACTOR,
+    MFU_CRITIC,
+    NON_ABORTED_LENGTH,
+    NUM_GEN_BATCHES,
+    NUM_TURNS,
+    PG_CLIPFRAC,
+    PG_CLIPFRAC_LOWER,
+    PG_LOSS,
+    PPO_KL,
+    PROMPT_LENGTH,
+    RESPONSE_LENGTH,
+    RETURNS,
+    REWARD_KL_PENALTY,
+    REWARD_KL_PENALTY_COEFF,
+    REWARDS,
+    ROLLOUT_ACTOR_PROBS_PEARSON,
+    ROLLOUT_CORR,
+    ROLLOUT_PROBS_DIFF,
+    SCORE,
+    STEP,
+    SUCCESS_RATE,
+    THROUGHPUT,
+    TIME_PER_STEP,
+    TIMING,
+    TIMING_PER_TOKEN,
+    TOOL_CALL_COUNTS,
+    TOTAL_NUM_TOKENS,
+    VAL_ACCURACY,
+    VAL_PASS_AT,
+    VAL_SCORE,
+    VALUES,
+    VF_CLIPFRAC,
+    VF_EXPLAINED_VAR,
+    VF_LOSS,
+    VPRED_MEAN,
+    WORLD_MODEL_GRAD_NORM,
+    WORLD_MODEL_LOSS,
+    ZERO_ADV_GROUP_RATIO,
+    ZERO_ADV_RATIO,
+)
+
 STAT_SUFFIXES = ("mean", "max", "min")
 
 # verl's forks split the lengths by the reward's `acc` (Dr. GRPO's length bias shows there). A step without a right
 # (or a wrong) response has no value: NaN from the task, left out of the step's record rather than logged as one.
-LENGTH_BY_CORRECTNESS = ("response_length/correct/mean", "response_length/incorrect/mean",
-                         "response_length/incorrect/clip_ratio")
+LENGTH_BY_CORRECTNESS = (CORRECT_LENGTH_MEAN, INCORRECT_LENGTH_MEAN, INCORRECT_CLIP_RATIO)
 
 # The guide's metric groups (§1-10) with their titles in English and Chinese, in the order the explorer shows them.
 GROUP_TITLES: dict[str, dict[str, str]] = {
@@ -55,42 +117,37 @@ PER_TOKEN_PHASES = ("gen", "ref", "values", "adv", "update_critic", "update_acto
 
 METRIC_GROUPS: dict[str, list[str]] = {
     "actor": [
-        "actor/pg_loss", "actor/loss", "actor/pg_clipfrac", "actor/ppo_kl", "actor/pg_clipfrac_lower",
-        "actor/entropy", "actor/entropy_loss", "actor/kl_loss", "actor/kl_coef", "actor/grad_norm", "actor/lr",
+        PG_LOSS, ACTOR_LOSS, PG_CLIPFRAC, PPO_KL, PG_CLIPFRAC_LOWER, ENTROPY, ENTROPY_LOSS, KL_LOSS, KL_LOSS_COEF,
+        ACTOR_GRAD_NORM, ACTOR_LR,
     ],
     "critic": [
-        "critic/vf_loss", "critic/vf_clipfrac", "critic/vpred_mean", "critic/vf_explained_var",
-        "critic/grad_norm", "critic/lr",
+        VF_LOSS, VF_CLIPFRAC, VPRED_MEAN, VF_EXPLAINED_VAR, CRITIC_GRAD_NORM, CRITIC_LR,
     ],
     "reward": [
-        *_stats("critic/score", ["std"]), *_stats("critic/rewards", ["std"]),
-        *_stats("critic/advantages"), "critic/advantages/zero_adv_ratio", *_stats("critic/returns"),
-        *_stats("critic/values"),
-        "actor/reward_kl_penalty", "actor/reward_kl_penalty_coeff",
+        *_stats(SCORE, ["std"]), *_stats(REWARDS, ["std"]), *_stats(ADVANTAGES), ZERO_ADV_RATIO, *_stats(RETURNS),
+        *_stats(VALUES), REWARD_KL_PENALTY, REWARD_KL_PENALTY_COEFF,
     ],
-    "length": [*_stats("response_length", ["clip_ratio"]), "response/aborted_ratio",
-               *_stats("response_length_non_aborted", ["clip_ratio"]), *_stats("prompt_length", ["clip_ratio"]),
-               *LENGTH_BY_CORRECTNESS],
+    "length": [*_stats(RESPONSE_LENGTH, ["clip_ratio"]), ABORTED_RATIO, *_stats(NON_ABORTED_LENGTH, ["clip_ratio"]),
+               *_stats(PROMPT_LENGTH, ["clip_ratio"]), *LENGTH_BY_CORRECTNESS],
     # the guide's §5 (gym episodes and multi-turn token tasks), verl's turns and tool calls per trajectory (its agent
     # loop), and RAGEN's within-group reward spread (the echo trap's first sign)
-    "episode": [*_stats("episode/reward"), *_stats("episode/length"), "episode/success_rate",
-                *_stats("training/num_turns"), *_stats("tool_call_counts"), "train/group_reward_std/mean"],
-    "timing": [*(f"timing_s/{p}" for p in TIMING_PHASES), *(f"timing_per_token_ms/{p}" for p in PER_TOKEN_PHASES),
+    "episode": [*_stats(EPISODE_REWARD), *_stats(EPISODE_LENGTH), SUCCESS_RATE, *_stats(NUM_TURNS),
+                *_stats(TOOL_CALL_COUNTS), GROUP_REWARD_STD_MEAN],
+    "timing": [*(f"{TIMING}/{p}" for p in TIMING_PHASES), *(f"{TIMING_PER_TOKEN}/{p}" for p in PER_TOKEN_PHASES),
                "timing_s/agent_loop/*"],
     "perf": [
-        *(f"global_seqlen/{s}" for s in ("min", "max", "minmax_diff", "balanced_min", "balanced_max", "mean")),
-        "perf/total_num_tokens", "perf/time_per_step", "perf/throughput", "perf/mfu/actor", "perf/mfu/critic",
-        "perf/max_memory_allocated_gb", "perf/max_memory_reserved_gb", "perf/cpu_memory_used_gb",
+        *(f"{GLOBAL_SEQLEN}/{s}" for s in ("min", "max", "minmax_diff", "balanced_min", "balanced_max", "mean")),
+        TOTAL_NUM_TOKENS, TIME_PER_STEP, THROUGHPUT, MFU_ACTOR, MFU_CRITIC, MAX_MEMORY_ALLOCATED, MAX_MEMORY_RESERVED,
+        CPU_MEMORY_USED,
     ],
-    "training": [STEP, "training/epoch", "train/num_gen_batches", "train/zero_adv_group_ratio",
-                 "training/filter_groups/*"],
+    "training": [STEP, EPOCH, NUM_GEN_BATCHES, ZERO_ADV_GROUP_RATIO, "training/filter_groups/*"],
     # the rollout engine against the trainer: verl's calculate_debug_metrics, the async trainers' staleness, and verl's
     # rollout correction (`algorithm.rollout_correction`, playground/algos/rollout_correction/: the rollout's
     # log-probs against the trainer's, the IS weights and the rejection). One group: they read the same gap
     "rollout": [
-        "training/rollout_probs_diff_mean", "training/rollout_probs_diff_max", "training/rollout_probs_diff_std",
-        "training/rollout_probs_diff_valid", "training/rollout_actor_probs_pearson_corr", "training/off_policy/*",
-        *(f"rollout_corr/{k}" for k in ("kl", "k3_kl", "chi2_token", "chi2_seq", "log_ppl_diff", "log_ppl_abs_diff",
+        *(f"{ROLLOUT_PROBS_DIFF}_{s}" for s in ("mean", "max", "std", "valid")), ROLLOUT_ACTOR_PROBS_PEARSON,
+        "training/off_policy/*",
+        *(f"{ROLLOUT_CORR}/{k}" for k in ("kl", "k3_kl", "chi2_token", "chi2_seq", "log_ppl_diff", "log_ppl_abs_diff",
                                         "rollout_is_mean", "rollout_is_std", "rollout_is_max", "rollout_is_min",
                                         "rollout_is_eff_sample_size", "rollout_is_ratio_fraction_high",
                                         "rollout_is_ratio_fraction_low", "rollout_is_oob_ratio",
@@ -98,8 +155,8 @@ METRIC_GROUPS: dict[str, list[str]] = {
                                         "rollout_rs_seq_masked_fraction")),
         "rollout_corr/<policy>_ppl", "rollout_corr/rollout_is_seq_*", "rollout_corr/rollout_rs_<option>_*",
     ],
-    "world_model": ["world_model/loss", "world_model/grad_norm"],
-    "val": ["val/score", "val/accuracy", "val/pass@k", "val-core/<source>/<var>/<stat>@N", "val-aux/*"],
+    "world_model": [WORLD_MODEL_LOSS, WORLD_MODEL_GRAD_NORM],
+    "val": [VAL_SCORE, VAL_ACCURACY, f"{VAL_PASS_AT}k", "val-core/<source>/<var>/<stat>@N", "val-aux/*"],
 }
 
 # Keys with a per-task or per-k suffix are declared by their family name above and matched here.
@@ -126,32 +183,32 @@ GROUP_OF: dict[str, str] = {k: g for g, keys in METRIC_GROUPS.items() for k in k
 
 # Names other verl versions (and the guide's own examples) use for the same quantity.
 ALIASES: dict[str, str] = {
-    "critic/kl": "actor/reward_kl_penalty",  # verl <= 0.3
-    "critic/kl_coeff": "actor/reward_kl_penalty_coeff",  # verl <= 0.3
-    "critic/kl_coef": "actor/reward_kl_penalty_coeff",
-    "mfu/actor": "perf/mfu/actor",  # verl 0.2
-    "mfu/critic": "perf/mfu/critic",
-    "actor/mfu": "perf/mfu/actor",  # engine path before the rename
-    "critic/mfu": "perf/mfu/critic",
-    "actor/perf/max_memory_allocated_gb": "perf/max_memory_allocated_gb",  # engine path prefixes
-    "actor/perf/max_memory_reserved_gb": "perf/max_memory_reserved_gb",
-    "actor/perf/cpu_memory_used_gb": "perf/cpu_memory_used_gb",
-    "critic/vf_explained_variance": "critic/vf_explained_var",
+    "critic/kl": REWARD_KL_PENALTY,  # verl <= 0.3
+    "critic/kl_coeff": REWARD_KL_PENALTY_COEFF,  # verl <= 0.3
+    "critic/kl_coef": REWARD_KL_PENALTY_COEFF,
+    "mfu/actor": MFU_ACTOR,  # verl 0.2
+    "mfu/critic": MFU_CRITIC,
+    "actor/mfu": MFU_ACTOR,  # engine path before the rename
+    "critic/mfu": MFU_CRITIC,
+    "actor/perf/max_memory_allocated_gb": MAX_MEMORY_ALLOCATED,  # engine path prefixes
+    "actor/perf/max_memory_reserved_gb": MAX_MEMORY_RESERVED,
+    "actor/perf/cpu_memory_used_gb": CPU_MEMORY_USED,
+    "critic/vf_explained_variance": VF_EXPLAINED_VAR,
     "step": STEP,
     # the share of GRPO groups whose rewards are all equal: TRL's name (its console and wandb's "train/" prefix),
     # and oumi's wrapper of verl's compute_data_metrics (oumi PR #2646)
-    "frac_reward_zero_std": "train/zero_adv_group_ratio",
-    "train/frac_reward_zero_std": "train/zero_adv_group_ratio",
-    "grpo/frac_reward_zero_std": "train/zero_adv_group_ratio",
+    "frac_reward_zero_std": ZERO_ADV_GROUP_RATIO,
+    "train/frac_reward_zero_std": ZERO_ADV_GROUP_RATIO,
+    "grpo/frac_reward_zero_std": ZERO_ADV_GROUP_RATIO,
 }
 # Regex aliases: (pattern, replacement template). Applied after the exact table.
 ALIAS_PATTERNS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"^timing/(.+)$"), r"timing_s/\1"),  # the guide's §11.4 examples write timing/gen
-    (re.compile(r"^val/test_score/.+$"), "val/score"),  # verl <= 0.3: val/test_score/<data_source>
-    (re.compile(r"^test_score/.+$"), "val/score"),  # verl ~0.1 printed its validation without the val/ prefix
+    (re.compile(r"^val/test_score/.+$"), VAL_SCORE),  # verl <= 0.3: val/test_score/<data_source>
+    (re.compile(r"^test_score/.+$"), VAL_SCORE),  # verl ~0.1 printed its validation without the val/ prefix
     (re.compile(r"^num_turns/(mean|max|min)$"), r"training/num_turns/\1"),  # legacy trainer; V1 adds `training/`
-    (re.compile(r"^val-core/.+/(?:reward|score)/mean@\d+$"), "val/score"),
-    (re.compile(r"^val-core/.+/acc/mean@\d+$"), "val/accuracy"),
+    (re.compile(r"^val-core/.+/(?:reward|score)/mean@\d+$"), VAL_SCORE),
+    (re.compile(r"^val-core/.+/acc/mean@\d+$"), VAL_ACCURACY),
     (re.compile(r"^val-(?:core|aux)/.+/acc/best@(\d+)/mean$"), r"val/pass@\1"),
     # rollout correction's bypass mode: the loss returns rollout_corr/* with its metrics, which verl V1 prefixes
     # with actor/ (verl-today.md 1.4, by reading the code)

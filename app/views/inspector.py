@@ -12,6 +12,7 @@ import streamlit as st
 import tokens
 
 from playground import PYTHON
+from playground.metric_names import ENTROPY, PG_CLIPFRAC, PPO_KL, SCORE_MEAN
 from playground.metrics import STEP
 
 import charts
@@ -90,7 +91,7 @@ def render() -> None:
     frame = data.metrics_frame(run)
     row = frame[frame[STEP] == step] if STEP in frame else frame.iloc[0:0]
     if not row.empty:
-        shown = [m for m in ("actor/pg_clipfrac", "actor/ppo_kl", "actor/entropy", "critic/score/mean") if m in row]
+        shown = [m for m in (PG_CLIPFRAC, PPO_KL, ENTROPY, SCORE_MEAN) if m in row]
         st.caption(" · ".join(f"`{m}` {float(row[m].iloc[0]):.4g}" for m in shown))
     config = data.run_config(run)
     every = tokens.step_tokens(at_step)

@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from playground.diagnose.root_causes import severity_rank
+from playground.metric_names import SCORE_MEAN
 from playground.metrics import ALL_METRICS
 
 import data
@@ -53,7 +54,7 @@ def _sorted(table: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     metric = None
     if by == "metric":
         metric = c2.selectbox(widgets.t("sort_metric"), list(ALL_METRICS), key="sort_metric",
-                              index=list(ALL_METRICS).index("critic/score/mean"))
+                              index=list(ALL_METRICS).index(SCORE_MEAN))
         _, weight, _ = widgets.settings()
         window = series.ema_window(weight)
         table = table.assign(metric=[data.smoothed_last(r, metric, weight, window) for r in table["run"]])

@@ -7,6 +7,16 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from playground.metric_names import (
+    ENTROPY_LOSS,
+    EPISODE_LENGTH,
+    EPISODE_REWARD,
+    PG_LOSS,
+    RESPONSE_CLIP_RATIO,
+    RESPONSE_LENGTH_MEAN,
+    SCORE_MEAN,
+    VAL_ACCURACY,
+)
 from playground.metrics import STEP
 
 import charts
@@ -16,8 +26,8 @@ import widgets
 
 # a multi-turn task's samples add their verl turn count and tool calls (and `turns`, drawn below the table)
 EPISODE_COLUMNS = ["num_turns", "tool_calls"]
-TOKEN_METRICS = ["critic/score/mean", "val/accuracy", "response_length/mean", "actor/entropy_loss",
-                 "response_length/clip_ratio", "actor/pg_loss"]
+TOKEN_METRICS = [SCORE_MEAN, VAL_ACCURACY, RESPONSE_LENGTH_MEAN, ENTROPY_LOSS,
+                 RESPONSE_CLIP_RATIO, PG_LOSS]
 
 
 def _token(run: str, label: str, frame: pd.DataFrame) -> None:
@@ -78,7 +88,7 @@ def _gym(label: str, frame: pd.DataFrame) -> None:
     x = series.wall_time(frame) if x_mode == "wall" else None
     x = frame[STEP] if x is None else x
     drawn = 0
-    for prefix, title in (("episode/reward", "episode_returns"), ("episode/length", "episode_lengths")):
+    for prefix, title in ((EPISODE_REWARD, "episode_returns"), (EPISODE_LENGTH, "episode_lengths")):
         mean, lo, hi = (f"{prefix}/{s}" for s in ("mean", "min", "max"))
         if mean not in frame:
             continue

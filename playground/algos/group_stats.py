@@ -18,11 +18,6 @@ from torch import Tensor
 from playground.algos.advantages import group_row_stats
 from playground.algos.dapo import filter_groups
 
-ZERO_ADV_RATIO = "critic/advantages/zero_adv_ratio"  # verl PR #5770's name
-# RAGEN's early signal of the echo trap (Wang et al. 2025, arXiv:2504.20073, §4: the within-group reward std falls
-# before entropy does, then the gradient spikes; StarPO-S filters groups by it). verl has no key: the playground's name
-GROUP_REWARD_STD = "train/group_reward_std/mean"
-
 
 def zero_adv_share(scores: Tensor, index: Tensor, atol: float = 0.0) -> Tensor:
     """`(*lead,)` the share of responses whose GRPO advantage is 0: whose score equals its group's mean (within
@@ -65,7 +60,7 @@ def zero_std_group_ratio(scores: Sequence[float] | Tensor, index: Sequence[int] 
 
 def group_reward_std(scores: Tensor, index: Tensor) -> Tensor:
     """`(*lead,)` the mean over prompt groups of the (unbiased, as GRPO's denominator) std of their responses' rewards:
-    RAGEN's within-group reward spread (`GROUP_REWARD_STD`). A group of one has no spread: 0.
+    RAGEN's within-group reward spread (`metric_names.GROUP_REWARD_STD_MEAN`). A group of one has no spread: 0.
 
     Args:
         scores: `(*lead, bs)` each response's reward (its token-level rewards summed).

@@ -20,6 +20,7 @@ from playground.algos import policy_losses_extra  # noqa: F401 - registers the o
 from playground.algos.aggregate import agg_loss
 from playground.algos.masked import masked_mean, masked_var
 from playground.algos.policy_registry import POLICY_LOSSES, get_policy_loss_fn, register_policy_loss
+from playground.metric_names import PG_CLIPFRAC, PG_CLIPFRAC_LOWER, PPO_KL
 
 
 def ppo_clip_terms(old_log_prob: Tensor, log_prob: Tensor, advantages: Tensor, clip_low: float | Tensor,
@@ -94,9 +95,9 @@ def compute_policy_loss_vanilla(
         pg_losses = pg_losses * rollout_is_weights
     pg_loss = agg_loss(pg_losses, response_mask, loss_agg_mode)
     metrics = {
-        "actor/pg_clipfrac": pg_clipfrac.detach(),
-        "actor/ppo_kl": ppo_kl.detach(),
-        "actor/pg_clipfrac_lower": pg_clipfrac_lower.detach(),
+        PG_CLIPFRAC: pg_clipfrac.detach(),
+        PPO_KL: ppo_kl.detach(),
+        PG_CLIPFRAC_LOWER: pg_clipfrac_lower.detach(),
     }
     return pg_loss, metrics
 

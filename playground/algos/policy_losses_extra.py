@@ -24,6 +24,7 @@ from torch import Tensor
 from playground.algos.aggregate import agg_loss
 from playground.algos.masked import TOKEN_DIMS, masked_mean, masked_sum
 from playground.algos.policy_registry import register_policy_loss
+from playground.metric_names import PG_CLIPFRAC, PG_CLIPFRAC_LOWER, PPO_KL
 
 Generators = torch.Generator | Sequence[torch.Generator] | None
 
@@ -89,7 +90,7 @@ def _weighted(pg_losses: Tensor, rollout_is_weights: Tensor | None) -> Tensor:
 
 
 def _metrics(pg_clipfrac: Tensor | None, ppo_kl: Tensor, pg_clipfrac_lower: Tensor | None) -> dict[str, Tensor]:
-    out = {"actor/pg_clipfrac": pg_clipfrac, "actor/ppo_kl": ppo_kl, "actor/pg_clipfrac_lower": pg_clipfrac_lower}
+    out = {PG_CLIPFRAC: pg_clipfrac, PPO_KL: ppo_kl, PG_CLIPFRAC_LOWER: pg_clipfrac_lower}
     return {key: value.detach() for key, value in out.items() if value is not None}
 
 

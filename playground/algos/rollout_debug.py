@@ -19,9 +19,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-PROBS_DIFF = "training/rollout_probs_diff"
-PEARSON = "training/rollout_actor_probs_pearson_corr"
-STALENESS = "training/off_policy/trajectory_staleness"
+from playground.metric_names import ROLLOUT_ACTOR_PROBS_PEARSON, ROLLOUT_PROBS_DIFF, TRAJECTORY_STALENESS
 
 
 def pearson_corr(x: Tensor, y: Tensor, mask: Tensor) -> Tensor:
@@ -36,19 +34,20 @@ def rollout_probs_diff(actor_log_probs: Tensor, rollout_log_probs: Tensor, respo
     mask = response_mask.bool()
     if not bool(mask.any()):
         nan = torch.full((), float("nan"), device=mask.device)
-        return {f"{PROBS_DIFF}_valid": torch.zeros((), device=mask.device), f"{PROBS_DIFF}_max": nan,
-                f"{PROBS_DIFF}_mean": nan, f"{PROBS_DIFF}_std": nan, PEARSON: nan}
+        return {f"{ROLLOUT_PROBS_DIFF}_valid": torch.zeros((), device=mask.device), f"{ROLLOUT_PROBS_DIFF}_max": nan,
+                f"{ROLLOUT_PROBS_DIFF}_mean": nan, f"{ROLLOUT_PROBS_DIFF}_std": nan, ROLLOUT_ACTOR_PROBS_PEARSON: nan}
     actor_probs, rollout_probs = actor_log_probs.float().exp(), rollout_log_probs.float().exp()
     diff = (actor_probs - rollout_probs).abs()[mask]
-    return {f"{PROBS_DIFF}_valid": torch.ones((), device=mask.device), f"{PROBS_DIFF}_max": diff.max(),
-            f"{PROBS_DIFF}_mean": diff.mean(), f"{PROBS_DIFF}_std": diff.std(),
-            PEARSON: pearson_corr(actor_probs, rollout_probs, mask)}
+    return {f"{ROLLOUT_PROBS_DIFF}_valid": torch.ones((), device=mask.device), f"{ROLLOUT_PROBS_DIFF}_max": diff.max(),
+            f"{ROLLOUT_PROBS_DIFF}_mean": diff.mean(), f"{ROLLOUT_PROBS_DIFF}_std": diff.std(),
+            ROLLOUT_ACTOR_PROBS_PEARSON: pearson_corr(actor_probs, rollout_probs, mask)}
 
 
 def trajectory_staleness(versions_behind: Tensor) -> dict[str, Tensor]:
     """One agent's `training/off_policy/trajectory_staleness/{mean,max,min}` from each row's lag `(rows,)`."""
     lag = versions_behind.float()
-    return {f"{STALENESS}/mean": lag.mean(), f"{STALENESS}/max": lag.max(), f"{STALENESS}/min": lag.min()}
+    return {f"{TRAJECTORY_STALENESS}/mean": lag.mean(), f"{TRAJECTORY_STALENESS}/max": lag.max(),
+            f"{TRAJECTORY_STALENESS}/min": lag.min()}
 
 
 def per_agent(fn: Callable[..., dict[str, Tensor]], *tensors: Tensor) -> dict[str, list[Tensor]]:

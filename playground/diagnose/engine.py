@@ -22,12 +22,13 @@ from playground.diagnose.finding import Finding
 from playground.diagnose.log import SHORTCUT_KEYS, Log, on_policy_shortcut
 from playground.diagnose.series import Series, compile_series
 from playground.diagnose.verdicts import verdicts
+from playground.metric_names import ACTOR_GRAD_NORM, ACTOR_GROUP, ADVANTAGES, EPISODE_GROUP, REWARDS, SCORE
 from playground.metrics import canonicalize
 
 VERL_GRAD_CLIP = 1.0  # verl's default actor grad_clip, assumed for logs that do not say
 # What a policy with a single action (max_entropy 0: Andy Jones' probe environments) makes of its metrics: nothing it
 # could change, so none of them is diagnosed.
-POLICY_PREFIXES = ("actor/", "critic/score/", "critic/rewards/", "critic/advantages/", "episode/")
+POLICY_PREFIXES = tuple(f"{name}/" for name in (ACTOR_GROUP, SCORE, REWARDS, ADVANTAGES, EPISODE_GROUP))
 
 
 @dataclass
@@ -269,7 +270,7 @@ def diagnose_log(log: Log, family: str, config: Mapping | None = None, notes: Se
                  problems: Sequence[str] = (), source: str = "") -> Report:
     """Apply every rule to a log already built (see `diagnose`)."""
     notes = list(notes)
-    if log.facts.get("grad_clip_assumed") and "actor/grad_norm" in log.cols:
+    if log.facts.get("grad_clip_assumed") and ACTOR_GRAD_NORM in log.cols:
         notes.append(f"grad_clip is not in the log: verl's default {VERL_GRAD_CLIP} assumed")
     by_id: dict[str, list[tuple[Rule, list[list[int]]]]] = {}
     judged: set[str] = set()  # ids some rule could judge on this log

@@ -6,15 +6,16 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from playground.metric_names import PG_CLIPFRAC, PG_CLIPFRAC_LOWER, PPO_KL, VAL
 from playground.metrics import STEP
 
 # verl's on-policy shortcut (one mini-batch, one epoch): the ratio is exactly 1, so these are 0 and say nothing.
-SHORTCUT_KEYS = ("actor/ppo_kl", "actor/pg_clipfrac", "actor/pg_clipfrac_lower")
+SHORTCUT_KEYS = (PPO_KL, PG_CLIPFRAC, PG_CLIPFRAC_LOWER)
 
 
 def on_policy_shortcut(record: Mapping[str, float | None]) -> bool:
     """Whether a step's record shows the on-policy shortcut (`ppo_kl` and `pg_clipfrac` both exactly 0)."""
-    return record.get("actor/ppo_kl") == 0 and record.get("actor/pg_clipfrac") == 0
+    return record.get(PPO_KL) == 0 and record.get(PG_CLIPFRAC) == 0
 
 
 class Log:
@@ -41,7 +42,7 @@ class Log:
                 self.cols[key] = [None] * self.n
         for key, col in self.cols.items():
             value = record.get(key)
-            if value is None and key.startswith("val/") and col:
+            if value is None and key.startswith(f"{VAL}/") and col:
                 value = col[-1]  # validation runs every test_freq steps: its last value holds until the next
             col.append(None if value is None else float(value))
         self.steps.append(int(record.get(STEP, self.n)))

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from playground.diagnose.console_text import ANSI, RAY_PREFIX, to_float
+from playground.metric_names import WANDB_STEP
 from playground.metrics import STEP, canonical_name, canonicalize
 from playground.rundir.runs import LogRead, ProblemLog
 
@@ -36,7 +37,7 @@ _ROUNDED_ZERO = ("0.0", "-0.0")  # a float that wandb's round(x, 5) printed as z
 
 
 def _is_step_key(key: str) -> bool:
-    return key in ("_step", "train/global_step") or canonical_name(key) == STEP
+    return key in ("_step", WANDB_STEP) or canonical_name(key) == STEP
 
 
 def _names(keys: list[str], most: int = 6) -> str:
@@ -276,7 +277,7 @@ def read_wandb_block(path: str | Path) -> LogRead:
 
 # ---- CSV exports ------------------------------------------------------------------------------------------------
 
-_CSV_STEPS = ("step", "_step", "train/global_step", STEP, "global_step")  # compared lower-case
+_CSV_STEPS = ("step", "_step", WANDB_STEP, STEP, "global_step")  # compared lower-case
 _ENVELOPE = re.compile(r"__(?:MIN|MAX)$")  # a chart's min/max band around each run's line
 _NO_NAME = re.compile(r"^(?:Unnamed: \d+)?$")  # an empty header, or pandas' index column read back
 

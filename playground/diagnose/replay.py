@@ -36,6 +36,29 @@ from playground.config.overrides import command as train_command
 from playground.diagnose import catalogue
 from playground.diagnose.engine import Report, diagnose, rules
 from playground.diagnose.root_causes import HEALTHY, INCONCLUSIVE, chain, run_root
+from playground.metric_names import (
+    ACTOR_LOSS,
+    ACTOR_LR,
+    ADVANTAGES_MEAN,
+    CRITIC_LR,
+    ENTROPY,
+    EPISODE_GROUP,
+    EPISODE_LENGTH_MAX,
+    EPISODE_LENGTH_MEAN,
+    KL_LOSS,
+    KL_LOSS_COEF,
+    PG_LOSS,
+    PROMPT_LENGTH,
+    PROMPT_LENGTH_MAX,
+    PROMPT_LENGTH_MEAN,
+    RESPONSE_LENGTH,
+    RESPONSE_LENGTH_MAX,
+    REWARD_KL_PENALTY_COEFF,
+    SCORE_MEAN,
+    SUCCESS_RATE,
+    VAL_CORE,
+    VF_LOSS,
+)
 from playground.rundir.runs import LogRead
 from playground.teach.i18n import LANGS, UI_STRINGS_PATH, text_in
 
@@ -110,9 +133,9 @@ def log_family(records: Sequence[Mapping[str, float]]) -> str:
     one has `episode/*` (the playground's gym tasks: verl has none), or where full lines (a gym run before its first
     episode ends) have no length; an excerpt with neither is an LLM log's: token."""
     keys = {k for r in records for k in r}
-    if any(k.startswith(("response_length/", "prompt_length/")) for k in keys):
+    if any(k.startswith((f"{RESPONSE_LENGTH}/", f"{PROMPT_LENGTH}/")) for k in keys):
         return "token"
-    if any(k.startswith("episode/") for k in keys) or max((len(r) for r in records), default=0) > FULL_LINE:
+    if any(k.startswith(f"{EPISODE_GROUP}/") for k in keys) or max((len(r) for r in records), default=0) > FULL_LINE:
         return "gym"
     return "token"
 
@@ -121,13 +144,13 @@ def log_signature(records: Sequence[Mapping[str, float]]) -> dict[str, float | N
     """The features that tell the tasks apart: gym's reward per step (score / episode length, median over steps) and
     longest episode; tokens' median prompt length and longest response."""
     if log_family(records) == "gym":
-        ratios = [r["critic/score/mean"] / r["episode/length/mean"] for r in records
-                  if r.get("episode/length/mean") and isinstance(r.get("critic/score/mean"), (int, float))
-                  and math.isfinite(r["critic/score/mean"])]
-        longest = _column(records, "episode/length/max")
+        ratios = [r[SCORE_MEAN] / r[EPISODE_LENGTH_MEAN] for r in records
+                  if r.get(EPISODE_LENGTH_MEAN) and isinstance(r.get(SCORE_MEAN), (int, float))
+                  and math.isfinite(r[SCORE_MEAN])]
+        longest = _column(records, EPISODE_LENGTH_MAX)
         return {"reward_per_step": statistics.median(ratios) if ratios else None,
                 "episode_length_max": max(longest) if longest else None}
-    prompts, responses = _column(records, "prompt_length/mean"), _column(records, "response_length/max")
+    prompts, responses = _column(records, PROMPT_LENGTH_MEAN), _column(records, RESPONSE_LENGTH_MAX)
     return {"prompt_length_mean": statistics.median(prompts) if prompts else None,
             "response_length_max": max(responses) if responses else None}
 
@@ -136,7 +159,7 @@ def named_task(records: Sequence[Mapping[str, float]], tasks: Mapping[str, Any])
     """The task a log names in its keys, where it does: the guide's `episode/success_rate_<task>` (§5; the playground's
     gym runs log it) or verl's `val-core/<data_source>/...` whose data source is one of the tasks."""
     for key in sorted({k for r in records for k in r}):
-        for prefix in ("episode/success_rate_", "val-core/"):
+        for prefix in (f"{SUCCESS_RATE}_", f"{VAL_CORE}/"):
             if key.startswith(prefix) and key[len(prefix):].split("/")[0] in tasks:
                 return key[len(prefix):].split("/")[0]
     return None
@@ -161,28 +184,28 @@ def log_knobs(records: Sequence[Mapping[str, float]]) -> dict[str, Any]:
     coefficients, whether a critic trains (gae) or not (a group estimator), and the longest prompt and response (a
     length cap shows as the longest length reaching it); None where it does not show."""
     out: dict[str, Any] = {name: None for name, _, _ in KNOBS}
-    for name, key in (("actor_lr", "actor/lr"), ("critic_lr", "critic/lr")):
+    for name, key in (("actor_lr", ACTOR_LR), ("critic_lr", CRITIC_LR)):
         values = _column(records, key)
         out[name] = max(values) if values else None
-    kl_coefs = _column(records, "actor/kl_coef")
+    kl_coefs = _column(records, KL_LOSS_COEF)
     out["kl_loss_coef"] = statistics.median(kl_coefs) if kl_coefs else None
-    reward_kl = _column(records, "actor/reward_kl_penalty_coeff")
+    reward_kl = _column(records, REWARD_KL_PENALTY_COEFF)
     out["kl_in_reward_coef"] = statistics.median(reward_kl) if reward_kl else None
-    for name, key in (("prompt_cap", "prompt_length/max"), ("response_cap", "response_length/max")):
+    for name, key in (("prompt_cap", PROMPT_LENGTH_MAX), ("response_cap", RESPONSE_LENGTH_MAX)):
         values = _column(records, key)
         out[name] = max(values) if values else None
     coeffs = []
     for r in records:
-        loss, pg, entropy = r.get("actor/loss"), r.get("actor/pg_loss"), r.get("actor/entropy")
+        loss, pg, entropy = r.get(ACTOR_LOSS), r.get(PG_LOSS), r.get(ENTROPY)
         if (loss is None or pg is None or entropy is None or not all(map(math.isfinite, (loss, pg, entropy)))
                 or entropy < 1e-3):
             continue
-        kl = (r.get("actor/kl_loss") or 0.0) * (out["kl_loss_coef"] or 0.0)
+        kl = (r.get(KL_LOSS) or 0.0) * (out["kl_loss_coef"] or 0.0)
         coeffs.append((pg + kl - loss) / entropy)
     out["entropy_coeff"] = round(statistics.median(coeffs), 4) if coeffs else None
-    if any("critic/vf_loss" in r for r in records):
+    if any(VF_LOSS in r for r in records):
         out["estimator"] = "gae"
-    elif any("critic/advantages/mean" in r for r in records):  # a full step's line (not an excerpt) and no critic
+    elif any(ADVANTAGES_MEAN in r for r in records):  # a full step's line (not an excerpt) and no critic
         out["estimator"] = "group"  # grpo, rloo, ... (the log cannot tell which)
     return out
 

@@ -12,13 +12,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from playground.diagnose.log import Log
+from playground.metric_names import ENTROPY, ENTROPY_LOSS, SCORE, SCORE_MEAN
 from playground.metrics import fmt
 from playground.rundir.score import score_metric
 
 # The policy's entropy: verl V1 logs the pre-update entropy every step (`actor/entropy`) and the in-update entropy only
 # when the update computes it (`actor/entropy_loss`); the guide, the playground and verl <= 0.3 name the quantity
 # `actor/entropy_loss`. The first of these a log holds is read.
-ENTROPY_KEYS = ("actor/entropy", "actor/entropy_loss")
+ENTROPY_KEYS = (ENTROPY, ENTROPY_LOSS)
 
 
 class Series:
@@ -65,7 +66,7 @@ def _score_headroom(log: Log, i: int) -> float | None:
     best score there is. Unknown with a target (it says how high is high), or where every sample scored alike."""
     if log.facts.get("score_target") is not None:
         return None
-    top, low, mean = (log.get(f"critic/score/{k}", i) for k in ("max", "min", "mean"))
+    top, low, mean = (log.get(f"{SCORE}/{k}", i) for k in ("max", "min", "mean"))
     if top is None or low is None or mean is None or top <= low:
         return None
     return (top - mean) / (top - low)
@@ -116,7 +117,7 @@ BUILTIN: dict[str, Series] = {
     "score_gap": Series(_score_gap, "score_gap", _score_key,
                         lambda log: f"(score_target {fmt(log.facts.get('score_target'), none='unknown')} - score) / "
                                     f"max(|score_target|, 1)"),
-    "score_headroom": Series(_score_headroom, "score_headroom", "critic/score/mean",
+    "score_headroom": Series(_score_headroom, "score_headroom", SCORE_MEAN,
                              lambda log: "(critic/score/max - mean) / (max - min)"),
     "entropy": Series(_entropy, "entropy", _entropy_key, _entropy_key),  # evidence names the key read
     "rel_entropy": Series(_rel_entropy, "rel_entropy", _entropy_key, _rel_entropy_label),

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from playground.diagnose.engine import Report, diagnose, findings_document, plain_config
+from playground.metric_names import KL_LOSS, PG_LOSS
 
 
 def _read_config(run_dir: Path) -> dict | None:
@@ -78,7 +79,7 @@ def diagnose_read(read, *, family: str | None = None, loss_updates: float | None
                                "run summary's last values")
     if note := read.skipped_note():
         diagnosis.notes.append(note)
-    if loss_updates is None and any("actor/pg_loss" in r or "actor/kl_loss" in r for r in read.records):
+    if loss_updates is None and any(PG_LOSS in r or KL_LOSS in r for r in read.records):
         diagnosis.notes.append("actor/pg_loss and actor/kl_loss read as means over a step's updates (the playground, "
                                "verl < 0.7); a verl >= 0.7 log sums them: pass --loss-updates N")
     return diagnosis

@@ -18,9 +18,10 @@ from playground.diagnose.conditions import compile_condition
 from playground.diagnose.finding import Finding
 from playground.diagnose.log import SHORTCUT_KEYS, Log, on_policy_shortcut
 from playground.diagnose.series import compile_series
+from playground.metric_names import ACTOR_GROUP, CRITIC_GROUP
 
 # A record with one of these is a training step; a validation-only record (verl's step 0 with val_before_train) is not.
-TRAINING_PREFIXES = ("actor/", "critic/")
+TRAINING_PREFIXES = (f"{ACTOR_GROUP}/", f"{CRITIC_GROUP}/")
 INCONCLUSIVE = "inconclusive"
 
 

@@ -17,8 +17,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-TRAIN_SCORE = "critic/score/mean"
-VAL_SCORE = "val/score"
+from playground.metric_names import SCORE_MEAN, VAL_SCORE
 
 
 def score_metric(facts: Mapping[str, Any] | None, columns: Collection[str]) -> str:
@@ -32,9 +31,9 @@ def score_metric(facts: Mapping[str, Any] | None, columns: Collection[str]) -> s
     declared = facts.get("score_metric")
     if declared and declared in columns:
         return declared
-    if facts.get("family") == "token" or TRAIN_SCORE not in columns:
+    if facts.get("family") == "token" or SCORE_MEAN not in columns:
         return VAL_SCORE  # token tasks: greedy validation; sampled train reward stays far below it
-    return TRAIN_SCORE
+    return SCORE_MEAN
 
 
 def last_finite(values: Iterable[float | None]) -> float | None:

@@ -24,6 +24,7 @@ from typing import Any, Literal, cast
 
 from omegaconf import OmegaConf
 
+from playground.metric_names import ACTOR_GRAD_NORM, ENTROPY, ENTROPY_LOSS, PG_CLIPFRAC, PPO_KL, SCORE_MEAN
 from playground.metrics import STEP, fmt
 from playground.rundir.runs import RunRecorder
 
@@ -270,8 +271,8 @@ class ProgressBar:
     `step:N - key:value` line is the `console` logger's (`trainer.logger=[console]`)."""
 
     # (label, the metrics that give it, first found first): the guide's first checks (§11.2) beside the score
-    SHOWN = (("entropy", ("actor/entropy", "actor/entropy_loss")), ("clipfrac", ("actor/pg_clipfrac",)),
-             ("kl", ("actor/ppo_kl",)), ("grad_norm", ("actor/grad_norm",)))
+    SHOWN = (("entropy", (ENTROPY, ENTROPY_LOSS)), ("clipfrac", (PG_CLIPFRAC,)),
+             ("kl", (PPO_KL,)), ("grad_norm", (ACTOR_GRAD_NORM,)))
 
     def __init__(self, total: int, desc: str, score_metric: str, stream=None):
         from tqdm import tqdm
@@ -332,7 +333,7 @@ class RunLogger:
         if spec.progress_bar and agent is None:
             print(f"run dir: {self.run_dir}", file=sys.stderr)
             self.sinks.append(ProgressBar(int(spec.info["total_steps"]), spec.label,
-                                          info.get("score_metric") or "critic/score/mean"))
+                                          info.get("score_metric") or SCORE_MEAN))
 
     def log(self, record: Mapping[str, float]) -> None:
         step = int(record[STEP])

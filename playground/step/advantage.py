@@ -13,6 +13,7 @@ from torch import Tensor
 from playground.algos.advantages import ADV_ESTIMATORS, get_adv_estimator_fn
 from playground.algos.kl import get_kl_controller, kl_penalty
 from playground.algos.masked import masked_mean
+from playground.metric_names import REWARD_KL_PENALTY, REWARD_KL_PENALTY_COEFF
 from playground.step.hparams import KLControlSpec, StepHParams
 from playground.tasks.base import Batch, Task
 
@@ -40,8 +41,8 @@ class KLInReward:
         seq_kl = masked_mean(kld, mask, dim=-1)  # per-sequence token mean, then mean over sequences
         current_kl = seq_kl.mean(dim=-1)
         self.controller.update(current_kl, n_steps=mask.shape[1])
-        return {"actor/reward_kl_penalty": [current_kl],
-                "actor/reward_kl_penalty_coeff": [beta.expand(self.num_agents)]}
+        return {REWARD_KL_PENALTY: [current_kl],
+                REWARD_KL_PENALTY_COEFF: [beta.expand(self.num_agents)]}
 
 
 class AdvantageEstimator:

@@ -17,6 +17,8 @@ import sys
 import psutil
 import torch
 
+from playground.metric_names import CPU_MEMORY_USED, MAX_MEMORY_ALLOCATED, MAX_MEMORY_RESERVED
+
 GIB = 1024**3
 
 
@@ -140,14 +142,14 @@ class MemoryGuard:
         self.peak_growth = max(self.peak_growth, rss - self.baseline)
         if self.cuda:
             return {
-                "perf/max_memory_allocated_gb": torch.cuda.max_memory_allocated(self.device) / GIB,
-                "perf/max_memory_reserved_gb": torch.cuda.max_memory_reserved(self.device) / GIB,
-                "perf/cpu_memory_used_gb": rss / GIB,
+                MAX_MEMORY_ALLOCATED: torch.cuda.max_memory_allocated(self.device) / GIB,
+                MAX_MEMORY_RESERVED: torch.cuda.max_memory_reserved(self.device) / GIB,
+                CPU_MEMORY_USED: rss / GIB,
             }
         # On CPU, "allocated" is what the run itself allocated: the peak growth of resident memory since it
         # started (what trainer.memory_limit_gb caps); "reserved" is the whole process's peak.
         return {
-            "perf/max_memory_allocated_gb": self.peak_growth / GIB,
-            "perf/max_memory_reserved_gb": _peak_rss() / GIB,
-            "perf/cpu_memory_used_gb": rss / GIB,
+            MAX_MEMORY_ALLOCATED: self.peak_growth / GIB,
+            MAX_MEMORY_RESERVED: _peak_rss() / GIB,
+            CPU_MEMORY_USED: rss / GIB,
         }

@@ -18,6 +18,18 @@ from torch import Tensor
 
 from playground.algos.losses import explained_variance
 from playground.algos.masked import masked_stats
+from playground.metric_names import (
+    ADVANTAGES,
+    MFU,
+    RETURNS,
+    THROUGHPUT,
+    TIME_PER_STEP,
+    TIMING,
+    TIMING_PER_TOKEN,
+    TOTAL_NUM_TOKENS,
+    VALUES,
+    VF_EXPLAINED_VAR,
+)
 from playground.metrics import LENGTH_BY_CORRECTNESS, PER_TOKEN_PHASES, STEP, reduce_agent_metrics
 from playground.rundir.sinks import LogSpec, RunLogger
 from playground.step.memory import MemoryGuard
@@ -70,11 +82,11 @@ class StepRecorder:
                      memory: MemoryGuard) -> list[dict[str, float]]:
         """Reduce everything to one flat record per agent, with one host transfer for the tensors."""
         task, mask, num_agents = self.task, batch["response_mask"], self.num_agents
-        data = {**masked_stats("critic/advantages", batch["advantages"], mask),
-                **masked_stats("critic/returns", batch["returns"], mask)}
+        data = {**masked_stats(ADVANTAGES, batch["advantages"], mask),
+                **masked_stats(RETURNS, batch["returns"], mask)}
         if self.use_critic:
-            data.update(masked_stats("critic/values", batch["values"], mask))
-            data["critic/vf_explained_var"] = explained_variance(batch["returns"], batch["values"], mask)
+            data.update(masked_stats(VALUES, batch["values"], mask))
+            data[VF_EXPLAINED_VAR] = explained_variance(batch["returns"], batch["values"], mask)
         data.update(task.batch_metrics(batch))
         # one host transfer for all metric tables and one for the batch statistics, one reduction per metric for
         # all agents, then plain Python floats per agent
@@ -86,7 +98,7 @@ class StepRecorder:
         task.record_step(batch, step)
         memory_record = memory.metrics()
         tokens = task.token_counts(batch)
-        timing_record = {f"timing_s/{name}": seconds for name, seconds in timing.items()}
+        timing_record = {f"{TIMING}/{name}": seconds for name, seconds in timing.items()}
         records = []
         for k in range(num_agents):
             record = {STEP: float(step)}
@@ -98,10 +110,10 @@ class StepRecorder:
             for phase in PER_TOKEN_PHASES:
                 if phase in timing:
                     divisor = tokens["response"] if phase == "gen" else tokens["total"]
-                    record[f"timing_per_token_ms/{phase}"] = 1000 * timing[phase] / max(1, divisor[k])
-            record["perf/total_num_tokens"] = float(tokens["total"][k])
-            record["perf/time_per_step"] = timing["step"]
-            record["perf/throughput"] = tokens["total"][k] / timing["step"]  # one device per run
+                    record[f"{TIMING_PER_TOKEN}/{phase}"] = 1000 * timing[phase] / max(1, divisor[k])
+            record[TOTAL_NUM_TOKENS] = float(tokens["total"][k])
+            record[TIME_PER_STEP] = timing["step"]
+            record[THROUGHPUT] = tokens["total"][k] / timing["step"]  # one device per run
             record.update(memory_record)
             records.append(record)
         return records
@@ -113,4 +125,4 @@ class StepRecorder:
             seconds = timing.get(f"update_{role}")
             if seconds:
                 flops = self.task.update_flops(batch, role, role_epochs)
-                metrics[f"perf/mfu/{role}"] = [torch.full((self.num_agents,), flops / seconds / self.peak_flops)]
+                metrics[f"{MFU}/{role}"] = [torch.full((self.num_agents,), flops / seconds / self.peak_flops)]

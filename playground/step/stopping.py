@@ -13,9 +13,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from playground.metric_names import (
+    ACTOR_GRAD_NORM,
+    ADVANTAGES_MEAN,
+    CRITIC_GRAD_NORM,
+    KL_LOSS,
+    PG_LOSS,
+    VALUES_MEAN,
+    VF_LOSS,
+)
+
 # Metrics whose non-finite value means the numbers have broken down (training_crash).
-CRASH_KEYS = ("actor/pg_loss", "critic/vf_loss", "actor/grad_norm", "critic/grad_norm", "actor/kl_loss",
-              "critic/values/mean", "critic/advantages/mean")
+CRASH_KEYS = (PG_LOSS, VF_LOSS, ACTOR_GRAD_NORM, CRITIC_GRAD_NORM, KL_LOSS,
+              VALUES_MEAN, ADVANTAGES_MEAN)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, cast
 import torch
 from torch import Tensor
 
+from playground.metric_names import NUM_GEN_BATCHES, TESTING_TIME
 from playground.rundir.sinks import LogSpec
 from playground.step.advantage import AdvantageEstimator, KLInReward, compute_advantage
 from playground.step.dynamic_sampling import DynamicSampler
@@ -245,7 +246,7 @@ class Trainer:
                 self.task.compute_scores(batch)
             return batch
         sampled = self.sampler.sample(self.active.tolist(), timed, self.memory)
-        metrics["train/num_gen_batches"] = [sampled.num_gen_batches.to(self.device)]
+        metrics[NUM_GEN_BATCHES] = [sampled.num_gen_batches.to(self.device)]
         training = self.active.clone()
         for k, error in enumerate(sampled.errors):
             if error is not None:
@@ -266,7 +267,7 @@ class Trainer:
             for k, record in enumerate(records):
                 if testing[k]:
                     record.update({key: float(v[k]) for key, v in val.items()})
-                    record["timing_s/testing"] = timing["testing"]
+                    record[TESTING_TIME] = timing["testing"]
 
     def _update_epochs(self) -> dict[str, int]:
         epochs = {"actor": self.actor.shape.ppo_epochs}

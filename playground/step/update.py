@@ -21,6 +21,19 @@ from playground.algos.losses import agg_loss, compute_value_loss, get_policy_los
 from playground.algos.masked import masked_mean
 from playground.algos.rollout_correction.bypass import compute_policy_loss_bypass_mode
 from playground.algos.rollout_correction.spec import RolloutCorrectionSpec
+from playground.metric_names import (
+    ACTOR_GRAD_NORM,
+    ACTOR_LOSS,
+    CRITIC_GRAD_NORM,
+    ENTROPY,
+    ENTROPY_LOSS,
+    KL_LOSS,
+    KL_LOSS_COEF,
+    PG_LOSS,
+    VF_CLIPFRAC,
+    VF_LOSS,
+    VPRED_MEAN,
+)
 from playground.step.optim import AgentAdamW
 from playground.step.token_records import TokenProbe
 from playground.tasks.base import Batch, as_batch, batch_fields
@@ -215,7 +228,7 @@ def update_actor(actor, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape,
                 kl_loss = agg_loss(kld, mask, shape.loss_agg_mode)
                 loss = loss + kl_loss_coef.view(-1) * kl_loss
                 kl_loss_step = kl_loss_step + kl_loss.detach() * weight
-                metrics.add({"actor/kl_coef": kl_loss_coef.view(-1)})
+                metrics.add({KL_LOSS_COEF: kl_loss_coef.view(-1)})
             if memory_guard is not None:  # activations are alive until backward: measure here, at the peak
                 memory_guard.check("update_actor")
             # Summing over agents keeps their gradients apart: d(Σ_k L_k)/dθ_j = dL_j/dθ_j.
@@ -225,10 +238,10 @@ def update_actor(actor, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape,
             metrics.add(pg_metrics)
         grad_norm = optimizer.step(grad_clip, active)
         assert isinstance(pg_loss_step, Tensor) and isinstance(loss_step, Tensor)
-        metrics.add({"actor/pg_loss": pg_loss_step, "actor/loss": loss_step, "actor/grad_norm": grad_norm})
+        metrics.add({PG_LOSS: pg_loss_step, ACTOR_LOSS: loss_step, ACTOR_GRAD_NORM: grad_norm})
         if use_kl_loss:
             assert isinstance(kl_loss_step, Tensor)
-            metrics.add({"actor/kl_loss": kl_loss_step})
+            metrics.add({KL_LOSS: kl_loss_step})
     if in_update:
         measured = torch.stack(in_update).mean(0)
         metrics.update(entropy_metrics(measured if entropy_before is None else torch.where(
@@ -239,7 +252,7 @@ def update_actor(actor, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape,
 def entropy_metrics(entropy: Tensor) -> dict[str, list[Tensor]]:
     """The step's entropy `(K,)` under both of verl's names: `actor/entropy_loss` (verl <= 0.3 and the guide) and
     `actor/entropy` (verl >= 0.4), the old log-prob pass's unless the update measured it again (`update_actor`)."""
-    return {"actor/entropy_loss": [entropy], "actor/entropy": [entropy]}
+    return {ENTROPY_LOSS: [entropy], ENTROPY: [entropy]}
 
 
 def update_critic(critic, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape, *, cliprange_value: Tensor,
@@ -265,8 +278,8 @@ def update_critic(critic, optimizer: AgentAdamW, batch: Batch, shape: UpdateShap
                 memory_guard.check("update_critic")
             (vf_loss * weight).sum().backward()
             vf_loss_step = vf_loss_step + vf_loss.detach() * weight
-            metrics.add({"critic/vf_clipfrac": vf_clipfrac, "critic/vpred_mean": masked_mean(vpreds.detach(), mask)})
+            metrics.add({VF_CLIPFRAC: vf_clipfrac, VPRED_MEAN: masked_mean(vpreds.detach(), mask)})
         grad_norm = optimizer.step(grad_clip, active)
         assert isinstance(vf_loss_step, Tensor)
-        metrics.add({"critic/vf_loss": vf_loss_step, "critic/grad_norm": grad_norm})
+        metrics.add({VF_LOSS: vf_loss_step, CRITIC_GRAD_NORM: grad_norm})
     return metrics

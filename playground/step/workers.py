@@ -19,6 +19,7 @@ from playground.algos.losses import agg_loss
 from playground.algos.policy_registry import POLICY_LOSSES
 from playground.algos.rollout_correction.spec import RolloutCorrectionSpec
 from playground.algos.rollout_debug import per_agent, rollout_probs_diff, trajectory_staleness
+from playground.metric_names import ACTOR_LR, CRITIC_LR, KL_LOSS, WORLD_MODEL_GRAD_NORM, WORLD_MODEL_LOSS
 from playground.rollout.weights import RolloutSpec, RolloutWeights
 from playground.step.hparams import OptimSpec, RoleShape, StepHParams
 from playground.step.memory import MemoryGuard
@@ -214,9 +215,9 @@ class TaskActor:
             kl_loss_type=hp.kl_loss_type, grad_clip=hp.actor_grad_clip, generators=self.shuffle_gens,
             active=active, memory_guard=memory, policy_loss_kwargs=self.policy_loss_kwargs,
             rollout_correction=self.bypass, entropy_before=entropy_before, probe=probe)
-        metrics["actor/lr"] = [lr]
+        metrics[ACTOR_LR] = [lr]
         if not hp.use_kl_loss:
-            metrics["actor/kl_loss"] = [self.no_kl_loss]
+            metrics[KL_LOSS] = [self.no_kl_loss]
         return metrics
 
 
@@ -241,7 +242,7 @@ class TaskCritic:
                                 cliprange_value=self.hp.cliprange_value, grad_clip=self.hp.critic_grad_clip,
                                 generators=self.shuffle_gens, active=active,
                                 model_input_keys=self.task.model_input_keys, memory_guard=memory)
-        metrics["critic/lr"] = [lr]
+        metrics[CRITIC_LR] = [lr]
         return metrics
 
 
@@ -259,7 +260,7 @@ class WorldModelTrainer:
         loss = self.model.loss(batch)
         loss.sum().backward()
         grad_norm = self.optimizer.step(None, active)
-        return {"world_model/loss": [loss.detach()], "world_model/grad_norm": [grad_norm]}
+        return {WORLD_MODEL_LOSS: [loss.detach()], WORLD_MODEL_GRAD_NORM: [grad_norm]}
 
 
 if TYPE_CHECKING:  # mypy holds each implementation to its interface, whether or not a caller names the interface

@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from playground.metric_names import EPISODE_LENGTH, EPISODE_REWARD, NUM_TURNS, SUCCESS_RATE, TOOL_CALL_COUNTS
 from playground.rollout.decode import GenerationOutput, generate
 from playground.rollout.turns import EpisodeTrace, EpisodeTurns
 from playground.tasks.token_data import Example, PromptSet
@@ -59,11 +60,11 @@ def episode_metrics(batch: dict[str, Any], task_name: str) -> dict[str, torch.Te
     assistant = torch.tensor([[t.assistant_turns for t in agent] for agent in batch["episodes"]],
                              dtype=turns.dtype, device=turns.device)
     out = {}
-    for prefix, values in (("training/num_turns", turns), ("tool_call_counts", batch["tool_calls"]),
-                           ("episode/reward", batch["scores"].sum(-1)), ("episode/length", assistant)):
+    for prefix, values in ((NUM_TURNS, turns), (TOOL_CALL_COUNTS, batch["tool_calls"]),
+                           (EPISODE_REWARD, batch["scores"].sum(-1)), (EPISODE_LENGTH, assistant)):
         out.update({f"{prefix}/mean": values.mean(-1), f"{prefix}/max": values.amax(-1),
                     f"{prefix}/min": values.amin(-1)})
-    out[f"episode/success_rate_{task_name}"] = batch["episode_acc"].mean(-1)
+    out[f"{SUCCESS_RATE}_{task_name}"] = batch["episode_acc"].mean(-1)
     return out
 
 

@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from playground.metric_names import VAL_CORE
+
 ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 ALLOWED = re.compile(r"^[\d+\-*/().\s]+$")  # TinyZero's allow-list
 MAX_EXPONENT = 64
@@ -130,7 +132,7 @@ def val_core_metrics(source: str, rewards: Sequence[Sequence[float]],
         preds: `(prompts, N)` predictions to vote on (None is a vote too, as verl's "[INVALID]").
     """
     n = len(rewards[0])
-    out = {f"val-core/{source}/reward/mean@{n}": float(np.mean([np.mean(r) for r in rewards]))}
+    out = {f"{VAL_CORE}/{source}/reward/mean@{n}": float(np.mean([np.mean(r) for r in rewards]))}
     if n < 2:  # verl computes best/maj only for more than one response
         return out
     draws = np.random.RandomState(BOOTSTRAP_SEED).choice(n, size=(BOOTSTRAP_DRAWS, n), replace=True)
@@ -139,8 +141,8 @@ def val_core_metrics(source: str, rewards: Sequence[Sequence[float]],
         reward = np.asarray(prompt_rewards, dtype=np.float64)
         best.append(reward[draws].max(-1).mean())
         majority.append(_majority_values(pred, reward, draws).mean())
-    out[f"val-core/{source}/reward/best@{n}/mean"] = float(np.mean(best))
-    out[f"val-core/{source}/reward/maj@{n}/mean"] = float(np.mean(majority))
+    out[f"{VAL_CORE}/{source}/reward/best@{n}/mean"] = float(np.mean(best))
+    out[f"{VAL_CORE}/{source}/reward/maj@{n}/mean"] = float(np.mean(majority))
     return out
 
 

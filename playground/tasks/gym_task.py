@@ -19,6 +19,7 @@ from torch import Tensor, nn
 from playground.envs.gym_vector import GymnasiumEnv
 from playground.envs.shaping import ScaledObs, progress_shaping
 from playground.envs.torch_classic import TORCH_ENVS, TorchClassicEnv, make_torch_env, uses_torch_port
+from playground.metric_names import EPISODE_LENGTH, EPISODE_REWARD, REWARDS, SCORE, SCORE_MEAN, SUCCESS_RATE, VAL_SCORE
 from playground.models.mlp import GymActor, GymCritic, MLPWorldModel
 from playground.tasks.base import Batch, Task
 from playground.tasks.specs import GymEnvSpec, GymTaskSpec
@@ -83,8 +84,8 @@ class GymTask(Task):
     """The gym family: envs, MLP actor/critic, optional world model, episodes and evaluation."""
 
     family = "gym"
-    score_metric = "critic/score/mean"  # what `task.score_target` and `trainer.stop_on_score` are measured on
-    val_score_metric = "val/score"  # what `trainer.stop_on_score_validated` checks at the stop
+    score_metric = SCORE_MEAN  # what `task.score_target` and `trainer.stop_on_score` are measured on
+    val_score_metric = VAL_SCORE  # what `trainer.stop_on_score_validated` checks at the stop
     model_input_keys = ("obs", "actions")  # what the actor and critic read from a mini-batch
     batched_params = True  # K agents' weights as rows of one tensor
     actor: GymActor
@@ -282,11 +283,11 @@ class GymTask(Task):
         if not w.score:
             return {}
         score, rewards, length = _window_stats(w.score), _window_stats(w.rewards), _window_stats(w.length)
-        out = {f"critic/score/{name}": value for name, value in score.items()}
-        out.update({f"critic/rewards/{name}": value for name, value in rewards.items()})
-        out.update({f"episode/reward/{name}": score[name] for name in ("mean", "max", "min")})
-        out.update({f"episode/length/{name}": length[name] for name in ("mean", "max", "min")})
-        out[f"episode/success_rate_{self.name}"] = float(np.mean(w.success))
+        out = {f"{SCORE}/{name}": value for name, value in score.items()}
+        out.update({f"{REWARDS}/{name}": value for name, value in rewards.items()})
+        out.update({f"{EPISODE_REWARD}/{name}": score[name] for name in ("mean", "max", "min")})
+        out.update({f"{EPISODE_LENGTH}/{name}": length[name] for name in ("mean", "max", "min")})
+        out[f"{SUCCESS_RATE}_{self.name}"] = float(np.mean(w.success))
         return out
 
     # ---- testing ------------------------------------------------------------------------------------
@@ -311,7 +312,7 @@ class GymTask(Task):
             if not bool(running.any()):
                 break
         env.close()
-        return {"val/score": returns.mean(dim=1)}
+        return {VAL_SCORE: returns.mean(dim=1)}
 
 
 def _no_engine_copy(policy: nn.Module | None) -> None:

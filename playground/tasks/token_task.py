@@ -28,13 +28,34 @@ import torch
 from torch import Tensor, nn
 
 from playground.algos.group_stats import (
-    GROUP_REWARD_STD,
-    ZERO_ADV_RATIO,
     group_reward_std,
     zero_adv_share,
     zero_std_group_ratio,
 )
 from playground.algos.masked import masked_stats
+from playground.metric_names import (
+    ABORTED_RATIO,
+    EPOCH,
+    GLOBAL_SEQLEN,
+    GLOBAL_SEQLEN_MINMAX_DIFF,
+    GROUP_REWARD_STD_MEAN,
+    NON_ABORTED_CLIP_RATIO,
+    NON_ABORTED_LENGTH,
+    NUM_TURNS,
+    PROMPT_CLIP_RATIO,
+    PROMPT_LENGTH,
+    RESPONSE_CLIP_RATIO,
+    RESPONSE_LENGTH,
+    REWARDS,
+    REWARDS_STD,
+    SCORE,
+    SCORE_STD,
+    VAL_ACCURACY,
+    VAL_PASS_AT,
+    VAL_SCORE,
+    ZERO_ADV_GROUP_RATIO,
+    ZERO_ADV_RATIO,
+)
 from playground.metrics import LENGTH_BY_CORRECTNESS
 from playground.models import checkpointing
 from playground.models.agents import stack_agents
@@ -90,7 +111,7 @@ class TokenTask(Task):
     """
 
     family = "token"
-    score_metric = "val/accuracy"  # what `task.score_target` and `trainer.stop_on_score` are measured on
+    score_metric = VAL_ACCURACY  # what `task.score_target` and `trainer.stop_on_score` are measured on
     val_score_metric = None  # the score is measured on validation already
     model_input_keys = ("input_ids", "attention_mask", "position_ids", "responses")
 
@@ -288,32 +309,32 @@ class TokenTask(Task):
         seq_score = [batch["scores"][k].sum(-1)[rows] for k, rows in enumerate(alive)]
         rewards = [batch["token_level_rewards"][k].sum(-1)[rows] for k, rows in enumerate(alive)]
         alive_len = [resp_len[k][rows] for k, rows in enumerate(alive)]
-        out = {**_per_agent_stats("critic/score", seq_score), **_per_agent_stats("critic/rewards", rewards),
-               **masked_stats("response_length", resp_len), **masked_stats("prompt_length", prompt_len),
-               **_per_agent_stats("response_length_non_aborted", alive_len)}
-        out["critic/score/std"] = torch.cat([_std(x) for x in seq_score])
-        out["critic/rewards/std"] = torch.cat([_std(x) for x in rewards])
-        out["response_length/clip_ratio"] = (resp_len == limit).float().mean(-1)
-        out["response_length_non_aborted/clip_ratio"] = torch.cat(
+        out = {**_per_agent_stats(SCORE, seq_score), **_per_agent_stats(REWARDS, rewards),
+               **masked_stats(RESPONSE_LENGTH, resp_len), **masked_stats(PROMPT_LENGTH, prompt_len),
+               **_per_agent_stats(NON_ABORTED_LENGTH, alive_len)}
+        out[SCORE_STD] = torch.cat([_std(x) for x in seq_score])
+        out[REWARDS_STD] = torch.cat([_std(x) for x in rewards])
+        out[RESPONSE_CLIP_RATIO] = (resp_len == limit).float().mean(-1)
+        out[NON_ABORTED_CLIP_RATIO] = torch.cat(
             [(x == limit).float().mean().view(1) for x in alive_len])
-        out["response/aborted_ratio"] = (resp_len == 0).float().mean(-1)
-        out["prompt_length/clip_ratio"] = (prompt_len == prompt_limit).float().mean(-1)
+        out[ABORTED_RATIO] = (resp_len == 0).float().mean(-1)
+        out[PROMPT_CLIP_RATIO] = (prompt_len == prompt_limit).float().mean(-1)
         out.update(length_by_correctness(resp_len, batch["reward_extra_info"]["acc"], limit))
         # one data-parallel rank: verl's balancing has one partition, the whole batch (prompt + response tokens)
         tokens = batch["attention_mask"].sum((1, 2)).float()
-        out.update({f"global_seqlen/{s}": tokens for s in ("min", "max", "balanced_min", "balanced_max", "mean")})
-        out["global_seqlen/minmax_diff"] = torch.zeros_like(tokens)
+        out.update({f"{GLOBAL_SEQLEN}/{s}": tokens for s in ("min", "max", "balanced_min", "balanced_max", "mean")})
+        out[GLOBAL_SEQLEN_MINMAX_DIFF] = torch.zeros_like(tokens)
         # verl's V1 trainer logs the turns of every trajectory; a single-turn answer is 2 (the prompt and the reply)
         if "num_turns" in batch:  # (agent_loop's episode_metrics and episode_sample type a Batch dict[str, Any])
             out.update(episode_metrics(batch, self.data.name))  # type: ignore[arg-type]
         else:
-            out.update({f"training/num_turns/{s}": torch.full_like(tokens, 2.0) for s in ("mean", "max", "min")})
+            out.update({f"{NUM_TURNS}/{s}": torch.full_like(tokens, 2.0) for s in ("mean", "max", "min")})
         if self.n > 1:  # groups whose rewards are all equal: GRPO gives each of their responses advantage 0
             uid, seq_rewards = batch["uid"][0], batch["token_level_rewards"].sum(-1)
-            out["train/zero_adv_group_ratio"] = torch.tensor([zero_std_group_ratio(r, uid) for r in seq_rewards],
+            out[ZERO_ADV_GROUP_RATIO] = torch.tensor([zero_std_group_ratio(r, uid) for r in seq_rewards],
                                                              device=self.device)
             out[ZERO_ADV_RATIO] = zero_adv_share(seq_rewards.double(), uid).float()  # verl PR #5770: the responses
-            out[GROUP_REWARD_STD] = group_reward_std(seq_rewards.double(), uid).float()  # RAGEN's echo-trap signal
+            out[GROUP_REWARD_STD_MEAN] = group_reward_std(seq_rewards.double(), uid).float()  # RAGEN's echo-trap signal
         return out
 
     def token_counts(self, batch: Batch) -> dict[str, list[int]]:
@@ -346,7 +367,7 @@ class TokenTask(Task):
         return [self.tokenizer.itos[i] for i in ids]
 
     def agent_metrics(self, agent: int, step: int) -> dict[str, float]:
-        return {"training/epoch": float(self.prompts_before_step[agent] // len(self.data.train))}
+        return {EPOCH: float(self.prompts_before_step[agent] // len(self.data.train))}
 
     # ---- testing ------------------------------------------------------------------------------------
     @torch.no_grad()
@@ -385,10 +406,10 @@ class TokenTask(Task):
         rule = (self.reward.rule_scores(texts, [ex.answer for ex in examples]) if outcomes is None else  # val-core
                 {key: torch.tensor([o[key] for o in outcomes]) for key in ("score", "acc")})
         val_score, acc = rule["score"].cpu().view(-1, n), rule["acc"].cpu().view(-1, n)
-        metrics = {"val/score": val_score.mean().view(1), "val/accuracy": acc.mean().view(1)}
+        metrics = {VAL_SCORE: val_score.mean().view(1), VAL_ACCURACY: acc.mean().view(1)}
         correct = acc.sum(-1).long().tolist()
         for k in range(1, n + 1):
-            metrics[f"val/pass@{k}"] = torch.tensor([sum(pass_at_k(n, c, k) for c in correct) / len(correct)])
+            metrics[f"{VAL_PASS_AT}{k}"] = torch.tensor([sum(pass_at_k(n, c, k) for c in correct) / len(correct)])
         if self.data.val_core_source is not None:  # verl's names for the same validation
             core = self.data.val_core_metrics(texts, val_score.tolist())
             metrics.update({key: torch.tensor([value]) for key, value in core.items()})

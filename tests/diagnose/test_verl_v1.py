@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from playground.algos.group_stats import ZERO_ADV_RATIO, zero_adv_ratio, zero_std_group_ratio
+from playground.algos.group_stats import zero_adv_ratio, zero_std_group_ratio
 from playground.diagnose.engine import diagnose
 from playground.diagnose.readers import read_verl_console_log
+from playground.metric_names import ZERO_ADV_RATIO
 from playground.metrics import STEP, canonical_name, glossary, glossary_entry
 
 FIXTURES = Path(__file__).parent / "fixtures"

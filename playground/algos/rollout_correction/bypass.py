@@ -22,6 +22,7 @@ from playground.algos.losses import compute_policy_loss_vanilla
 from playground.algos.masked import masked_mean
 from playground.algos.rollout_correction.importance import compute_rollout_correction_and_rejection_mask
 from playground.algos.rollout_correction.spec import RolloutCorrectionSpec
+from playground.metric_names import PPO_KL
 
 
 def compute_policy_loss_reinforce(rollout_log_prob: Tensor, log_prob: Tensor, advantages: Tensor,
@@ -33,7 +34,7 @@ def compute_policy_loss_reinforce(rollout_log_prob: Tensor, log_prob: Tensor, ad
     if rollout_is_weights is not None:
         pg_losses = pg_losses * rollout_is_weights
     pg_loss = agg_loss(pg_losses, response_mask, loss_agg_mode)
-    return pg_loss, {"actor/ppo_kl": masked_mean((rollout_log_prob - log_prob).detach(), response_mask)}
+    return pg_loss, {PPO_KL: masked_mean((rollout_log_prob - log_prob).detach(), response_mask)}
 
 
 def compute_policy_loss_bypass_mode(old_log_prob: Tensor, log_prob: Tensor, advantages: Tensor,

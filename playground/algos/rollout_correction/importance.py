@@ -17,6 +17,7 @@ from torch import Tensor
 from playground.algos.masked import TOKEN_DIMS, masked_mean, masked_sum
 from playground.algos.rollout_correction.rejection import compute_rollout_rejection_mask
 from playground.algos.rollout_correction.spec import parse_is_threshold
+from playground.metric_names import ROLLOUT_CORR
 
 # verl's SAFETY_BOUND: log-ratios are clamped to ±20 before exp (exp(20) ≈ 4.9e8).
 SAFETY_BOUND = 20.0
@@ -192,4 +193,4 @@ def compute_rollout_correction_and_rejection_mask(
         mask, rs_metrics = compute_rollout_rejection_mask(log_ratio, response_mask, rollout_rs, rollout_rs_threshold)
         metrics.update(rs_metrics)
     metrics.update(compute_offpolicy_metrics(old_log_prob, rollout_log_prob, response_mask))
-    return weights, mask, {f"rollout_corr/{key}": value.detach() for key, value in metrics.items()}
+    return weights, mask, {f"{ROLLOUT_CORR}/{key}": value.detach() for key, value in metrics.items()}
