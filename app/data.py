@@ -20,6 +20,7 @@ import pandas as pd
 import streamlit as st
 import yaml
 
+from playground.algos.clip_range import resolve_clip_range
 from playground.diagnose import engine
 from playground.diagnose.readers import parse_verl_text, read_any
 from playground.diagnose.root_causes import chain, worst_severity
@@ -297,8 +298,7 @@ def run_config(run: str) -> dict[str, Any]:
 def clip_band(config: dict[str, Any]) -> tuple[float, float] | None:
     """A config's PPO clip band (1 − ε_low, 1 + ε_high); None where it has none."""
     actor = config.get("actor_rollout_ref", {}).get("actor", {})
-    low = actor.get("clip_ratio_low") if actor.get("clip_ratio_low") is not None else actor.get("clip_ratio")
-    high = actor.get("clip_ratio_high") if actor.get("clip_ratio_high") is not None else actor.get("clip_ratio")
+    low, high = resolve_clip_range(actor.get("clip_ratio"), actor.get("clip_ratio_low"), actor.get("clip_ratio_high"))
     return None if low is None or high is None else (1 - float(low), 1 + float(high))
 
 

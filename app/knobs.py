@@ -1,4 +1,4 @@
-"""The Lab's knobs: the config keys the metrics guide talks about, their values in a scenario, and their check.
+"""The Lab's knobs (`playground.config.knobs`' table): their values in a scenario, and their check.
 
 Values come from `playground.config.compose` (the config `python -m playground.train <overrides>` would run) and are
 checked by `playground.config.validate`: a bad value gets the one line the command line prints. Like
@@ -25,45 +25,10 @@ from playground.config import (
     uses_critic,
     validate,
 )
+from playground.config.knobs import LAB_KNOBS, Knob, knob_value
 from playground.config.overrides import parse_all, value_of
 
-
-@dataclass(frozen=True)
-class Knob:
-    """One field of the Lab: a config key, how it is typed, and when it applies."""
-
-    name: str  # the widget's key (`knob_<name>`) and its label's string key
-    key: str  # the config key, as an override names it
-    kind: str  # float | int | bool | choice
-    step: float = 1.0  # the number field's +/- step
-    family: str = ""  # "token": only token tasks have it; "": every task
-    options: tuple[str, ...] = ()  # a choice's values
-    fallback: str | None = None  # the key whose value a null means (verl: clip_ratio_low/high -> clip_ratio)
-    needs: str | None = None  # "critic": only when a critic trains; another knob's name: only when that one is on
-
-
-ACTOR = "actor_rollout_ref.actor"
-KNOBS: tuple[Knob, ...] = (
-    Knob("actor_lr", f"{ACTOR}.optim.lr", "float", step=1e-4),
-    Knob("critic_lr", "critic.optim.lr", "float", step=1e-4, needs="critic"),
-    # verl's default is constant; the tasks anneal (cosine), which hides a high lr late in a short run
-    Knob("lr_schedule", f"{ACTOR}.optim.lr_scheduler_type", "choice", options=("constant", "cosine")),
-    Knob("entropy_coeff", f"{ACTOR}.entropy_coeff", "float", step=0.01),
-    Knob("clip_low", f"{ACTOR}.clip_ratio_low", "float", step=0.05, fallback=f"{ACTOR}.clip_ratio"),
-    Knob("clip_high", f"{ACTOR}.clip_ratio_high", "float", step=0.05, fallback=f"{ACTOR}.clip_ratio"),
-    Knob("ppo_epochs", f"{ACTOR}.ppo_epochs", "int"),
-    Knob("mini_batch", f"{ACTOR}.ppo_mini_batch_size", "int"),
-    Knob("use_kl_loss", f"{ACTOR}.use_kl_loss", "bool"),
-    Knob("kl_loss_coef", f"{ACTOR}.kl_loss_coef", "float", step=1e-3, needs="use_kl_loss"),
-    Knob("rollout_n", "actor_rollout_ref.rollout.n", "int", family="token"),
-    Knob("temperature", "actor_rollout_ref.rollout.temperature", "float", step=0.1, family="token"),
-    # the rollout is not the trainer: its precision and how many updates its weights lag (issue 23)
-    Knob("rollout_dtype", "actor_rollout_ref.rollout.dtype", "choice", family="token",
-         options=("float32", "bfloat16", "float16")),
-    Knob("rollout_staleness", "actor_rollout_ref.rollout.staleness", "int", family="token"),
-    Knob("steps", "trainer.total_training_steps", "int"),
-    Knob("seed", "trainer.seed", "int"),
-)
+KNOBS = LAB_KNOBS  # the fields, in the order the Lab shows them
 BY_NAME = {k.name: k for k in KNOBS}
 BY_KEY = {k.key: k for k in KNOBS}
 PAGE_KEYS = ("task", "scenario", *BY_KEY)  # every key the Lab itself may pass
@@ -84,9 +49,8 @@ class Checked:
     batch: str = ""  # what a step trains on, e.g. "512 transitions"
 
     def value(self, knob: Knob) -> Any:
-        """The knob's effective value: a null falls back to the key verl uses instead."""
-        value = self.values.get(knob.key)
-        return self.values.get(knob.fallback) if value is None and knob.fallback else value
+        """The knob's effective value: a null clip bound is clip_ratio's (`knob_value`)."""
+        return knob_value(knob, self.values.get)
 
 
 def _one_line(error: Exception) -> str:

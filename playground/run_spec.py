@@ -16,8 +16,10 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from playground.algos.clip_range import resolve_clip_range
 from playground.algos.rollout_correction.spec import RolloutCorrectionSpec
 from playground.config import ConfigError, logger_names, uses_critic
+from playground.config.knobs import CLIP_RATIO, CLIP_RATIO_HIGH, CLIP_RATIO_LOW
 from playground.config.schema import as_plain_dict
 from playground.models.tiny_gpt import GPTConfig
 from playground.rollout.weights import DTYPES, RolloutSpec
@@ -63,25 +65,33 @@ class AgentValues:
         self.device = device
         self._cache: dict[tuple, torch.Tensor] = {}  # configs do not change during a run
 
-    def vector(self, key: str, none_as: float | None = None, fallback: str | None = None) -> torch.Tensor:
-        """`(K,)` values of `key`; a null value becomes `none_as`, or the value of the `fallback` key."""
-        cached = self._cache.get((key, none_as, fallback))
+    def vector(self, key: str, none_as: float | None = None) -> torch.Tensor:
+        """`(K,)` values of `key`; a null value becomes `none_as`."""
+        cached = self._cache.get((key, none_as))
         if cached is not None:
             return cached
         values = []
         for cfg in self.cfgs:
             value = OmegaConf.select(cfg, key)
             if value is None:
-                value = OmegaConf.select(cfg, fallback) if fallback is not None else none_as
+                value = none_as
             if value is None:
                 raise ConfigError(f"{key} is null and has no default")
             values.append(float(value))
         vector = torch.tensor(values, dtype=torch.float32, device=self.device)
-        self._cache[(key, none_as, fallback)] = vector
+        self._cache[(key, none_as)] = vector
         return vector
 
     def view3(self, key: str, **kw) -> torch.Tensor:
         return self.vector(key, **kw).view(-1, 1, 1)
+
+    def clip_range(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """`(K, 1, 1)` ε_low and ε_high: `clip_ratio_low`/`clip_ratio_high`, a null one `clip_ratio`'s value."""
+        keys = (CLIP_RATIO, CLIP_RATIO_LOW, CLIP_RATIO_HIGH)
+        bounds = [resolve_clip_range(*(OmegaConf.select(cfg, key) for key in keys)) for cfg in self.cfgs]
+        low, high = (torch.tensor([float(b[i]) for b in bounds], dtype=torch.float32, device=self.device).view(-1, 1, 1)
+                     for i in (0, 1))
+        return low, high
 
 
 def _optim(cfgs: Sequence[DictConfig], hp: AgentValues, prefix: str, total_steps: Sequence[int]) -> OptimSpec:
@@ -118,6 +128,7 @@ def _step(cfgs: Sequence[DictConfig], hp: AgentValues) -> StepHParams:
     actor_cfg = cfg.actor_rollout_ref.actor
     total_steps = tuple(int(c.trainer.total_training_steps) for c in cfgs)
     use_critic = uses_critic(cfg)
+    clip_low, clip_high = hp.clip_range()
     return StepHParams(
         num_agents=len(cfgs),
         use_kl_loss=bool(actor_cfg.use_kl_loss),
@@ -130,8 +141,7 @@ def _step(cfgs: Sequence[DictConfig], hp: AgentValues) -> StepHParams:
         kl_penalty=str(algo.kl_penalty),
         policy_loss_mode=str(actor_cfg.policy_loss.loss_mode),
         clip_ratio=hp.view3(f"{actor}.clip_ratio"),
-        clip_ratio_low=hp.view3(f"{actor}.clip_ratio_low", fallback=f"{actor}.clip_ratio"),
-        clip_ratio_high=hp.view3(f"{actor}.clip_ratio_high", fallback=f"{actor}.clip_ratio"),
+        clip_ratio_low=clip_low, clip_ratio_high=clip_high,
         clip_ratio_c=hp.view3(f"{actor}.clip_ratio_c"),
         policy_loss={key: hp.view3(f"{actor}.policy_loss.{key}") for key in POLICY_LOSS_KEYS},
         entropy_coeff=hp.view3(f"{actor}.entropy_coeff"), kl_loss_coef=hp.view3(f"{actor}.kl_loss_coef"),

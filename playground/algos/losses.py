@@ -18,6 +18,7 @@ from torch import Tensor
 
 from playground.algos import policy_losses_extra  # noqa: F401 - registers the other losses
 from playground.algos.aggregate import agg_loss
+from playground.algos.clip_range import resolve_clip_range
 from playground.algos.masked import masked_mean, masked_var
 from playground.algos.policy_registry import POLICY_LOSSES, get_policy_loss_fn, register_policy_loss
 from playground.metric_names import PG_CLIPFRAC, PG_CLIPFRAC_LOWER, PPO_KL
@@ -82,8 +83,7 @@ def compute_policy_loss_vanilla(
     """
     if isinstance(clip_ratio_c, float) and not clip_ratio_c > 1.0:
         raise ValueError(f"clip_ratio_c must be > 1 for dual-clip PPO, got {clip_ratio_c}")
-    clip_low = clip_ratio if clip_ratio_low is None else clip_ratio_low
-    clip_high = clip_ratio if clip_ratio_high is None else clip_ratio_high
+    clip_low, clip_high = resolve_clip_range(clip_ratio, clip_ratio_low, clip_ratio_high)
 
     terms = ppo_clip_terms(old_log_prob, log_prob, advantages, clip_low, clip_high, clip_ratio_c)
     dtype = terms["ratio"].dtype

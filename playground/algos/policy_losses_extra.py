@@ -10,8 +10,8 @@ reduction (means, covariances, top-k shares) is per agent.
 Each loss returns the metric keys verl's version returns, no more: `gpg` none, `kl_cov` only `actor/ppo_kl`,
 `clip_cov` no `actor/pg_clipfrac_lower`.
 
-`playground.algos.losses` imports this module (this one imports only `aggregate` and `policy_registry`, never
-`losses`), so importing `losses` fills the registry.
+`playground.algos.losses` imports this module (this one imports `aggregate`, `clip_range`, `masked` and
+`policy_registry`, never `losses`), so importing `losses` fills the registry.
 """
 
 from __future__ import annotations
@@ -22,17 +22,12 @@ import torch
 from torch import Tensor
 
 from playground.algos.aggregate import agg_loss
+from playground.algos.clip_range import resolve_clip_range
 from playground.algos.masked import TOKEN_DIMS, masked_mean, masked_sum
 from playground.algos.policy_registry import register_policy_loss
 from playground.metric_names import PG_CLIPFRAC, PG_CLIPFRAC_LOWER, PPO_KL
 
 Generators = torch.Generator | Sequence[torch.Generator] | None
-
-
-def _clip_range(clip_ratio, clip_ratio_low, clip_ratio_high):
-    """`(ε_low, ε_high)`: each falls back to `clip_ratio` when None, as `actor.clip_ratio_low/high`."""
-    return (clip_ratio if clip_ratio_low is None else clip_ratio_low,
-            clip_ratio if clip_ratio_high is None else clip_ratio_high)
 
 
 def _per_agent(x: float | Tensor, like: Tensor) -> Tensor:
@@ -122,7 +117,7 @@ def compute_policy_loss_gspo(
     Metrics: `actor/pg_clipfrac` = mean_m[L2 > L1] (binding, as vanilla), `actor/ppo_kl` = mean_m(−ℓ)
     (unclamped), `actor/pg_clipfrac_lower` = 0.
     """
-    clip_low, clip_high = _clip_range(clip_ratio, clip_ratio_low, clip_ratio_high)
+    clip_low, clip_high = resolve_clip_range(clip_ratio, clip_ratio_low, clip_ratio_high)
     negative_approx_kl = log_prob - old_log_prob
     seq_lengths = response_mask.sum(dim=-1).clamp(min=1)
     seq_log_ratio = masked_sum(negative_approx_kl, response_mask, dim=-1) / seq_lengths  # (*, bs)
@@ -201,7 +196,7 @@ def compute_policy_loss_clip_cov(
     """
     if isinstance(clip_cov_ratio, (int, float)) and not clip_cov_ratio > 0:
         raise ValueError(f"clip_cov_ratio must be > 0, got {clip_cov_ratio}")
-    clip_low, clip_high = _clip_range(clip_ratio, clip_ratio_low, clip_ratio_high)
+    clip_low, clip_high = resolve_clip_range(clip_ratio, clip_ratio_low, clip_ratio_high)
     negative_approx_kl = log_prob - old_log_prob
     ratio = torch.exp(negative_approx_kl)
     pg_losses1 = -advantages * ratio
@@ -284,7 +279,7 @@ def compute_policy_loss_geo_mean(
     Metrics: `actor/pg_clipfrac` = mean_m[ℓ ≠ clamp(ℓ) and A > 0], `actor/pg_clipfrac_lower` = the same with
     A < 0 (out of range, whether or not the clip binds), `actor/ppo_kl` = mean_m(−ℓ).
     """
-    clip_low, clip_high = _clip_range(clip_ratio, clip_ratio_low, clip_ratio_high)
+    clip_low, clip_high = resolve_clip_range(clip_ratio, clip_ratio_low, clip_ratio_high)
     negative_approx_kl = log_prob - old_log_prob
     sign = torch.sign(advantages)
     clamped = torch.clamp(negative_approx_kl, -clip_low, clip_high)

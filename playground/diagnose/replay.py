@@ -31,6 +31,7 @@ from typing import Any
 import yaml
 
 from playground import failures
+from playground.config.knobs import ACTOR, REPLAY_KNOBS, knob_value
 from playground.config.overrides import ABSENT, lookup, with_replaced
 from playground.config.overrides import command as train_command
 from playground.diagnose import catalogue
@@ -67,20 +68,6 @@ REFERENCE_FORMAT = 1
 PANEL_SEEDS = range(101, 111)  # the scenario matrix's panel judges the replay: never a reference's seed
 TASK_FACTS = ("action_space", "max_entropy", "score_metric")  # run.json's, read by the diagnosis
 RECOGNISED = 0.25  # a log this close (summed asinh distance) to a task's signature is read as that task's run
-ACTOR = "actor_rollout_ref.actor"
-# (name, config key, fallback key): the knobs a scenario is shown by, and compared on where the log shows them
-KNOBS = (
-    ("actor_lr", f"{ACTOR}.optim.lr", None),
-    ("critic_lr", "critic.optim.lr", None),
-    ("clip_low", f"{ACTOR}.clip_ratio_low", f"{ACTOR}.clip_ratio"),
-    ("clip_high", f"{ACTOR}.clip_ratio_high", f"{ACTOR}.clip_ratio"),
-    ("entropy_coeff", f"{ACTOR}.entropy_coeff", None),
-    ("estimator", "algorithm.adv_estimator", None),
-    ("kl_loss_coef", f"{ACTOR}.kl_loss_coef", None),  # 0 when use_kl_loss is off: the coefficient in effect
-    ("kl_in_reward_coef", "algorithm.kl_ctrl.kl_coef", None),  # 0 when use_kl_in_reward is off
-    ("prompt_cap", "data.max_prompt_length", None),  # the log's longest prompt and response reach their caps
-    ("response_cap", "data.max_response_length", None),
-)
 LR_MATCH = 0.18  # |log10| of a ratio: within x1.5
 
 
@@ -94,14 +81,12 @@ def reference() -> dict[str, Any]:
 def scenario_reference(config: Mapping[str, Any], scenario: str) -> dict:
     """What the reference keeps of a scenario's composed config (a plain dict): its knobs, the facts the diagnosis
     reads from a run's config, and its fix (the first rule of its id with its own fix names it, as in a run)."""
-    def get(key: str, fallback: str | None = None) -> Any:
+    def get(key: str) -> Any:
         value = lookup(config, key)
-        if (value is ABSENT or value is None) and fallback:
-            value = lookup(config, fallback)
         return None if value is ABSENT else value
 
     family = str(get("task.family"))
-    knobs = {name: get(key, fallback) for name, key, fallback in KNOBS}
+    knobs = {knob.name: knob_value(knob, get) for knob in REPLAY_KNOBS}
     if get("critic.enable") is False or (get("critic.enable") is None and knobs["estimator"] != "gae"):
         knobs["critic_lr"] = None  # no critic trains
     if not get(f"{ACTOR}.use_kl_loss"):
@@ -183,7 +168,7 @@ def log_knobs(records: Sequence[Mapping[str, float]]) -> dict[str, Any]:
     read back from `actor/loss = pg_loss - entropy_coeff * entropy + kl_coef * kl_loss` (verl's), the KL
     coefficients, whether a critic trains (gae) or not (a group estimator), and the longest prompt and response (a
     length cap shows as the longest length reaching it); None where it does not show."""
-    out: dict[str, Any] = {name: None for name, _, _ in KNOBS}
+    out: dict[str, Any] = {knob.name: None for knob in REPLAY_KNOBS}
     for name, key in (("actor_lr", ACTOR_LR), ("critic_lr", CRITIC_LR)):
         values = _column(records, key)
         out[name] = max(values) if values else None
@@ -230,7 +215,7 @@ def knob_distance(scenario_knobs: Mapping[str, Any], knobs: Mapping[str, Any]) -
     """The scenario's knobs against the log's: |log10 ratio| of each rate and coefficient (capped at 3), 1 for an
     estimator or a zero that disagrees; knobs the log does not show count nothing."""
     total = 0.0
-    for name, _, _ in KNOBS:
+    for name in (knob.name for knob in REPLAY_KNOBS):
         ours, theirs = scenario_knobs.get(name), knobs.get(name)
         if theirs is None or name in ("clip_low", "clip_high"):
             continue
@@ -398,9 +383,9 @@ def replay(records: Sequence[Mapping[str, float]], report: Report | Mapping[str,
         status="healthy" if scenario == HEALTHY else "replay", task=task, scenario=scenario, recognised=recognised,
         signature={name: {"log": value, "range": tasks[task]["signature"].get(name)}
                    for name, value in features.items()},
-        knobs=[{"name": name, "key": key, "scenario": ref["knobs"].get(name), "log": knobs.get(name),
-                "match": _same(name, ref["knobs"].get(name), knobs.get(name))} for name, key, _ in KNOBS
-               if ref["knobs"].get(name) is not None or knobs.get(name) is not None],
+        knobs=[{"name": k.name, "key": k.key, "scenario": ref["knobs"].get(k.name), "log": knobs.get(k.name),
+                "match": _same(k.name, ref["knobs"].get(k.name), knobs.get(k.name))} for k in REPLAY_KNOBS
+               if ref["knobs"].get(k.name) is not None or knobs.get(k.name) is not None],
         command=train_command(overrides),
         fix=ref["fix"], overrides=overrides, fix_overrides=fix_overrides,
         fix_command=train_command(fix_overrides) if fix_overrides else "",
