@@ -125,7 +125,8 @@ def compute_policy_loss_gspo(
     ratio = torch.exp(torch.clamp(log_ratio, max=10.0))
 
     pg_losses1 = -advantages * ratio
-    pg_losses2 = -advantages * torch.clamp(ratio, 1 - clip_low, 1 + clip_high)
+    # a float bound beside a tensor one is fine to torch; its stubs take both floats or both tensors (as in losses)
+    pg_losses2 = -advantages * torch.clamp(ratio, 1 - clip_low, 1 + clip_high)  # type: ignore[arg-type]
     pg_loss = agg_loss(_weighted(torch.maximum(pg_losses1, pg_losses2), rollout_is_weights), response_mask,
                        loss_agg_mode)
 
@@ -200,7 +201,7 @@ def compute_policy_loss_clip_cov(
     negative_approx_kl = log_prob - old_log_prob
     ratio = torch.exp(negative_approx_kl)
     pg_losses1 = -advantages * ratio
-    pg_losses2 = -advantages * torch.clamp(ratio, 1 - clip_low, 1 + clip_high)
+    pg_losses2 = -advantages * torch.clamp(ratio, 1 - clip_low, 1 + clip_high)  # type: ignore[arg-type]
 
     valid = response_mask > 0
     cov = _centred_product(advantages, log_prob, response_mask, eps=1e-8)
@@ -282,7 +283,7 @@ def compute_policy_loss_geo_mean(
     clip_low, clip_high = resolve_clip_range(clip_ratio, clip_ratio_low, clip_ratio_high)
     negative_approx_kl = log_prob - old_log_prob
     sign = torch.sign(advantages)
-    clamped = torch.clamp(negative_approx_kl, -clip_low, clip_high)
+    clamped = torch.clamp(negative_approx_kl, -clip_low, clip_high)  # type: ignore[arg-type]
     pessimistic = sign * torch.minimum(sign * negative_approx_kl, sign * clamped)
 
     tokens = response_mask.sum(dim=-1) + 1e-8
