@@ -44,7 +44,7 @@ ANY_TASK_SCENARIOS = ("mystery",)
 PLAYGROUND_KEYS = (
     "task.*", "env.backend", "env.num_envs", "env.rollout_length", "env.eval_episodes", "env.episode_window",
     "env.normalize_obs",
-    "algorithm.norm_adv", "reward.scale", "reward.noise_std", "reward.noise_type", "reward.nan_rate",
+    "algorithm.norm_adv", "reward.scale", "reward.noise_std", "reward.noise_type", "reward.nan_rate", "reward.clip",
     "actor_rollout_ref.model.*",
     "world_model.*", "trainer.memory_limit_gb", "trainer.stop_on_finding", "trainer.stop_on_score",
     "trainer.stop_on_score_validated", "trainer.diverge_patience", "trainer.objective", "trainer.objective_key",
@@ -129,6 +129,7 @@ def validate(cfg: DictConfig) -> None:
     _check(cfg, "trainer.stop_on_score", lambda x: x is None or _number(x), "null or a finite number")
     _check(cfg, "trainer.device", _device_ok, "'auto', 'cpu', or 'cuda[:N]' with CUDA present")
     _check(cfg, "reward.nan_rate", lambda x: _number(x) and 0 <= x < 1, "in [0, 1)")
+    _check(cfg, "reward.clip", lambda x: x is None or (_number(x) and x > 0), "null or > 0")
     if _get(cfg, "trainer.objective") == "largest_healthy":
         _check(cfg, "trainer.objective_key",
                lambda x: isinstance(x, str) and _number(_get(cfg, x)) and _get(cfg, x) > 0,

@@ -280,6 +280,7 @@ class RewardConfig:
     noise_std: float = MISSING
     noise_type: NoiseType = MISSING
     nan_rate: float = MISSING
+    clip: float | None = MISSING
 
 
 @dataclass

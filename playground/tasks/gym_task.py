@@ -192,6 +192,7 @@ class GymTask(Task):
             trained_reward = trained_reward + self.shaping(rows(obs_l), rows(final_l))
         if any(self.noisy_agents):
             trained_reward = trained_reward + self.noise_std.view(-1, 1) * self._reward_noise(reward.shape)
+        trained_reward = self.spec.reward.clipped(trained_reward)
         if any(self.nan_rates):
             trained_reward = torch.where(self._broken_rewards(reward.shape), torch.nan, trained_reward)
         return {

@@ -32,6 +32,7 @@ class RewardSpec:
     noise_std: tuple[float, ...]
     noise_type: str
     nan_rates: tuple[float, ...]
+    clip: float | None  # the reward trained on clipped to [-clip, clip] (reward.clip; None: off)
     format_score: float
     partial_credit: bool
     overlong: OverlongSpec
@@ -39,6 +40,11 @@ class RewardSpec:
     @property
     def noisy_agents(self) -> list[bool]:
         return [std > 0 for std in self.noise_std]
+
+    def clipped(self, trained):
+        """The reward trained on, clipped to [-clip, clip] (`reward.clip`), as a reward function that clips its own
+        output: after the noise (the reward function's own) and before a NaN (a clamp keeps NaN)."""
+        return trained if self.clip is None else trained.clamp(-self.clip, self.clip)
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ class TokenReward:
         `{"score", "acc"}` (the prompt set's `rule`)."""
         self.device, self.rule_fn = device, rule
         self.rule = {"format_score": spec.format_score, "partial_credit": spec.partial_credit}
+        self.spec = spec
         self.scale, self.noise_std, self.nan_rates = list(spec.scale), list(spec.noise_std), list(spec.nan_rates)
         buffer = spec.overlong
         self.overlong = buffer.enable
@@ -71,6 +72,7 @@ class TokenReward:
             if self.noise_std[agent] > 0:
                 noise = torch.randn(len(trained), generator=generators[agent]).to(self.device)
                 trained = trained + self.noise_std[agent] * noise
+            trained = self.spec.clipped(trained)
             if self.nan_rates[agent] > 0:  # a reward function that fails on some responses (reward.nan_rate)
                 broken = torch.rand(len(trained), generator=generators[agent]) < self.nan_rates[agent]
                 trained = torch.where(broken.to(self.device), torch.nan, trained)
