@@ -14,7 +14,7 @@ from typing import Any
 
 from playground import failures
 from playground.config.overrides import ABSENT, lookup
-from playground.diagnose import catalogue, causes
+from playground.diagnose import catalogue, causes, injected
 from playground.diagnose.artifacts import artifact_notes
 from playground.diagnose.calibration import FAMILIES, family_band_status, has_band, ok_range, resolved_thresholds
 from playground.diagnose.conditions import Node, compile_condition
@@ -201,12 +201,14 @@ def _finding(finding_id: str, fired: list[tuple[Rule, list[list[int]]]], log: Lo
         for item in evidence:  # the condition that raised a note is no problem, and not "ok" either: unmarked
             item["status"] = None if item["status"] == "bad" else item["status"]
     spec = fired[0][0].fix  # the first rule that reported the id names the fix, when it has its own
+    fix = catalogue.render_fix(finding_id, family, config, spec)
     return Finding(id=finding_id, severity=severity, first_step=min(firsts), last_step=max(lasts),
                    since_step=min(starts), evidence=evidence,
                    explanation=catalogue.explanation(finding_id),
-                   fix=catalogue.render_fix(finding_id, family, config, spec), rule=", ".join(r.name for r, _ in fired),
+                   fix=fix, rule=", ".join(r.name for r, _ in fired),
                    alternatives=catalogue.alternatives(finding_id, family, config),
-                   confidence="low" if log.shape_only else "high")
+                   confidence="low" if log.shape_only else "high",
+                   injected=injected.causes(finding_id, config, fix), levers=injected.levers(fix))
 
 
 # ---- the run's facts ---------------------------------------------------------------------------------------

@@ -22,6 +22,10 @@ class Finding:
     # the first step of the first window that showed it (= first_step for a single step or a whole-run shape): the
     # cause was under way from there
     since_step: int | None = None
+    # what broke the run, where a playground knob did (a scenario's cause, which no verl run has): {key, value, verl,
+    # remedy} each (diagnose/injected.py); `levers`: what the fix's playground keys are in a verl run, {key, verl}
+    injected: list[dict] = field(default_factory=list)
+    levers: list[dict] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -6,6 +6,7 @@ import json
 from collections.abc import Sequence
 
 from playground import failures
+from playground.diagnose import injected
 from playground.diagnose.engine import Finding, Report, findings_document
 from playground.metrics import fmt
 from playground.rundir.runs import jsonable
@@ -19,14 +20,16 @@ LABELS: dict[str, dict[str, str]] = {
            "none_ruled_out": "nothing: the checks' metrics are not in the log",
            "low_confidence": "low confidence: read from wandb's sparklines, not from the logged numbers",
            "inconclusive": "inconclusive: too few steps for a verdict (see below)", "severity": "severity",
-           "when": "steps"},
+           "when": "steps", "broke": "what broke this run", "in_verl": "in a verl run",
+           "lever": "in verl", "in_code": "in your code"},
     "zh": {"header": "== {source}（任务类型 {family}，{steps} 步）", "none": "没有发现问题", "worst": "最严重",
            "status": "状态", "steps": "第 {range} 步", "step": "第 {range} 步", "at": "第 {step} 步",
            "rule": "规则", "why": "原因", "fix": "修复", "no_fix": "（没有对应的配置项，见原因）", "notes": "说明",
            "problems": "无法读取", "root": "根因", "because": "由 {root} 引起",
            "ruled_out": "已检查并排除", "or": "也可以试", "none_ruled_out": "无：日志中没有这些检查所需的指标",
            "low_confidence": "置信度低：依据 wandb 的 sparkline 形状，而不是记录的数值",
-           "inconclusive": "无法判断：步数太少，不足以下结论（见下）", "severity": "严重程度", "when": "步"},
+           "inconclusive": "无法判断：步数太少，不足以下结论（见下）", "severity": "严重程度", "when": "步",
+           "broke": "本次运行的故障来源", "in_verl": "在 verl 运行中", "lever": "在 verl 中", "in_code": "在你的代码中"},
 }
 SEVERITY_WORDS = {"en": {"info": "info", "warning": "warning", "critical": "critical"},
                   "zh": {"info": "信息", "warning": "警告", "critical": "严重"}}
@@ -42,6 +45,22 @@ def _status_line(report: Report, lang: str) -> str:
     found = ", ".join(parts) if parts else label["none"]
     tail = f" ({label['worst']}: {words[worst]})" if worst else ""
     return f"{label['status']}: {found}{tail}"
+
+
+def injected_lines(f: Finding, lang: str, quote: str = "`") -> list[str]:
+    """What broke the run, apart from the fix: one line per injected knob (`reward.noise_std=3.0`, and what it stands
+    for in a verl run)."""
+    label = LABELS[lang]
+    return [f"{label['broke']}: {quote}{injected.knob(c)}{quote} ({label['in_verl']}: {c['verl'][lang]})"
+            for c in f.injected]
+
+
+def lever_lines(f: Finding, lang: str, quote: str = "`") -> list[str]:
+    """The fix as a verl user pulls it: its playground keys in verl, then what to change in the user's code where
+    the cure is removing the cause."""
+    label = LABELS[lang]
+    return ([f"{label['lever']}: {quote}{lever['key']}{quote}: {lever['verl'][lang]}" for lever in f.levers]
+            + [f"{label['in_code']}: {c['remedy'][lang]}" for c in f.injected if c.get("remedy")])
 
 
 def _finding_lines(f: Finding, lang: str, indent: str, cause: str | None) -> list[str]:
@@ -60,8 +79,10 @@ def _finding_lines(f: Finding, lang: str, indent: str, cause: str | None) -> lis
         at = label["at"].format(step=item["step"])
         lines.append(f"{indent}    {item['metric']} = {fmt(item['value'])} ({at}){rng}{status}")
     lines.append(f"{indent}    {label['why']}: {f.explanation.get(lang) or f.explanation.get('en', '')}")
+    lines += [f"{indent}    {line}" for line in injected_lines(f, lang, "")]
     if f.severity != "info" or f.fix:
         lines.append(f"{indent}    {label['fix']}: {f.fix or label['no_fix']}")
+    lines += [f"{indent}    {line}" for line in lever_lines(f, lang, "")]
     for alt in f.alternatives:
         lines.append(f"{indent}    {label['or']}: {alt['fix']}  ({alt['reference']})")
     return lines
@@ -129,6 +150,8 @@ def format_markdown(source: str, report: Report, lang: str = "en") -> str:
             rng = f": {item['range']}" if item.get("range") else ""
             lines.append(f"- `{item['metric']}` = {fmt(item['value'])} ({label['at'].format(step=item['step'])})"
                          f"{_md(rng)}")
+        lines += [f"- {_md(line)}" for line in injected_lines(f, lang)]
+        lines += [f"- {_md(line)}" for line in lever_lines(f, lang)]
         for alt in f.alternatives:
             lines.append(f"- {label['or']}: `{alt['fix']}` ({alt['reference']})")
         if d.consequences:  # "`a`, `b`: a consequence of <root>"
