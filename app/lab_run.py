@@ -138,9 +138,14 @@ def _finding(run: str, f: dict, key: str) -> None:
         steps = widgets.t("finding_steps", first=f.get("first_step"), last=f.get("last_step"))
         st.markdown(f"{widgets.verdict_badge(f) if widgets.is_verdict(f) else widgets.badge(f)} · {steps}")
         st.caption(widgets.pick(f.get("explanation")))
+        for line in widgets.injected_lines(f):  # the cause, apart from the fix: a knob no verl run has
+            st.markdown(line)
         fix = usable_fix(f)
         if fix:  # unwrapped: a narrow column scrolls it rather than break a value (`lr=0.` over `005`)
             st.code(fix, language="bash")
+        for line in widgets.lever_lines(f):  # the fix as a verl user pulls it
+            st.caption(line)
+        if fix:
             st.button(widgets.t("apply_rerun"), key=f"{key}-apply", on_click=apply_fix, args=(run, fix),
                       icon=":material/build:", type="primary" if is_problem(f) else "secondary")
 

@@ -341,10 +341,14 @@ def draw_findings(report: dict | None, overrides: Sequence[str] | None, *, key: 
                     st.dataframe(evidence_table(f["evidence"]), hide_index=True, key=f"{key}_evidence_{n}")
                 # a whole command wraps at its spaces; a fix alone (an external log's) is not wrapped at all, so that
                 # no value breaks inside a number where one override is wider than the box (`lr=0.` over `005`)
+                for line in widgets.injected_lines(f):  # the cause, apart from the fix: a knob no verl run has
+                    st.markdown(line)
                 if f.get("fix"):
                     st.caption(widgets.t("fix_caption"))
                     command = fix_command(overrides, f["fix"]) if overrides is not None else f["fix"]
                     st.code(command, language="bash", wrap_lines=overrides is not None)
+                for line in widgets.lever_lines(f):  # the fix as a verl user pulls it
+                    st.caption(line)
                 for alt in f.get("alternatives", []) or []:  # the modern fixes a practitioner would also try
                     st.caption(widgets.t("alternative_caption", reference=alt.get("reference", "")))
                     command = fix_command(overrides, alt["fix"]) if overrides is not None else alt["fix"]

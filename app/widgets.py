@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from playground.diagnose import injected
 from playground.diagnose.root_causes import HEALTHY, INCONCLUSIVE, is_problem
 from playground.metrics import GROUP_TITLES
 from playground.teach import i18n
@@ -141,6 +142,22 @@ def show_problems(label: str, problems: list[str], limit: int = 5) -> None:
 def badge(finding: dict) -> str:
     """One finding as a Markdown badge (`:orange-badge[lr_too_high]`)."""
     return f":{SEVERITY_BADGE.get(finding.get('severity'), 'gray')}-badge[{finding.get('id', '?')}]"
+
+
+def injected_lines(finding: dict) -> list[str]:
+    """What broke the run, apart from its fix: each playground knob a scenario set (no verl run has it) and what it
+    stands for in a verl run (the finding's `injected`)."""
+    return [t("injected_cause", knob=f"`{injected.knob(c)}`", verl=pick(c.get("verl")))
+            for c in finding.get("injected") or [] if isinstance(c, dict) and "key" in c]
+
+
+def lever_lines(finding: dict) -> list[str]:
+    """The fix as a verl user pulls it: its playground keys in verl (`levers`), then what to change in the user's code
+    where the only cure is removing the cause (an injected knob's `remedy`)."""
+    levers = [t("fix_lever", lever=f"`{lever['key']}`", verl=pick(lever.get("verl")))
+              for lever in finding.get("levers") or [] if isinstance(lever, dict) and "key" in lever]
+    return levers + [t("fix_in_code", remedy=pick(c["remedy"]))
+                     for c in finding.get("injected") or [] if isinstance(c, dict) and c.get("remedy")]
 
 
 def is_verdict(finding: dict) -> bool:

@@ -22,6 +22,7 @@ from typing import Any
 
 from playground import PYTHON, failures
 from playground.config.overrides import OverrideError, parse_strict
+from playground.diagnose import injected, report
 from playground.diagnose.root_causes import is_problem
 from playground.interrupts import exit_code, raise_terminated
 from playground.metrics import fmt
@@ -172,6 +173,12 @@ def root_above(run_dir: Path, finding_id: str, roots: list[str]) -> dict | None:
     return None
 
 
+def injected_causes(run_dir: Path, finding_id: str) -> list[dict]:
+    """The playground knobs that broke the mystery run into this finding (its `injected`, diagnose/injected.py)."""
+    found: dict = next((f for f in (read_findings(run_dir) or {}).get("findings", []) if f.get("id") == finding_id), {})
+    return [c for c in found.get("injected") or [] if isinstance(c, dict) and "key" in c and "verl" in c]
+
+
 def fix_overrides(ex: Exercise, fix: list[str], steps: int | None = None) -> list[str]:
     """The check's run: the mystery config, then the participant's fix (later overrides win), then the check's own."""
     out = [*ex.mystery(), *fix, "trainer.mystery=false", f"trainer.total_training_steps={steps or ex.steps['check']}",
@@ -215,6 +222,8 @@ def check(ex: Exercise, diagnosis: str, fix_text: str | None, root: Path | None 
         save_progress(ex, {**progress, "attempts": int(progress.get("attempts", 0)) + 1}, root)
         return False, lines
     lines.append(say("diag_right", lang, id=diagnosis, title=failures.TITLES[diagnosis][lang]))
+    causes = injected_causes(run_dir, diagnosis)
+    lines += [f"  {line}" for line in report.cause_lines(causes, lang)]  # the knob that broke it, in verl's terms
     progress["diagnosed"] = True
     if mark_solved(run_dir):
         lines.append(say("unhidden", lang))
@@ -232,6 +241,11 @@ def check(ex: Exercise, diagnosis: str, fix_text: str | None, root: Path | None 
     lines.append(say("healthy_bad", lang, ids=ids) if verdict.bad else say("healthy_ok", lang))
     bar = dict(metric=ex.bar["metric"], value=fmt(verdict.score, none="—"), bar=fmt(verdict.bar))
     lines.append(say("bar_ok" if verdict.reached else "bar_bad", lang, **bar))
+    # the fix as a verl user pulls it: its playground keys in verl; what to change in the code where it removes a cause
+    keys = set(injected.fix_keys(fix_text or ""))
+    lines += [f"  {line}" for line in report.lever_lines(
+        injected.levers(fix_text or ""), [{**c, "remedy": injected.remedy(c["key"]) if c["key"] in keys else {}}
+                                           for c in causes], lang)]
     if verdict.passed:
         progress["solved"] = True
         lines.append(say("solved", lang, run=fix_dir))

@@ -194,6 +194,37 @@ def test_a_fix_that_does_not_fix_is_rejected_with_what_is_still_wrong(tmp_path):
     assert (tmp_path / ex.id / "fix-1" / "findings.json").is_file()
 
 
+def test_the_checker_says_what_broke_the_run_apart_from_the_fix_a_verl_user_applies(tmp_path, monkeypatch):
+    """Exercise 13 (a format score above a right answer's): once the diagnosis is right, the knob that broke the run
+    and what it stands for in verl; after the fix, the fix as a verl user makes it (here: in their reward function)."""
+    from playground import exercise
+    from playground.diagnose import injected
+
+    ex = find("13")
+    run_dir = mystery_dir(ex, tmp_path)
+    run_dir.mkdir(parents=True)
+    (run_dir / "run.json").write_text(json.dumps({"status": "finished", "mystery": True}))
+    causes = injected.causes("reward_hacking", {"reward": {"format_score": 1.5}}, "reward.format_score=0.1")
+    found = {"id": "reward_hacking", "severity": "warning", "first_step": 20, "last_step": 50, "injected": causes}
+    (run_dir / "findings.json").write_text(json.dumps({"findings": [found], "diagnoses": [{"root": found}]}))
+    monkeypatch.setattr(exercise, "run_fix", lambda *a, **k: exercise.Verdict("finished", None, [], 0.5, 0.45))
+    ok, lines = check(ex, ex.diagnosis, "reward.format_score=0.1", root=tmp_path, progress_bar=False)
+    assert ok, lines
+    assert lines[1] == ("  what broke this run: `reward.format_score=1.5` (in a verl run: a format reward at the wrong "
+                        "scale, paying a well-formed wrong answer as much as a right one (TinyZero's countdown "
+                        "compute_score takes format_score=0.1))")
+    assert any(line.startswith("  in verl: `reward.format_score`: the format score of your reward function")
+               for line in lines)
+    assert any(line.startswith("  in your code: put the format score in your reward function") for line in lines)
+    ok, lines = check(ex, ex.diagnosis, "reward.format_score=0.1", root=tmp_path, progress_bar=False, lang="zh")
+    assert lines[1].startswith("  本次运行的故障来源: `reward.format_score=1.5` (在 verl 运行中: 尺度错误的格式奖励")
+    assert any(line.startswith("  在你的代码中: 把奖励函数里的格式分") for line in lines)
+    # a fix that is a verl key of its own says nothing more; no injected knob, no cause line
+    (run_dir / "findings.json").write_text(json.dumps({"findings": [{**found, "injected": []}]}))
+    ok, lines = check(ex, ex.diagnosis, "actor_rollout_ref.actor.kl_loss_coef=0.5", root=tmp_path, progress_bar=False)
+    assert not any("what broke" in line or "in verl" in line or "in your code" in line for line in lines)
+
+
 @pytest.mark.parametrize("argv, message", [
     (["check", "99", "--diagnosis", "lr_too_high"], "error: no exercise '99'"),
     (["check", "1", "--diagnosis", "lr_too_hi"], "error: unknown diagnosis id 'lr_too_hi'"),

@@ -90,8 +90,13 @@ def causes(finding_id: str, config: Mapping[str, Any] | None, fix: str = "") -> 
         value = lookup(config, cause["key"]) if finding_id in cause["ids"] else ABSENT
         if value is not ABSENT and is_broken(value, cause["broken"]):
             out.append({"key": cause["key"], "value": value, "verl": dict(cause["verl"]),
-                        "remedy": dict(cause["remedy"]) if cause["key"] in keys else {}})
+                        "remedy": remedy(cause["key"]) if cause["key"] in keys else {}})
     return out
+
+
+def remedy(key: str) -> dict[str, str]:
+    """What to change in the user's code for an injected knob, `{en, zh}` ({} where the knob has a lever instead)."""
+    return next((dict(c["remedy"]) for c in document()["causes"] if c["key"] == key), {})
 
 
 def levers(fix: str) -> list[dict[str, Any]]:

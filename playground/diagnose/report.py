@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from playground import failures
 from playground.diagnose import injected
@@ -29,7 +30,8 @@ LABELS: dict[str, dict[str, str]] = {
            "ruled_out": "已检查并排除", "or": "也可以试", "none_ruled_out": "无：日志中没有这些检查所需的指标",
            "low_confidence": "置信度低：依据 wandb 的 sparkline 形状，而不是记录的数值",
            "inconclusive": "无法判断：步数太少，不足以下结论（见下）", "severity": "严重程度", "when": "步",
-           "broke": "本次运行的故障来源", "in_verl": "在 verl 运行中", "lever": "在 verl 中", "in_code": "在你的代码中"},
+           "broke": "本次运行的故障来源", "in_verl": "在 verl 运行中", "lever": "在 verl 中",
+           "in_code": "在你的代码中"},
 }
 SEVERITY_WORDS = {"en": {"info": "info", "warning": "warning", "critical": "critical"},
                   "zh": {"info": "信息", "warning": "警告", "critical": "严重"}}
@@ -47,20 +49,21 @@ def _status_line(report: Report, lang: str) -> str:
     return f"{label['status']}: {found}{tail}"
 
 
-def injected_lines(f: Finding, lang: str, quote: str = "`") -> list[str]:
-    """What broke the run, apart from the fix: one line per injected knob (`reward.noise_std=3.0`, and what it stands
-    for in a verl run)."""
+def cause_lines(causes: Sequence[Mapping[str, Any]], lang: str, quote: str = "`") -> list[str]:
+    """What broke the run, apart from the fix: one line per injected knob (a finding's `injected`: the knob's
+    override, `reward.noise_std=3.0`, and what it stands for in a verl run)."""
     label = LABELS[lang]
     return [f"{label['broke']}: {quote}{injected.knob(c)}{quote} ({label['in_verl']}: {c['verl'][lang]})"
-            for c in f.injected]
+            for c in causes]
 
 
-def lever_lines(f: Finding, lang: str, quote: str = "`") -> list[str]:
-    """The fix as a verl user pulls it: its playground keys in verl, then what to change in the user's code where
-    the cure is removing the cause."""
+def lever_lines(levers: Sequence[Mapping[str, Any]], causes: Sequence[Mapping[str, Any]], lang: str,
+                quote: str = "`") -> list[str]:
+    """The fix as a verl user pulls it: its playground keys in verl (a finding's `levers`), then what to change in
+    the user's code where the only cure is removing the cause (an injected knob's `remedy`)."""
     label = LABELS[lang]
-    return ([f"{label['lever']}: {quote}{lever['key']}{quote}: {lever['verl'][lang]}" for lever in f.levers]
-            + [f"{label['in_code']}: {c['remedy'][lang]}" for c in f.injected if c.get("remedy")])
+    return ([f"{label['lever']}: {quote}{lever['key']}{quote}: {lever['verl'][lang]}" for lever in levers]
+            + [f"{label['in_code']}: {c['remedy'][lang]}" for c in causes if c.get("remedy")])
 
 
 def _finding_lines(f: Finding, lang: str, indent: str, cause: str | None) -> list[str]:
@@ -79,10 +82,10 @@ def _finding_lines(f: Finding, lang: str, indent: str, cause: str | None) -> lis
         at = label["at"].format(step=item["step"])
         lines.append(f"{indent}    {item['metric']} = {fmt(item['value'])} ({at}){rng}{status}")
     lines.append(f"{indent}    {label['why']}: {f.explanation.get(lang) or f.explanation.get('en', '')}")
-    lines += [f"{indent}    {line}" for line in injected_lines(f, lang, "")]
+    lines += [f"{indent}    {line}" for line in cause_lines(f.injected, lang, "")]
     if f.severity != "info" or f.fix:
         lines.append(f"{indent}    {label['fix']}: {f.fix or label['no_fix']}")
-    lines += [f"{indent}    {line}" for line in lever_lines(f, lang, "")]
+    lines += [f"{indent}    {line}" for line in lever_lines(f.levers, f.injected, lang, "")]
     for alt in f.alternatives:
         lines.append(f"{indent}    {label['or']}: {alt['fix']}  ({alt['reference']})")
     return lines
@@ -150,8 +153,8 @@ def format_markdown(source: str, report: Report, lang: str = "en") -> str:
             rng = f": {item['range']}" if item.get("range") else ""
             lines.append(f"- `{item['metric']}` = {fmt(item['value'])} ({label['at'].format(step=item['step'])})"
                          f"{_md(rng)}")
-        lines += [f"- {_md(line)}" for line in injected_lines(f, lang)]
-        lines += [f"- {_md(line)}" for line in lever_lines(f, lang)]
+        lines += [f"- {_md(line)}" for line in cause_lines(f.injected, lang)]
+        lines += [f"- {_md(line)}" for line in lever_lines(f.levers, f.injected, lang)]
         for alt in f.alternatives:
             lines.append(f"- {label['or']}: `{alt['fix']}` ({alt['reference']})")
         if d.consequences:  # "`a`, `b`: a consequence of <root>"

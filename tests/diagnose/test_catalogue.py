@@ -121,7 +121,8 @@ def test_catalogue_prints_one_table_with_a_row_per_rule(capsys):
     out = capsys.readouterr().out
     rows = _rows(out)
     assert all(line.startswith("|") and line.endswith("|") for line in out.splitlines())  # nothing but the table
-    assert rows[0] == ["id", "rule", "signature", "guide", "gym", "token", "llm", "fix (Hydra overrides)", "guide §"]
+    assert rows[0] == ["id", "rule", "signature", "guide", "gym", "token", "llm", "cause injected here (in a verl run)",
+                       "fix (Hydra overrides)", "guide §"]
     assert all(len(row) == len(rows[0]) for row in rows)
     document = catalogue.document()
     assert [r[1] for r in rows[2:]] == [f"`{r['name']}`" for r in (*document["rules"], *document["verdicts"],
@@ -138,12 +139,21 @@ def test_catalogue_prints_one_table_with_a_row_per_rule(capsys):
     assert by_rule["`healthy`"]["guide §"] == "§11.4 example 1"
     note = by_rule["`clip_ratio_v1`"]  # an artifact: a note with its verl reference, no id and no fix
     assert note["id"] == "(note)" and "#7817" in note["guide §"] and note["fix (Hydra overrides)"] == "—"
+    assert lr["cause injected here (in a verl run)"] == "—"  # a verl key's value: nothing the playground injects
+    noisy = by_rule["`reward_variance_too_large`"]  # the cause apart from the fix, and the fix as a verl user's lever
+    assert noisy["cause injected here (in a verl run)"].startswith("`reward.noise_std` (a reward function whose output")
+    assert "in your code: the reward itself has to change" in noisy["cause injected here (in a verl run)"]
+    assert noisy["fix (Hydra overrides)"].startswith("gym: `reward.noise_std=0.0`")
+    assert "token: `reward.clip=1.0` (in verl: `reward.clip`: clip the score in your reward function" in (
+        noisy["fix (Hydra overrides)"])
 
 
 def test_catalogue_in_chinese(capsys):
     assert main(["--catalogue", "--lang", "zh"]) == 0
     rows = _rows(capsys.readouterr().out)
     assert rows[0][1:3] == ["规则", "特征"]
+    assert rows[0][7] == "此处注入的原因（在 verl 运行中）"
+    assert "在你的代码中：给奖励函数加上保护" in rows[[r[1] for r in rows].index("`training_crash_reward`")][7]
     assert "同指南" in {c for r in rows for c in r} and "分数" in rows[[r[1] for r in rows].index("`lr_too_high`")][2]
 
 
