@@ -24,6 +24,7 @@ A = "actor_rollout_ref.actor"
     ("data.train_max_samples=100", "data.train_max_samples", "-1 on gym tasks"),
     ("reward.partial_credit=true", "reward.partial_credit", "task.progress"),  # cartpole names no potential
     ("reward.format_score=0.1", "reward.format_score", "0 on gym tasks"),
+    ("reward.clip=0", "reward.clip", "null or > 0"),
 ])
 def test_bad_gym_values_fail_with_one_line(override, key, allowed):
     with pytest.raises(ConfigError) as error:

@@ -67,3 +67,16 @@ def test_episode_window_counts_returns_and_lengths():
     assert "episode/success_rate_cartpole" in metrics
     empty = _task("env.backend=torch", "env.num_envs=1", "env.rollout_length=2")
     assert empty.agent_metrics(0, 1) == {}  # absent until an episode ends, never NaN
+
+
+def test_reward_clip_bounds_the_reward_trained_on_and_is_off_by_default():
+    """reward.clip clips the reward the agent trains on (after the noise, as a reward function clips its own output);
+    the task's raw reward (`scores`) stays as the env gave it."""
+    plain = _task("env.backend=torch", "env.num_envs=2", "env.rollout_length=8").generate()
+    assert torch.equal(plain["token_level_scores"], plain["scores"])  # CartPole: 1 a step, untouched by default
+    clipped = _task("env.backend=torch", "env.num_envs=2", "env.rollout_length=8", "reward.clip=0.5").generate()
+    assert torch.equal(clipped["scores"], plain["scores"])
+    assert torch.equal(clipped["token_level_scores"], torch.full_like(plain["scores"], 0.5))
+    noisy = _task("env.backend=torch", "env.num_envs=2", "env.rollout_length=8", "reward.noise_std=100",
+                  "reward.clip=2.0").generate()["token_level_scores"]
+    assert noisy.abs().max() == 2.0 and noisy.unique().numel() > 2  # the noise clipped to [-2, 2], not removed
