@@ -7,8 +7,10 @@ Per cell (task x scenario, healthy left out): the scenario trains on each seed u
 (`trainer.stop_on_finding`, as CI shortens it; a crash runs until the trainer stops it), and the fix its
 `findings.json` names for that finding (the first rule that fired names it) is applied the way Apply and rerun does
 (`overrides.with_replaced`: the run's overrides, the fix's keys replaced) to a full run of the same seed. The fix
-clears the finding where the rerun's diagnosis no longer holds that id. The seeds of a cell that got the same fix
-train as one batch (`hydra/launcher=batched`), two cells at a time. One JSON line per cell, then a table.
+clears the finding where the rerun's diagnosis no longer holds that id. "What broke it" is the playground knob the
+finding names apart from its fix (its `injected`: a cause no verl run has; what it is in verl: the report). The seeds
+of a cell that got the same fix train as one batch (`hydra/launcher=batched`), two cells at a time. One JSON line per
+cell, then a table.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from benchmarks.scenario_matrix import cells, seeds_arg, train_cell
+from playground.diagnose.injected import knob
 from playground.rundir.runs import find_runs, read_findings, read_run_info
 
 SEEDS = (101, 102, 103)  # the first three of the scenario matrix's panel, tuned on by no scenario
@@ -41,13 +44,14 @@ def fix_cell(task: str, scenario: str, seeds: tuple[int, ...], base: Path) -> di
     broken = base / f"{task}_{scenario}"
     train_cell(task, scenario, seeds, broken, stop)
     fixes: dict[str, list[int]] = {}  # the fix a seed's run named -> those seeds
-    missed = []
+    missed, causes = [], set()
     for run in find_runs([broken]):
         finding = _finding(run, scenario)
         if finding is None:
             missed.append(_seed_of(run))
         else:
             fixes.setdefault(finding.get("fix") or "", []).append(_seed_of(run))
+            causes |= {knob(c) for c in finding.get("injected") or []}  # what broke it, apart from the fix
     cleared, still, extra = 0, [], {}
     for k, (fix, fix_seeds) in enumerate(sorted(fixes.items())):
         if not fix or "<" in fix:  # no override to apply (or a placeholder): Apply and rerun is not offered
@@ -65,7 +69,8 @@ def fix_cell(task: str, scenario: str, seeds: tuple[int, ...], base: Path) -> di
                 cleared += 1
             for fid in {f["id"] for f in report.get("findings", []) if f.get("severity") in ("warning", "critical")}:
                 extra[fid] = extra.get(fid, 0) + 1
-    return {"task": task, "scenario": scenario, "fix": " | ".join(sorted(fixes)) or None, "seeds": len(seeds),
+    return {"task": task, "scenario": scenario, "cause": " ".join(sorted(causes)) or None,
+            "fix": " | ".join(sorted(fixes)) or None, "seeds": len(seeds),
             "reproduced": len(seeds) - len(missed), "cleared": cleared, "not_cleared_seeds": sorted(s for s in still
                                                                                                   if s is not None),
             "warnings_after_fix": extra}
@@ -77,13 +82,14 @@ def meets_bar(row: dict) -> bool:
 
 
 def markdown(rows: list[dict], wall: float) -> str:
-    lines = ["| task | scenario | fix (Apply and rerun) | reproduced | cleared | warnings after the fix |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| task | scenario | what broke it (a playground knob) | fix (Apply and rerun) | reproduced | cleared | "
+             "warnings after the fix |", "|---|---|---|---|---|---|---|"]
     for r in rows:
         extra = ", ".join(f"{fid} {n}" for fid, n in sorted(r["warnings_after_fix"].items())) or "–"
         mark = "" if meets_bar(r) else " ✗"
         fix = f"`{r['fix']}`" if r["fix"] else "(none offered)"
-        lines.append(f"| {r['task']} | {r['scenario']} | {fix} | {r['reproduced']}/{r['seeds']} | "
+        cause = f"`{r['cause']}`" if r.get("cause") else "–"
+        lines.append(f"| {r['task']} | {r['scenario']} | {cause} | {fix} | {r['reproduced']}/{r['seeds']} | "
                      f"{r['cleared']}/{r['reproduced']}{mark} | {extra} |")
     lines.append(f"\n{sum(map(meets_bar, rows))} of {len(rows)} cells' fixes clear their finding on at least 2 of 3 "
                  f"seeds; {wall / 60:.1f} min of wall time.")
