@@ -20,6 +20,7 @@ import pandas as pd
 import streamlit as st
 import yaml
 
+from playground import RUNS_ENV
 from playground.algos.clip_range import resolve_clip_range
 from playground.diagnose import engine
 from playground.diagnose.readers import parse_verl_text, read_any
@@ -41,7 +42,7 @@ from playground.rundir.runs import (
 
 from series import records_frame, smooth_ema
 
-ENV_ROOTS = "PLAYGROUND_RUNS"
+ENV_ROOTS = RUNS_ENV
 DEFAULT_ROOTS = ("outputs", "multirun")
 TTL_S = 2.0  # the run list is re-listed at most this often; metric files are re-read when they change
 RUN_COLUMNS = ["run", "name", "root", "sweep", "job", "status", "task", "family", "scenario", "seed", "last_step",

@@ -17,7 +17,8 @@ import pandas as pd
 
 from playground.config.overrides import key_values
 from playground.diagnose.causes import check_rank
-from playground.diagnose.root_causes import HEALTHY, run_root
+from playground.diagnose.root_causes import HEALTHY, PENDING_ROOTS, job_verdict
+from playground.sweep import swept_keys
 
 
 def _as_number(value: str) -> float | None:
@@ -26,20 +27,6 @@ def _as_number(value: str) -> float | None:
     except (TypeError, ValueError):
         return None
     return number if math.isfinite(number) else None
-
-
-PENDING_ROOTS = ("running", "?")  # a job still training (no findings.json yet), a mystery run's hidden diagnosis
-
-
-def job_verdict(items: Sequence[Mapping[str, Any]], status: str, mystery: bool = False) -> tuple[str, bool | None]:
-    """A sweep job's root cause (`run_root` of its `chain`) and whether it is healthy; None while it is not judged:
-    still training ("running": findings.json is written when a run ends) or a mystery run ("?": kept hidden)."""
-    if mystery:
-        return "?", None
-    if status == "running":
-        return "running", None
-    root = run_root(items)
-    return root, root == HEALTHY
 
 
 SWEEP_FIXED = ("run", "label", "job", "score", "root", "healthy", "status")
@@ -63,7 +50,7 @@ def sweep_jobs(rows: Sequence[Mapping[str, Any]]) -> tuple[pd.DataFrame, list[st
                     **key_values(row.get("overrides") or ()), "score": row.get("score", math.nan),
                     "root": root, "healthy": healthy, "status": row.get("status", "")})
     table = pd.DataFrame(out)
-    swept = [c for c in table.columns if c not in SWEEP_FIXED and table[c].astype(str).nunique() > 1]
+    swept = [key for key in swept_keys(row.get("overrides") or () for row in rows) if key not in SWEEP_FIXED]
     for column in swept:
         table[column] = table[column].fillna("—").astype(str)
     return table, swept

@@ -1,7 +1,7 @@
 """The DAPO ladder (`+sweep=dapo_ladder`) as Markdown: one row per rung, its seeds aggregated (mean ± std, n − 1).
 
 `python -m benchmarks.dapo_ladder_table <multirun dir> [--last N]` reads only the sweep's run dirs (`run.json`,
-`metrics.jsonl`, `findings.json`, `.hydra/`), through `benchmarks.sweep_maps.job_rows` (the jobs, their overrides and
+`metrics.jsonl`, `findings.json`, `.hydra/`), through `playground.sweep.job_rows` (the jobs, their overrides and
 diagnoses, as the explorer's Sweeps page reads them). Per rung: the final greedy val/accuracy, the first validated
 step at the task's score target, actor/entropy and response_length/mean over the last N training steps, the mean
 response_length/clip_ratio (the share of responses cut at max_response_length), train/zero_adv_group_ratio and
@@ -19,9 +19,10 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from benchmarks.sweep_maps import job_rows, sweep_map
+from benchmarks.sweep_maps import sweep_map
 from playground.metrics import STEP, canonical_name
 from playground.rundir.runs import read_metrics_jsonl
+from playground.sweep import job_dirs, job_rows
 
 LADDER = "ladder"  # the override key of the rungs (`+ladder=<rung>`, conf/ladder/)
 LAST = 10  # training steps behind the "last steps" columns
@@ -71,7 +72,7 @@ def _cell(values: Sequence[float]) -> str:
 
 
 def markdown(sweep: Path, last: int = LAST) -> str:
-    rows, infos = job_rows(sweep)
+    rows, infos = job_rows(job_dirs(sweep))
     if not rows:
         raise SystemExit(f"{sweep}: no job run dirs under it")
     table, _ = sweep_map.sweep_jobs(rows)

@@ -9,16 +9,11 @@ the second knob, columns: the first), a one-knob sweep as one row per value. doc
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-import yaml
-
-from playground.diagnose.root_causes import chain
-from playground.rundir.runs import find_runs, read_findings, read_metrics_jsonl, read_run_info
-from playground.rundir.score import records_score
+from playground.sweep import job_dirs, job_rows
 
 APP = Path(__file__).resolve().parents[1] / "app"
 if str(APP) not in sys.path:
@@ -28,46 +23,13 @@ import run_params  # noqa: E402  (app/: pure pandas, no Streamlit)
 import sweep_map  # noqa: E402
 
 
-def _overrides(run_dir: Path, info: dict) -> list[str]:
-    if info.get("overrides"):
-        return [str(o) for o in info["overrides"]]
-    try:
-        items = yaml.safe_load((run_dir / ".hydra" / "overrides.yaml").read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
-        return []
-    return [str(i) for i in items] if isinstance(items, list) else []
-
-
-def _score(records: list[dict], info: dict) -> float:
-    """The run's score as the sweeper and the explorer read it (NaN before it has one)."""
-    score = records_score(records, info)
-    return math.nan if score is None else score
-
-
-def job_rows(sweep: Path) -> tuple[list[dict], list[dict]]:
-    """The sweep's jobs (numbered run dirs right under it) as `sweep_map.sweep_jobs` rows, in job order; and their
-    run.json contents."""
-    runs = sorted((r for r in find_runs([sweep], max_depth=1) if r.parent == sweep and r.name.isdigit()),
-                  key=lambda r: int(r.name))
-    rows, infos = [], []
-    for run_dir in runs:
-        info = read_run_info(run_dir) or {}
-        records = read_metrics_jsonl(run_dir / "metrics.jsonl").records
-        rows.append({"run": str(run_dir), "label": run_dir.name, "job": run_dir.name,
-                     "overrides": _overrides(run_dir, info), "score": _score(records, info),
-                     "chain": chain(read_findings(run_dir)), "status": info.get("status", "unknown"),
-                     "mystery": bool(info.get("mystery")) and not info.get("solved")})
-        infos.append(info)
-    return rows, infos
-
-
 def short(key: str) -> str:
     """`actor_rollout_ref.actor.optim.lr` -> `lr`, for a table header."""
     return key.rsplit(".", 1)[-1]
 
 
 def markdown(sweep: Path, x: str | None = None, y: str | None = None) -> str:
-    rows, infos = job_rows(sweep)
+    rows, infos = job_rows(job_dirs(sweep))
     if not rows:
         raise SystemExit(f"{sweep}: no job run dirs under it")
     table, swept = sweep_map.sweep_jobs(rows)

@@ -6,3 +6,4 @@ __version__ = "0.1.0"
 # `make test` build, from the checkout's root, so that a command works as written in a fresh shell (no activation).
 PYTHON = ".venv/bin/python"
 STREAMLIT = ".venv/bin/streamlit"
+RUNS_ENV = "PLAYGROUND_RUNS"  # the explorer's runs folders (`:`-separated), read by app/data.py

@@ -109,7 +109,7 @@ LAYERS: list[set[str]] = [
     {"step"},  # one PPO step for K agents: the trainer, its workers and their parts
     {"run_spec", "interrupts"},  # the config resolved for the trainer; Ctrl-C and SIGTERM for the entries
     {"train"},  # the Hydra entry and `fit`
-    {"batched", "demo", "exercise"},  # entries that train through `train`
+    {"batched", "demo", "exercise", "sweep"},  # entries that train through `train`; what a sweep prints as it does
 ]
 # Commands (`python -m ...`) that live beside what they serve: entries, so they sit on the top layer.
 COMMANDS = {"playground.tasks.bases": "exercise", "playground.tasks.base_figures": "exercise"}

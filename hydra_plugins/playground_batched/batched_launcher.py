@@ -9,6 +9,7 @@ dataclasses would fail to resolve their string annotations).
 
 import copy
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,10 +126,12 @@ class BatchedLauncher(Launcher):
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from playground.batched import batch_threads, plan_batches, train_batch
         from playground.config import ConfigError, check_scenario_applies, validate
+        from playground.sweep import ProgressPrinter, SweepProgress, print_summary
         from playground.train import objective
 
         setup_globals()
         assert self.config is not None and self.hydra_context is not None and self.task_function is not None
+        started = time.time()
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
         log.info(f"Launching {len(job_overrides)} jobs as batches of agents (max_agents={self.max_agents})")
@@ -154,24 +157,29 @@ class BatchedLauncher(Launcher):
         results: dict[int, JobReturn] = {}
         for pos, message in errors.items():
             results[pos] = self._job_return(jobs[pos], JobStatus.FAILED, ConfigError(message))
-        for batch in plan.batches:
-            members = [jobs[p] for p in batch]
-            for job in members:
-                self._callback(job, "on_job_start", task_function=self.task_function)
-            try:
-                train_batch([j.task_cfg for j in members], [j.output_dir for j in members],
-                            [OmegaConf.to_container(j.config.hydra.overrides.task) for j in members],
-                            num_threads=batch_threads(self.num_threads, len(members)))
-                outcome = [(JobStatus.COMPLETED, objective(j.output_dir, j.task_cfg)) for j in members]
-            except Exception as error:  # noqa: BLE001 - recorded per job, as run_job records a task's failure
-                log.error(f"batch of jobs {[j.idx for j in members]} failed: {type(error).__name__}: {error}")
-                outcome = [(JobStatus.FAILED, error)] * len(members)
-            for pos, job, (status, value) in zip(batch, members, outcome):
-                results[pos] = self._job_return(job, status, value)
-                self._callback(job, "on_job_end", job_return=results[pos])
-        for pos in sorted(plan.solo):
-            results[pos] = run_job(hydra_context=self.hydra_context, task_function=self.task_function,
-                                   config=jobs[pos].config, job_dir_key="hydra.sweep.dir",
-                                   job_subdir_key="hydra.sweep.subdir")
-            configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
+        training = [pos for pos in range(len(jobs)) if pos not in errors]
+        progress = SweepProgress([jobs[p].output_dir for p in training],
+                                 [int(jobs[p].task_cfg.trainer.total_training_steps) for p in training], started)
+        with ProgressPrinter(progress):
+            for batch in plan.batches:
+                members = [jobs[p] for p in batch]
+                for job in members:
+                    self._callback(job, "on_job_start", task_function=self.task_function)
+                try:
+                    train_batch([j.task_cfg for j in members], [j.output_dir for j in members],
+                                [OmegaConf.to_container(j.config.hydra.overrides.task) for j in members],
+                                num_threads=batch_threads(self.num_threads, len(members)))
+                    outcome = [(JobStatus.COMPLETED, objective(j.output_dir, j.task_cfg)) for j in members]
+                except Exception as error:  # noqa: BLE001 - recorded per job, as run_job records a task's failure
+                    log.error(f"batch of jobs {[j.idx for j in members]} failed: {type(error).__name__}: {error}")
+                    outcome = [(JobStatus.FAILED, error)] * len(members)
+                for pos, job, (status, value) in zip(batch, members, outcome):
+                    results[pos] = self._job_return(job, status, value)
+                    self._callback(job, "on_job_end", job_return=results[pos])
+            for pos in sorted(plan.solo):
+                results[pos] = run_job(hydra_context=self.hydra_context, task_function=self.task_function,
+                                       config=jobs[pos].config, job_dir_key="hydra.sweep.dir",
+                                       job_subdir_key="hydra.sweep.subdir")
+                configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
+        print_summary(self.config.hydra.sweep.dir, [Path(job.output_dir) for job in jobs], time.time() - started)
         return [results[pos] for pos in range(len(jobs))]

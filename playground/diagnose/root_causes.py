@@ -92,3 +92,17 @@ def run_root(items: Sequence[Mapping[str, Any]]) -> str:
     if best == HEALTHY and any((item.get("finding") or {}).get("id") == INCONCLUSIVE for item in items):
         return INCONCLUSIVE
     return best
+
+
+PENDING_ROOTS = ("running", "?")  # a job still training (no findings.json yet), a mystery run's hidden diagnosis
+
+
+def job_verdict(items: Sequence[Mapping[str, Any]], status: str, mystery: bool = False) -> tuple[str, bool | None]:
+    """A sweep job's root cause (`run_root` of its `chain`) and whether it is healthy; None while it is not judged:
+    still training ("running": findings.json is written when a run ends) or a mystery run ("?": kept hidden)."""
+    if mystery:
+        return "?", None
+    if status == "running":
+        return "running", None
+    root = run_root(items)
+    return root, root == HEALTHY
