@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -314,6 +315,33 @@ def test_a_sweep_trains_as_one_batch_through_the_hydra_entry_point(tmp_path):
         assert [r["training/global_step"] for r in _metrics(run_dir)] == [1, 2, 3]
         for name in ("findings.json", ".hydra/config.yaml", ".hydra/hydra.yaml", ".hydra/overrides.yaml", "train.log"):
             assert (run_dir / name).is_file(), name
+
+
+def test_a_sweep_prints_its_progress_and_ends_with_a_table(tmp_path):
+    """Plain progress lines while it trains (stdout is a pipe here, as in a log or CI), at most one a tenth of the
+    steps and one at the end; then the dir, one row per job (its lr, verdict and score, as the run dirs have them)
+    and the command that opens the sweep in the explorer."""
+    from playground.diagnose.root_causes import chain, run_root
+    from playground.metrics import fmt
+    from playground.rundir.runs import read_findings
+    from playground.rundir.score import run_score
+
+    out = _sweep(tmp_path, "+debug=tiny", f"{LR}=1e-3,2e-2")  # two agents, 4 steps each
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.splitlines()
+    progress = [line for line in lines if line.startswith("sweep ") and " steps | " in line]
+    assert 1 <= len(progress) <= 11, progress
+    for line in progress:
+        assert re.fullmatch(r"sweep +\d+ % \| \d/8 steps \| \d/2 runs done \| \d+:\d\d (elapsed, .+ left|in all)", line)
+    assert progress[-1].startswith("sweep 100 % | 8/8 steps | 2/2 runs done | ")
+    top = next(i for i, line in enumerate(lines) if line.startswith("sweep done: 2 runs in "))
+    assert top > lines.index(progress[-1]) and lines[top].endswith(f", in {tmp_path}")
+    header, *rows = lines[top + 2:top + 5]
+    assert header.split() == ["job", "lr", "verdict", "critic/score/mean"]
+    for job, (row, lr) in enumerate(zip(rows, ("0.001", "0.02"))):
+        run_dir = tmp_path / str(job)
+        assert row.split() == [str(job), lr, run_root(chain(read_findings(run_dir))), fmt(run_score(run_dir))]
+    assert lines[top + 5:] == ["", f"explore: PLAYGROUND_RUNS={tmp_path} .venv/bin/streamlit run app   (Sweeps page)"]
 
 
 def test_jobs_that_differ_in_shape_fall_back_to_one_by_one(tmp_path):
