@@ -85,9 +85,8 @@ class ProgressPrinter:
 
     def __init__(self, progress: SweepProgress, stream: TextIO | None = None, poll_s: float = POLL_S):
         self.progress, self.stream, self.poll_s = progress, stream, poll_s
-        self.start = time.monotonic()
         self.shown: tuple[int, int] | None = None  # (done, ended) of the last line printed
-        self.shown_at = self.start
+        self.shown_at = time.time()  # times are wall clock, from the sweep's start (`SweepProgress.since`)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="sweep-progress", daemon=True)
 
@@ -98,13 +97,13 @@ class ProgressPrinter:
         return (total > 0 and (done - last) >= PROGRESS_FRACTION * total) or now - self.shown_at >= PROGRESS_GAP_S
 
     def _print(self, done: int, ended: int, now: float) -> None:
-        print(self.progress.line(done, ended, now - self.start), file=self.stream or sys.stdout, flush=True)
+        print(self.progress.line(done, ended, now - self.progress.since), file=self.stream or sys.stdout, flush=True)
         self.shown, self.shown_at = (done, ended), now
 
     def _watch(self) -> None:
         while not self._stop.wait(self.poll_s):
             done, ended = self.progress.read()
-            now = time.monotonic()
+            now = time.time()
             if self.due(done, now):
                 self._print(done, ended, now)
 
@@ -117,7 +116,7 @@ class ProgressPrinter:
         self._thread.join()
         done, ended = self.progress.read()
         if (done, ended) != self.shown:
-            self._print(done, ended, time.monotonic())
+            self._print(done, ended, time.time())
 
 
 # ---- the summary ----------------------------------------------------------------------------------------------------

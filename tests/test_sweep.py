@@ -49,7 +49,7 @@ def test_progress_counts_steps_of_running_jobs_and_every_step_of_ended_ones(tmp_
 
 def test_a_line_is_due_every_tenth_of_the_steps_or_after_a_long_wait():
     printer = ProgressPrinter(SweepProgress([Path("a"), Path("b")], [50, 50], 0.0))
-    start = printer.start
+    start = printer.shown_at
     assert not printer.due(9, start + 1) and printer.due(10, start + 1)
     printer.shown, printer.shown_at = (10, 0), start + 1
     assert not printer.due(19, start + 2) and printer.due(20, start + 2)
