@@ -21,6 +21,7 @@ from playground.algos.rollout_correction.spec import RolloutCorrectionSpec
 from playground.config import ConfigError, logger_names, uses_critic
 from playground.config.knobs import CLIP_RATIO, CLIP_RATIO_HIGH, CLIP_RATIO_LOW
 from playground.config.schema import as_plain_dict
+from playground.diagnose.engine import WatchedRun
 from playground.models.tiny_gpt import GPTConfig
 from playground.rollout.weights import DTYPES, RolloutSpec
 from playground.rundir.sinks import LogSpec
@@ -172,8 +173,11 @@ def _agent(cfg: DictConfig) -> AgentSpec:
             "memory_limit_gb": trainer.memory_limit_gb}
     log = LogSpec(config, info, tuple(logger_names(cfg)), str(trainer.project_name), str(trainer.experiment_name),
                   str(trainer.get("wandb_mode", "offline")), bool(trainer.progress_bar))
+    clip = cfg.actor_rollout_ref.actor.grad_clip
+    watched = WatchedRun(str(cfg.task.family), float(cfg.task.score_target), None if clip is None else float(clip),
+                         int(cfg.data.max_response_length))
     stop = StopSpec(trainer.get("stop_on_score"), bool(trainer.get("stop_on_score_validated")),  # as written (30)
-                    trainer.stop_on_finding, str(cfg.task.family), float(cfg.task.score_target), config)
+                    trainer.stop_on_finding, watched)
     limit = trainer.memory_limit_gb
     return AgentSpec(log, stop, None if limit is None else float(limit))
 
