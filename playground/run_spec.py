@@ -31,7 +31,7 @@ from playground.step.perf import device_name, peak_flops
 from playground.step.stopping import StopSpec
 from playground.step.token_records import TokenRecordSpec
 from playground.step.trainer import AgentSpec, RunSpec
-from playground.tasks.prompt_sets import check_config, prompts_for_task
+from playground.tasks.prompt_sets import PromptSetKeys, check_config, prompts_for_task
 from playground.tasks.sft import SFTConfig
 from playground.tasks.specs import (
     BaseSpec,
@@ -225,7 +225,7 @@ def base_model_config(cfg: DictConfig, data: PromptSet) -> GPTConfig:
 def resolve_base(cfg: DictConfig) -> BaseSpec:
     """What a token config's SFT base is built from, and its RL prompts: checked here, before any base is built
     (`data.train_max_samples` past the training prompts, settings the prompt set does not support)."""
-    check_config(cfg)
+    check_config(PromptSetKeys.from_config(cfg))
     data = prompts_for_task(cfg.task)
     limit = int(cfg.data.train_max_samples)
     try:

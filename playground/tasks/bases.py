@@ -22,9 +22,10 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import torch
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from playground import PYTHON
 from playground.config import compose
@@ -32,6 +33,7 @@ from playground.run_spec import base_model_config
 from playground.tasks.base_build import BaseReport
 from playground.tasks.prompt_sets import prompts_for_task
 from playground.tasks.sft import SHIPPED, SFTConfig, build_base_model, cache_key
+from playground.tasks.token_data import PromptSet
 from playground.teach.workshop import load_all
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
@@ -58,8 +60,8 @@ def token_configs() -> Iterator[tuple[str, list[str]]]:
 
 
 @functools.cache
-def _prompts(task_yaml: str):
-    return prompts_for_task(OmegaConf.create(task_yaml))
+def _prompts(task_yaml: str) -> PromptSet:
+    return prompts_for_task(cast(DictConfig, OmegaConf.create(task_yaml)))  # the yaml of a `task` section
 
 
 def base_settings(overrides: list[str]):
