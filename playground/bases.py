@@ -1,7 +1,7 @@
 """The SFT bases that ship with the checkout (`bases/`): which configs they serve, and rebuilding them.
 
-    .venv/bin/python -m playground.tasks.bases            # rebuild every shipped base, compare, write (`make bases`)
-    .venv/bin/python -m playground.tasks.bases --check    # which bases the configs need and which are shipped
+    .venv/bin/python -m playground.bases            # rebuild every shipped base, compare, write (`make bases`)
+    .venv/bin/python -m playground.bases --check    # which bases the configs need and which are shipped
 
 Every token task's scenarios and every workshop exercise start from a base keyed by its task, model and SFT settings
 (`sft.cache_key`); the files here are those bases, so a first run loads one instead of training it (countdown's takes
@@ -36,7 +36,7 @@ from playground.tasks.sft import SHIPPED, SFTConfig, build_base_model, cache_key
 from playground.tasks.token_data import PromptSet
 from playground.teach.workshop import load_all
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
+CONF = Path(__file__).resolve().parents[1] / "conf"
 
 
 def token_configs() -> Iterator[tuple[str, list[str]]]:
@@ -111,7 +111,7 @@ def rebuild(key: str, labels: list[str], overrides: list[str], out: Path = SHIPP
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=f"{PYTHON} -m playground.tasks.bases", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=f"{PYTHON} -m playground.bases", description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true",
                         help="list the bases the configs need; exit 1 if one is missing")
     parser.add_argument("keys", nargs="*", help="rebuild only these bases (their keys, as --check lists them)")
