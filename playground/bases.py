@@ -29,6 +29,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from playground import PYTHON
 from playground.config import compose
+from playground.models.tiny_gpt import GPTConfig
 from playground.run_spec import base_model_config
 from playground.tasks.base_build import BaseReport
 from playground.tasks.prompt_sets import prompts_for_task
@@ -64,7 +65,7 @@ def _prompts(task_yaml: str) -> PromptSet:
     return prompts_for_task(cast(DictConfig, OmegaConf.create(task_yaml)))  # the yaml of a `task` section
 
 
-def base_settings(overrides: list[str]):
+def base_settings(overrides: list[str]) -> tuple[PromptSet, GPTConfig, SFTConfig]:
     """The prompt set, model and SFT settings a config's base is built from."""
     cfg = compose(overrides)
     data = _prompts(OmegaConf.to_yaml(cfg.task, resolve=True))  # the scenarios of a task share one prompt set

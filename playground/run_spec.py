@@ -83,7 +83,7 @@ class AgentValues:
         self._cache[(key, none_as)] = vector
         return vector
 
-    def view3(self, key: str, **kw) -> torch.Tensor:
+    def view3(self, key: str, **kw: Any) -> torch.Tensor:
         return self.vector(key, **kw).view(-1, 1, 1)
 
     def clip_range(self) -> tuple[torch.Tensor, torch.Tensor]:
