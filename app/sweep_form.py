@@ -83,8 +83,8 @@ def plan() -> tuple[list[str], dict[str, list[str]], str | None]:
             params[knob.key] = values
         seeds = [knobs.text(knobs.parse(knobs.BY_NAME["seed"], s))
                  for s in st.session_state.get("sweep_seeds", "").split(",") if s.strip()] or ["1"]
-    except ValueError as error:
-        return base, params, str(error)
+    except ValueError as bad:
+        return base, params, str(bad)
     if not params:
         return base, params, widgets.t("sweep_no_knob")
     jobs = math.prod(len(v) for v in params.values()) * len(seeds)

@@ -34,7 +34,7 @@ def lang() -> str:
     return st.session_state.get("lang", "en")
 
 
-def t(key: str, **fields: object) -> str:
+def t(key: str, /, **fields: object) -> str:
     """The UI string `key` (`playground/teach/ui_strings.yaml`) in the current language."""
     return i18n.text(key, lang(), **fields)
 
