@@ -47,7 +47,7 @@ bench: setup
 bases: setup
 	$(PY) -m playground.bases
 
-# ruff, then mypy over playground/ ([tool.mypy] in pyproject.toml; incremental: .mypy_cache/)
+# ruff, then mypy over playground/ and app/ ([tool.mypy] in pyproject.toml; incremental: .mypy_cache/)
 lint: setup
 	$(PY) -m ruff check playground app tests benchmarks hydra_plugins
 	$(PY) -m mypy
