@@ -45,9 +45,9 @@ bench: setup
 # The SFT bases that ship in bases/, rebuilt from scratch and compared with the files (about 20 min of CPU, countdown's
 # most of it); the rebuilt ones are written in their place. `--check` lists which bases the configs need.
 bases: setup
-	$(PY) -m playground.tasks.bases
+	$(PY) -m playground.bases
 
-# ruff, then mypy over playground/ ([tool.mypy] in pyproject.toml; incremental: .mypy_cache/)
+# ruff, then mypy over playground/ and app/ ([tool.mypy] in pyproject.toml; incremental: .mypy_cache/)
 lint: setup
 	$(PY) -m ruff check playground app tests benchmarks hydra_plugins
 	$(PY) -m mypy

@@ -8,6 +8,7 @@ views draw the returned charts as Vega-Lite specs, `st.vega_lite_chart(spec=char
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, Literal, TypeVar
 
 import altair as alt
 import numpy as np
@@ -26,7 +27,10 @@ PALETTE = ["#4c78a8", "#54a24b", "#b279a2", "#72b7b2", "#9d755d", "#79706e", "#e
            "#8cd17d"]
 
 
-def _style(chart: alt.TopLevelMixin) -> alt.TopLevelMixin:
+Drawn = TypeVar("Drawn", alt.Chart, alt.LayerChart)  # what `_style` themes: a chart or layers
+
+
+def _style(chart: Drawn) -> Drawn:
     """The one theme. Set as an attribute: each `configure_*` call would deep-copy the whole chart."""
     chart.config = alt.Config(axis={"labelFontSize": 11, "titleFontSize": 11, "gridOpacity": 0.5},
                               legend={"orient": "bottom", "labelLimit": 260, "titleFontSize": 11, "labelFontSize": 11,
@@ -114,17 +118,18 @@ def metric_chart(long: pd.DataFrame, metric: str, *, bands: pd.DataFrame | None 
     x = _x(pd.concat([long, groups if groups is not None else long.iloc[:0]]), x_title, zero=False)
     y = "smoothed:Q" if smoothed else "value:Q"
     has_groups = groups is not None and not groups.empty
-    series = set(long["series"]) | (set(groups["series"]) if has_groups else set())
+    series = set(long["series"]) | (set(groups["series"]) if groups is not None and has_groups else set())
     order = [s for s in dict.fromkeys(order) if s in series] if order else None  # only what is drawn: the legend
     color = _color(legend=len(series) > 1 or has_groups, order=order)  # a group's legend says how many seeds it holds
     tooltip = ["series:N", alt.Tooltip("step:Q", format="d"), alt.Tooltip("value:Q", format=".4g"),
                alt.Tooltip("smoothed:Q", format=".4g")]
-    layers: list[alt.TopLevelMixin] = []
+    layers: list[alt.Chart | alt.LayerChart | alt.FacetChart] = []
     if bands is not None and not bands.empty:
         drawn_bands = bands[bands["where"] == "in"] if "where" in bands else bands
         if not drawn_bands.empty:
             layers.append(alt.Chart(drawn_bands).mark_rect(color=OK_BAND, opacity=0.13).encode(y="lo:Q", y2="hi:Q"))
-        for where, y_pixel, baseline in (("above", 2, "top"), ("below", height - 2, "bottom")):
+        edges: list[tuple[str, int, Literal["top", "bottom"]]] = [("above", 2, "top"), ("below", height - 2, "bottom")]
+        for where, y_pixel, baseline in edges:
             off_chart = bands[bands["where"] == where] if "where" in bands else bands.iloc[:0]
             if not off_chart.empty:  # the normal range lies far off the data: say where
                 layers.append(alt.Chart(off_chart.iloc[:1]).mark_text(
@@ -288,7 +293,8 @@ def heatmap(cells: pd.DataFrame, *, by: str, x_title: str, y_title: str | None, 
         y_title: None for a one-knob sweep: one row, no y axis.
         seeds: each cell split into its seeds, one stripe each, top to bottom.
     """
-    text_color, line = alt.value("black"), 14
+    text_color: Any = alt.value("black")  # or a condition on the score
+    line = 14
     if by == "score":
         color = alt.Color("score:Q", title=score_title, scale=alt.Scale(scheme="viridis"))
         scores = pd.to_numeric(cells["score"], errors="coerce")

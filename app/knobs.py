@@ -64,8 +64,8 @@ def check(overrides: tuple[str, ...]) -> Checked:
     with _COMPOSE:
         try:
             cfg = compose(list(overrides))
-        except Exception as error:  # noqa: BLE001 - ConfigError or Hydra's (an unknown key, a bad type)
-            return Checked(overrides, _one_line(error))
+        except Exception as failed:  # noqa: BLE001 - ConfigError or Hydra's (an unknown key, a bad type)
+            return Checked(overrides, _one_line(failed))
     keys = {*BY_KEY, *(k.fallback for k in KNOBS if k.fallback)}
     values = {key: OmegaConf.select(cfg, key, default=None) for key in keys}
     family = str(cfg.task.family)

@@ -157,7 +157,8 @@ def draw_findings(run: str, report: dict | None, key: str, active: bool) -> None
         st.caption(widgets.t("no_report"))
         return
     findings = ordered_findings(report)
-    keys, seen = [], set()
+    keys: list[str] = []
+    seen: set[str] = set()
     for f in findings:  # one card per finding, keyed by its id (and its place, should an id come twice)
         name = f"{key}-{f.get('id', '?')}"
         keys.append(name if name not in seen else f"{name}-{len(keys)}")
@@ -218,6 +219,11 @@ def _labels(rows, base: str | None):
     return rows.assign(label=[f"{names[r]} · {Path(r).name[:8]}" for r in rows["run"]])
 
 
+def _stop_adopted(info: dict) -> None:
+    """The Stop button's callback (a callback's return is dropped): SIGTERM a run an earlier explorer started."""
+    launcher.stop_adopted(info)
+
+
 def view_body(view: dict[str, Any]) -> bool:
     """The view's status, diagnosis and panels, read now (the live fragment's body); returns whether it is active."""
     run, base = view["run"], view.get("base")
@@ -229,7 +235,7 @@ def view_body(view: dict[str, Any]) -> bool:
     if job is not None:
         running.stop_button(job, key="lab_stop")
     elif active:  # started by an explorer that has since restarted: its pid is in run.json
-        st.button(widgets.t("stop"), key="lab_stop", on_click=launcher.stop_adopted, args=(data.run_info(run),),
+        st.button(widgets.t("stop"), key="lab_stop", on_click=_stop_adopted, args=(data.run_info(run),),
                   icon=":material/stop_circle:")
     command = job.command if job is not None else data.run_info(run).get("command")
     if command:

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -152,7 +152,7 @@ def train_argv(overrides: Sequence[str], run_dir: Path) -> list[str]:
     return [sys.executable, *TRAIN, *overrides, _dir_override("hydra.run.dir", checked_folder(run_dir))]
 
 
-def sweep_argv(overrides: Sequence[str], params: dict[str, Sequence[str]], sweep_dir: Path) -> list[str]:
+def sweep_argv(overrides: Sequence[str], params: Mapping[str, Sequence[str]], sweep_dir: Path) -> list[str]:
     """`python -m playground.train -m hydra/launcher=batched <overrides> key=a,b ... hydra.sweep.dir=<dir>`."""
     swept = [f"{key}={','.join(values)}" for key, values in params.items()]
     return [sys.executable, *TRAIN, "-m", *SWEEP, *overrides, *swept,
@@ -377,7 +377,7 @@ def _signal_group(pid: int | None, sig: int) -> None:
 def stop_adopted(info: dict) -> bool:
     """SIGTERM a run that an earlier explorer started (its pid in run.json), if that pid is still the trainer."""
     pid = info.get("pid")
-    if not data.pid_alive(pid, info.get("start_time")):
+    if pid is None or not data.pid_alive(pid, info.get("start_time")):
         return False
     import psutil
 

@@ -90,7 +90,7 @@ def metrics_by_group(columns: Sequence[str]) -> dict[str, list[str]]:
 def panel_choice(key: str) -> str:
     """The panels picker: "recommended" (the guide's four) or a metric group's id."""
     names = {"recommended": widgets.t("recommended"), **widgets.group_names(), "other": widgets.t("group_other")}
-    return st.segmented_control(widgets.t("panel_choice"), list(names), format_func=names.get, key=key,
+    return st.segmented_control(widgets.t("panel_choice"), list(names), format_func=widgets.label_of(names), key=key,
                                 default="recommended") or "recommended"
 
 
@@ -112,8 +112,8 @@ def panel_list(choice: str, columns: Sequence[str]) -> list[tuple[str, list[str 
         return panels
     groups = metrics_by_group(columns)
     title = widgets.group_names().get(choice, widgets.t("group_other"))
-    metrics = groups.get(choice, [])
-    return [(title, pass_at_k_chart(metrics) if choice == "val" else metrics)]
+    listed = groups.get(choice, [])
+    return [(title, pass_at_k_chart(listed) if choice == "val" else list(listed))]
 
 
 def pass_at_k_chart(metrics: list[str]) -> list[str | tuple[str, ...]]:
@@ -121,7 +121,7 @@ def pass_at_k_chart(metrics: list[str]) -> list[str | tuple[str, ...]]:
     the largest k (a run validating 16 samples a prompt logs 16 keys; one chart per k would bury the group)."""
     ks = sorted(int(m.split("@")[1]) for m in metrics if PASS_AT_K.match(m))
     if len(ks) < 2:
-        return metrics
+        return list(metrics)
     shown = tuple(f"{VAL_PASS_AT}{k}" for k in ks if k & (k - 1) == 0 or k == ks[-1])
     at = next(i for i, m in enumerate(metrics) if PASS_AT_K.match(m))  # where the first pass@k key was
     rest = [m for m in metrics if not PASS_AT_K.match(m)]
@@ -328,6 +328,7 @@ def draw_findings(report: dict | None, overrides: Sequence[str] | None, *, key: 
         f = item["finding"]
         if item["role"] != "consequence":
             box = st.container(border=True)
+        assert box is not None  # the items are diagnoses, root first: a consequence goes in its root's box
         with box:
             steps = widgets.t("finding_steps", first=f.get("first_step"), last=f.get("last_step"))
             role = {"root": widgets.t("root_cause"), "consequence": widgets.t("consequence_of", cause=item["cause"]),

@@ -68,7 +68,7 @@ def show() -> None:
     """Language, the shown runs, chart settings and the runs folders; shared by every page."""
     _relabel_on_language_change()
     with st.sidebar:
-        st.radio("Language / 语言", list(LANGS), format_func=LANGS.get, key="lang", horizontal=True)
+        st.radio("Language / 语言", list(LANGS), format_func=widgets.label_of(LANGS), key="lang", horizontal=True)
         table, _ = widgets.runs_table()
         options = list(table["run"])
         if "runs" not in st.session_state:
@@ -85,7 +85,8 @@ def show() -> None:
         st.slider(widgets.t("smoothing"), 0.0, 0.99, widgets.DEFAULT_SMOOTHING, 0.01, key="smoothing",
                   help=widgets.t("smoothing_help"))
         x_names = {v: widgets.t(f"x_{v}") for v in ("step", "wall")}
-        st.radio(widgets.t("x_axis"), list(x_names), format_func=x_names.get, key="x_mode", horizontal=True)
+        st.radio(widgets.t("x_axis"), list(x_names), format_func=widgets.label_of(x_names), key="x_mode",
+                 horizontal=True)
         st.toggle(widgets.t("group_seeds"), value=True, key="group_seeds", help=widgets.t("group_seeds_help"))
         with st.expander(widgets.t("roots")):
             for root in widgets.root_texts():

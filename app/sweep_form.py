@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import math
 import sys
+from typing import Any
 
 import streamlit as st
 
@@ -23,7 +24,7 @@ MESSAGE = "sweep_message"
 NOT_SWEPT = ("steps", "seed")  # their own fields
 
 
-def _values_around(knob: knobs.Knob, value: object) -> str:
+def _values_around(knob: knobs.Knob, value: Any) -> str:
     """A first guess at values to sweep: a decade either side of a rate, half and double a count."""
     if knob.kind == "bool":
         return "false, true"
@@ -32,10 +33,10 @@ def _values_around(knob: knobs.Knob, value: object) -> str:
     if knob.kind == "int":
         v = int(value or 1)
         return ", ".join(str(x) for x in dict.fromkeys([max(1, v // 2), v, v * 2]))
-    v = float(value or 0.0)
-    if v == 0:
+    rate = float(value or 0.0)
+    if rate == 0:
         return "0, 0.01, 0.1"
-    return ", ".join(f"{x:g}" for x in (v / 10, v, v * 10))
+    return ", ".join(f"{x:g}" for x in (rate / 10, rate, rate * 10))
 
 
 def _config() -> knobs.Checked:
@@ -83,8 +84,8 @@ def plan() -> tuple[list[str], dict[str, list[str]], str | None]:
             params[knob.key] = values
         seeds = [knobs.text(knobs.parse(knobs.BY_NAME["seed"], s))
                  for s in st.session_state.get("sweep_seeds", "").split(",") if s.strip()] or ["1"]
-    except ValueError as error:
-        return base, params, str(error)
+    except ValueError as bad:
+        return base, params, str(bad)
     if not params:
         return base, params, widgets.t("sweep_no_knob")
     jobs = math.prod(len(v) for v in params.values()) * len(seeds)
@@ -127,8 +128,8 @@ def form() -> None:
     labels = {NONE: widgets.t("sweep_none"), **{n: widgets.t(f"knob_{n}") for n in names}}
     for n, options in ((1, names), (2, [NONE, *names])):
         left, right = st.columns([1, 2])
-        left.selectbox(widgets.t("sweep_knob", n=n), options, format_func=labels.get, key=f"sweep_knob_{n}",
-                       on_change=_on_knob, args=(n,))
+        left.selectbox(widgets.t("sweep_knob", n=n), options, format_func=widgets.label_of(labels),
+                       key=f"sweep_knob_{n}", on_change=_on_knob, args=(n,))
         right.text_input(widgets.t("sweep_values"), key=f"sweep_values_{n}",
                          disabled=st.session_state.get(f"sweep_knob_{n}") == NONE)
     st.text_input(widgets.t("sweep_seeds"), key="sweep_seeds")

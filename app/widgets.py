@@ -6,7 +6,9 @@ app-wide. Metric text (meanings, bands, findings) is not here: it comes from `pl
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any, cast
 
 import pandas as pd
 import streamlit as st
@@ -34,7 +36,7 @@ def lang() -> str:
     return st.session_state.get("lang", "en")
 
 
-def t(key: str, **fields: object) -> str:
+def t(key: str, /, **fields: object) -> str:
     """The UI string `key` (`playground/teach/ui_strings.yaml`) in the current language."""
     return i18n.text(key, lang(), **fields)
 
@@ -76,10 +78,21 @@ def short_labels(table: pd.DataFrame) -> list[str]:
     return [label if counts[label] == 1 else name for label, name in zip(labels, table["name"], strict=True)]
 
 
+def label_of(labels: Mapping[Any, str]) -> Callable[[Any], str]:
+    """A picker's `format_func`: each option's text in `labels` (`dict.get`, as a function of one option)."""
+    return lambda option: str(labels.get(option))
+
+
+def picked(choice: object) -> str:
+    """A pick among options of text, as text: streamlit's stubs type a selectbox's or a radio's value None under mypy
+    (their overload for no options matches every list), and over options without `index=None` it is one of them."""
+    return cast(str, choice)
+
+
 def run_options(table: pd.DataFrame) -> dict[str, str]:
     """Run dir -> its text in a picker (label · task · scenario, the scenario hidden for a mystery run).
 
-    Pickers take `format_func=options.get`: a dict built while the page runs, never a call into session state.
+    Pickers take `format_func=label_of(options)`: a dict built while the page runs, never a call into session state.
     """
     out = {}
     for run, label, task, scenario, mystery in zip(table["run"], table["label"], table["task"], table["scenario"],
@@ -91,7 +104,7 @@ def run_options(table: pd.DataFrame) -> dict[str, str]:
 
 def pick_run(table: pd.DataFrame, rows: pd.DataFrame, key: str) -> tuple[str, pd.Series]:
     """One run of the selected `rows`, picked in a select box: its run dir and its row of the runs table."""
-    run = st.selectbox(t("pick_run"), list(rows["run"]), format_func=run_options(table).get, key=key)
+    run = st.selectbox(t("pick_run"), list(rows["run"]), format_func=label_of(run_options(table)), key=key)
     return run, rows[rows["run"] == run].iloc[0]
 
 
@@ -141,7 +154,7 @@ def show_problems(label: str, problems: list[str], limit: int = 5) -> None:
 
 def badge(finding: dict) -> str:
     """One finding as a Markdown badge (`:orange-badge[lr_too_high]`)."""
-    return f":{SEVERITY_BADGE.get(finding.get('severity'), 'gray')}-badge[{finding.get('id', '?')}]"
+    return f":{SEVERITY_BADGE.get(finding.get('severity', ''), 'gray')}-badge[{finding.get('id', '?')}]"
 
 
 def injected_lines(finding: dict) -> list[str]:
@@ -167,7 +180,7 @@ def is_verdict(finding: dict) -> bool:
 
 def verdict_badge(finding: dict) -> str:
     """A verdict as a Markdown badge: `:green-badge[healthy]`."""
-    return f":{VERDICT_BADGE.get(finding.get('id'), 'gray')}-badge[{finding.get('id', '?')}]"
+    return f":{VERDICT_BADGE.get(finding.get('id', ''), 'gray')}-badge[{finding.get('id', '?')}]"
 
 
 def healthy_of(report: dict | None) -> dict | None:
@@ -228,7 +241,7 @@ def finding_summary(chain: list[dict], hidden: bool = False) -> str:
     if hidden:
         return "❔"
     problems, verdicts, notes = _split(chain)
-    parts: list[str] = [f"{VERDICT_ICON.get(v.get('id'), '⚪')} {v.get('id')}" for v in verdicts]
+    parts: list[str] = [f"{VERDICT_ICON.get(v.get('id', ''), '⚪')} {v.get('id')}" for v in verdicts]
     for item in problems:
         if item["role"] == "consequence" and parts:
             head, _, count = parts[-1].partition(" +")
@@ -252,7 +265,7 @@ def status_text(status: str, base: dict | None = None) -> str:
     return text
 
 
-def integer(value: object) -> str:
+def integer(value: Any) -> str:
     """A step or seed as text: `60`, not `60.0`; "—" when unknown."""
     try:
         return str(int(value))

@@ -18,6 +18,7 @@ import time
 import urllib.request
 import webbrowser
 from pathlib import Path
+from types import FrameType
 
 from playground.config.overrides import value_of
 from playground.interrupts import raise_terminated
@@ -91,7 +92,7 @@ class StopRequests:
         self.asked: list[int] = []
         self.starting = False
 
-    def handler(self, signum, frame) -> None:
+    def handler(self, signum: int, frame: FrameType | None) -> None:
         self.asked.append(signum)
         if not self.starting:
             self.raise_it()

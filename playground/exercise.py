@@ -18,7 +18,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from playground import PYTHON, failures
 from playground.config.overrides import OverrideError, parse_strict
@@ -45,6 +45,9 @@ from playground.teach.workshop import (
     workshop_root,
 )
 
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
 # Keys a fix may not touch: they define the exercise (task, seed, budget, memory cap, base model) or the check itself.
 LOCKED = ("task", "scenario", "sft", "actor_rollout_ref.model", "hydra", "preset", "debug", "sweep", "trainer.seed",
           "trainer.mystery", "trainer.total_training_steps", "trainer.stop_on_finding", "trainer.stop_on_score",
@@ -53,7 +56,7 @@ QUIET = ["trainer.logger=[]"]
 
 
 # ---- training --------------------------------------------------------------------------------------------------
-def composed(overrides: list[str], progress_bar: bool = True):
+def composed(overrides: list[str], progress_bar: bool = True) -> tuple[DictConfig, list[str]]:
     """The config `python -m playground.train <overrides>` would run, checked; returns (config, full overrides).
 
     Raises:

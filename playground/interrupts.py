@@ -7,13 +7,14 @@ Shared by the two command lines that train (`playground.train`, `playground.exer
 from __future__ import annotations
 
 import signal
+from types import FrameType
 
 
 class Terminated(KeyboardInterrupt):
     """A SIGTERM, raised where the run is (a KeyboardInterrupt, so every Ctrl-C path handles it)."""
 
 
-def raise_terminated(signum, frame) -> None:
+def raise_terminated(signum: int, frame: FrameType | None) -> None:
     """The SIGTERM handler: `signal.signal(signal.SIGTERM, raise_terminated)`."""
     raise Terminated(f"terminated by signal {signal.Signals(signum).name}")
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -269,7 +269,7 @@ def group_of(key: str) -> str | None:
     return GROUP_OF.get(family_of(key))
 
 
-def _reduction(key: str):
+def _reduction(key: str) -> Callable[..., Any]:
     return np.max if "max" in key else np.min if "min" in key else np.mean
 
 

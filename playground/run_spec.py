@@ -21,6 +21,7 @@ from playground.algos.rollout_correction.spec import RolloutCorrectionSpec
 from playground.config import ConfigError, logger_names, uses_critic
 from playground.config.knobs import CLIP_RATIO, CLIP_RATIO_HIGH, CLIP_RATIO_LOW
 from playground.config.schema import as_plain_dict
+from playground.diagnose.engine import WatchedRun
 from playground.models.tiny_gpt import GPTConfig
 from playground.rollout.weights import DTYPES, RolloutSpec
 from playground.rundir.sinks import LogSpec
@@ -30,7 +31,7 @@ from playground.step.perf import device_name, peak_flops
 from playground.step.stopping import StopSpec
 from playground.step.token_records import TokenRecordSpec
 from playground.step.trainer import AgentSpec, RunSpec
-from playground.tasks.prompt_sets import check_config, prompts_for_task
+from playground.tasks.prompt_sets import PromptSetKeys, check_config, prompts_for_task
 from playground.tasks.sft import SFTConfig
 from playground.tasks.specs import (
     BaseSpec,
@@ -82,7 +83,7 @@ class AgentValues:
         self._cache[(key, none_as)] = vector
         return vector
 
-    def view3(self, key: str, **kw) -> torch.Tensor:
+    def view3(self, key: str, **kw: Any) -> torch.Tensor:
         return self.vector(key, **kw).view(-1, 1, 1)
 
     def clip_range(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -172,8 +173,11 @@ def _agent(cfg: DictConfig) -> AgentSpec:
             "memory_limit_gb": trainer.memory_limit_gb}
     log = LogSpec(config, info, tuple(logger_names(cfg)), str(trainer.project_name), str(trainer.experiment_name),
                   str(trainer.get("wandb_mode", "offline")), bool(trainer.progress_bar))
+    clip = cfg.actor_rollout_ref.actor.grad_clip
+    watched = WatchedRun(str(cfg.task.family), float(cfg.task.score_target), None if clip is None else float(clip),
+                         int(cfg.data.max_response_length))
     stop = StopSpec(trainer.get("stop_on_score"), bool(trainer.get("stop_on_score_validated")),  # as written (30)
-                    trainer.stop_on_finding, str(cfg.task.family), float(cfg.task.score_target), config)
+                    trainer.stop_on_finding, watched)
     limit = trainer.memory_limit_gb
     return AgentSpec(log, stop, None if limit is None else float(limit))
 
@@ -221,7 +225,7 @@ def base_model_config(cfg: DictConfig, data: PromptSet) -> GPTConfig:
 def resolve_base(cfg: DictConfig) -> BaseSpec:
     """What a token config's SFT base is built from, and its RL prompts: checked here, before any base is built
     (`data.train_max_samples` past the training prompts, settings the prompt set does not support)."""
-    check_config(cfg)
+    check_config(PromptSetKeys.from_config(cfg))
     data = prompts_for_task(cfg.task)
     limit = int(cfg.data.train_max_samples)
     try:

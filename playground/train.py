@@ -74,7 +74,7 @@ class Fitted:
 
 
 def fit(cfgs: Sequence[DictConfig], run_dirs: Sequence[str | Path], overrides: Sequence[Sequence[str]],
-        num_threads: int | None = None, task=None) -> Fitted:
+        num_threads: int | None = None, task: Task | None = None) -> Fitted:
     """The one in-process training entry: check K configs, train them as K agents of one `Trainer` (K = 1 for an
     ordinary run), and write each run dir's `findings.json`; returns the trainer and each agent's outcome.
 
@@ -95,7 +95,7 @@ def fit(cfgs: Sequence[DictConfig], run_dirs: Sequence[str | Path], overrides: S
 
 
 def build_trainer(cfgs: Sequence[DictConfig], run_dirs: Sequence[str | Path], device: torch.device,
-                  extra_infos: Sequence[dict] | None = None, task=None) -> Trainer:
+                  extra_infos: Sequence[dict] | None = None, task: Task | None = None) -> Trainer:
     """The trainer of K checked configs (`prepare`): the configs resolved once into a `RunSpec`, and a token task's
     SFT base made ready first (a base that must build says so before the trainer starts); nothing below reads a
     config. `task`: a task built by the caller instead of the spec's."""

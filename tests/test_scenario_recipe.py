@@ -152,7 +152,7 @@ def scenario_tests(scenario: str) -> list[str]:
 
 
 def shipped_bases(scenario: str) -> list[str]:
-    from playground.tasks.bases import base_settings
+    from playground.bases import base_settings
     from playground.tasks.sft import SHIPPED, cache_key
 
     missing = []
@@ -160,7 +160,7 @@ def shipped_bases(scenario: str) -> list[str]:
         family = yaml.safe_load((CONF / "task" / f"{task}.yaml").read_text(encoding="utf-8"))["task"]["family"]
         key = cache_key(*base_settings([f"task={task}", f"scenario={scenario}"])) if family == "token" else None
         if key is not None and not (SHIPPED / f"{key}.pt").is_file():
-            missing.append(f"the SFT base of {task} (.venv/bin/python -m playground.tasks.bases)")
+            missing.append(f"the SFT base of {task} (.venv/bin/python -m playground.bases)")
     return missing
 
 

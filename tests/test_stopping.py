@@ -7,6 +7,8 @@ import pytest
 import torch
 
 from playground.config import compose
+from playground.config.schema import as_plain_dict
+from playground.diagnose.engine import facts
 from playground.run_spec import resolve_run
 from playground.step.stopping import StopRules
 
@@ -42,6 +44,18 @@ def test_a_score_stop_names_its_metric_and_waits_for_the_validation_when_asked()
     assert validated.check(0, 1, {"critic/score/mean": 31.0, "val/score": 20.0}, over_memory=False) is None
     assert validated.check(0, 2, {"critic/score/mean": 31.0, "val/score": 30.0}, over_memory=False).reason == \
         "stop_on_score: critic/score/mean and val/score reached 30"
+
+
+@pytest.mark.parametrize("overrides", [["task=cartpole", "actor_rollout_ref.actor.grad_clip=0.5"],
+                                       ["task=reverse", "actor_rollout_ref.actor.grad_clip=null"]])
+def test_the_finding_watcher_knows_what_the_diagnosis_reads_from_the_config(overrides):
+    cfg = compose([*overrides, "trainer.logger=[]", "trainer.stop_on_finding=lr_too_high"])
+    [agent] = resolve_run([cfg], torch.device("cpu")).agents
+    task_facts = {"action_space": "discrete", "max_entropy": 0.69}
+    [watcher] = StopRules([agent.stop], [5], 2, "critic/score/mean", None, facts=task_facts).watchers
+    family = str(cfg.task.family)
+    assert watcher.log.facts == facts(task_facts, as_plain_dict(cfg, resolve=True), family)  # a run dir's diagnosis
+    assert (watcher.family, watcher.log.facts["score_target"]) == (family, float(cfg.task.score_target))
 
 
 def test_the_step_settings_are_resolved_once_and_frozen():

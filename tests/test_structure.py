@@ -108,18 +108,13 @@ LAYERS: list[set[str]] = [
     {"tasks"},  # what the step trains on: environments or prompts, models, rewards
     {"step"},  # one PPO step for K agents: the trainer, its workers and their parts
     {"run_spec", "interrupts"},  # the config resolved for the trainer; Ctrl-C and SIGTERM for the entries
-    {"train"},  # the Hydra entry and `fit`
+    {"train", "bases", "base_figures"},  # the Hydra entry and `fit`; the SFT bases' commands (rebuild, measure)
     {"batched", "demo", "exercise", "sweep"},  # entries that train through `train`; what a sweep prints as it does
 ]
-# Commands (`python -m ...`) that live beside what they serve: entries, so they sit on the top layer.
-COMMANDS = {"playground.tasks.bases": "exercise", "playground.tasks.base_figures": "exercise"}
 
 
 def unit(module: str) -> str:
-    """The layer unit of a `playground` module: its folder, or the top-level module itself (a command: the unit of
-    the layer it sits on)."""
-    if module in COMMANDS:
-        return COMMANDS[module]
+    """The layer unit of a `playground` module: its folder, or the top-level module itself."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else "playground"
 

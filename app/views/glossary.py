@@ -55,7 +55,7 @@ def render() -> None:
             st.markdown(widgets.pick(note))
     c1, c2 = st.columns([1, 2])
     groups = {**widgets.group_names(), "all": widgets.t("g_all")}
-    group = c1.selectbox(widgets.t("g_group"), list(groups), key="g_group", format_func=groups.get)
+    group = c1.selectbox(widgets.t("g_group"), list(groups), key="g_group", format_func=widgets.label_of(groups))
     query = c2.text_input(widgets.t("g_search"), key="g_search").strip().lower()
     shown = 0
     for key, entry in entries.items():

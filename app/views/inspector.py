@@ -70,7 +70,8 @@ def render() -> None:
         st.info(widgets.t("inspector_no_runs"))
         return
     asked_step = _asked(runs)
-    run = st.selectbox(widgets.t("pick_run"), runs, format_func=widgets.run_options(table).get, key="inspector_run")
+    run = st.selectbox(widgets.t("pick_run"), runs, format_func=widgets.label_of(widgets.run_options(table)),
+                       key="inspector_run")
     records, problems = data.token_records(run)
     widgets.show_problems(run, problems)
     if not records:
@@ -84,8 +85,8 @@ def render() -> None:
         st.session_state["inspector_step"] = steps[-1]
     c1, c2, c3 = st.columns([3, 2, 2])
     step = c1.select_slider(widgets.t("inspector_step"), steps, key="inspector_step")
-    quantity = c2.selectbox(widgets.t("inspector_quantity"), tokens.QUANTITIES, key="inspector_quantity",
-                            format_func=lambda q: widgets.t(f"inspector_q_{q}"))
+    quantity = widgets.picked(c2.selectbox(widgets.t("inspector_quantity"), tokens.QUANTITIES, key="inspector_quantity",
+                                           format_func=lambda q: widgets.t(f"inspector_q_{q}")))
     alike = c3.toggle(widgets.t("inspector_alike"), key="inspector_alike")
     at_step = tokens.responses([r for r in records if int(r["step"]) == step])
     frame = data.metrics_frame(run)

@@ -8,6 +8,7 @@ queues `python -m playground.train` (`launcher.py`); the run's panels and diagno
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import streamlit as st
 
@@ -24,7 +25,7 @@ def _default_scenario(task: str) -> str:
     return knobs.scenario_of(task).scenario or "healthy"
 
 
-def _typed(knob: knobs.Knob, value: object) -> object:
+def _typed(knob: knobs.Knob, value: Any) -> object:
     if value is None or knob.kind in ("bool", "choice"):
         return value
     return int(value) if knob.kind == "int" else float(value)

@@ -256,7 +256,7 @@ def _question(chapter: Chapter) -> None:
     committed = st.session_state.get(PREDICTIONS, {}).get(chapter.section)
     if committed is None:
         key = f"learn_option_{chapter.number}"
-        st.radio(widgets.t("learn_prediction"), list(labels), format_func=labels.get, index=None, key=key)
+        st.radio(widgets.t("learn_prediction"), list(labels), format_func=widgets.label_of(labels), index=None, key=key)
         st.button(widgets.t("learn_commit"), key=f"learn_commit_{chapter.number}", on_click=_commit, args=(chapter,),
                   type="primary", disabled=st.session_state.get(key) is None)
         return
@@ -288,7 +288,7 @@ def render() -> None:
     _keep_choices_across_languages()
     by_section = {chapter.section: chapter for chapter in chapters()}
     order = list(by_section)
-    section = st.radio(widgets.t("learn_chapter"), order, horizontal=True, key=CHAPTER)
+    section = widgets.picked(st.radio(widgets.t("learn_chapter"), order, horizontal=True, key=CHAPTER))
     chapter = by_section[section]
     st.header(f"{chapter.section} · {widgets.pick(chapter.title)}")
     st.markdown(widgets.pick(chapter.paragraph))

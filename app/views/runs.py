@@ -49,12 +49,12 @@ def _filtered(table: pd.DataFrame) -> pd.DataFrame:
 def _sorted(table: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     c1, c2, c3 = st.columns([1, 2, 1])
     names = {k: widgets.t(f"sort_{k}") for k in SORT_KEYS}
-    by = c1.selectbox(widgets.t("sort_by"), SORT_KEYS, format_func=names.get, key="sort_by")
+    by = c1.selectbox(widgets.t("sort_by"), SORT_KEYS, format_func=widgets.label_of(names), key="sort_by")
     descending = c3.toggle(widgets.t("descending"), value=True, key="sort_desc")
     metric = None
     if by == "metric":
-        metric = c2.selectbox(widgets.t("sort_metric"), list(ALL_METRICS), key="sort_metric",
-                              index=list(ALL_METRICS).index(SCORE_MEAN))
+        metric = widgets.picked(c2.selectbox(widgets.t("sort_metric"), list(ALL_METRICS), key="sort_metric",
+                                             index=list(ALL_METRICS).index(SCORE_MEAN)))
         _, weight, _ = widgets.settings()
         window = series.ema_window(weight)
         table = table.assign(metric=[data.smoothed_last(r, metric, weight, window) for r in table["run"]])

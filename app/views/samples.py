@@ -30,6 +30,11 @@ TOKEN_METRICS = [SCORE_MEAN, VAL_ACCURACY, RESPONSE_LENGTH_MEAN, ENTROPY_LOSS,
                  RESPONSE_CLIP_RATIO, PG_LOSS]
 
 
+def _nearest(steps: list[int], step: float) -> int:
+    """The sampled step nearest to `step`."""
+    return min(steps, key=lambda s: abs(s - step))
+
+
 def _token(run: str, label: str, frame: pd.DataFrame) -> None:
     samples, problems = data.samples_frame(run)
     widgets.show_problems(label, problems)
@@ -39,7 +44,7 @@ def _token(run: str, label: str, frame: pd.DataFrame) -> None:
     steps = sorted(int(s) for s in pd.to_numeric(samples["step"], errors="coerce").dropna().unique())
     metrics = [m for m in TOKEN_METRICS if m in frame] or [c for c in frame.columns if c != STEP][:1]
     c1, c2 = st.columns([1, 2])
-    metric = c1.selectbox(widgets.t("samples_metric"), metrics, key="samples_metric")
+    metric = widgets.picked(c1.selectbox(widgets.t("samples_metric"), metrics, key="samples_metric"))
     step = c2.select_slider(widgets.t("samples_step"), steps, value=steps[-1], key="samples_step")
     _, weight, _ = widgets.settings()
     long = series.metric_long({label: frame}, metric, weight=weight).rename(columns={"run": "series"})
@@ -47,7 +52,7 @@ def _token(run: str, label: str, frame: pd.DataFrame) -> None:
     if not jumps.empty:
         c1.caption(widgets.t("samples_jumps", jumps=", ".join(f"{widgets.integer(s)} ({c:+.3g})" for s, c in zip(
             jumps["step"], jumps["change"], strict=True)), steps=", ".join(str(s) for s in dict.fromkeys(
-            min(steps, key=lambda s, j=j: abs(s - j)) for j in jumps["step"]))))
+            _nearest(steps, j) for j in jumps["step"]))))
     else:  # a flat line (a token task's score of 0 on every step): say so, rather than list no steps
         finite = pd.to_numeric(long["value"], errors="coerce").astype(float)
         finite = finite[np.isfinite(finite)]

@@ -49,7 +49,7 @@ def seed_view(sweep_frame: pd.DataFrame, x: str | None, y: str | None, seed: str
     pairs = sorted(set(zip(cells["x"], cells["y"], strict=True)),  # as the map reads: top row first
                    key=lambda p: (orders[1].index(p[1]), orders[0].index(p[0])))
     names = {f"{xv}\t{yv}": " · ".join(f"{k}={v}" for k, v in ((x, xv), (y, yv)) if k) for xv, yv in pairs}
-    cell = st.selectbox(widgets.t("sweep_cell"), list(names), format_func=names.get, key="sweep_cell")
+    cell = st.selectbox(widgets.t("sweep_cell"), list(names), format_func=widgets.label_of(names), key="sweep_cell")
     xv, yv = str(cell).split("\t", 1)
     rows = sweep_frame[((cells["x"] == xv) & (cells["y"] == yv)).to_numpy()]
     st.button(widgets.t("show_cell", n=len(rows)), on_click=widgets.set_runs, args=(list(rows["run"]),),
@@ -83,12 +83,13 @@ def sweep_body(sweep: str) -> bool:
     y = c2.selectbox(widgets.t("heat_y"), y_options, key="heat_y", disabled=y_options == [NONE])
     x_key, y_key = (None if v == NONE else v for v in (x, y))
     by_names = {v: widgets.t(f"by_{v}") for v in ("score", "root")}
-    by = c3.radio(widgets.t("color_by"), list(by_names), format_func=by_names.get, key="color_by", horizontal=True)
+    by = widgets.picked(c3.radio(widgets.t("color_by"), list(by_names), format_func=widgets.label_of(by_names),
+                                 key="color_by", horizontal=True))
     orders = (sweep_map.sort_values(sweep_frame[x_key]) if x_key else ["—"],
               sweep_map.sort_values(sweep_frame[y_key])[::-1] if y_key else ["—"])
     st.subheader(widgets.t("stability_map"))
     mode_names = {m: widgets.t(f"cells_{m}") for m in CELL_MODES}
-    mode = st.radio(widgets.t("cells"), list(mode_names), format_func=mode_names.get, key="sweep_cells",
+    mode = st.radio(widgets.t("cells"), list(mode_names), format_func=widgets.label_of(mode_names), key="sweep_cells",
                     horizontal=True)
     if mode == "seeds":
         st.caption(widgets.t("seeds_caption", seed=seed or NONE))
@@ -144,7 +145,7 @@ def render() -> None:
             st.info(widgets.t("no_sweeps"))
         return
     names = {s: str(table.loc[table["sweep"] == s, "name"].iloc[0]).rsplit("/", 1)[0] for s in sweeps}
-    sweep = st.selectbox(widgets.t("pick_sweep"), sweeps[::-1], format_func=names.get, key="sweep")
+    sweep = st.selectbox(widgets.t("pick_sweep"), sweeps[::-1], format_func=widgets.label_of(names), key="sweep")
     live = bool((table.loc[table["sweep"] == sweep, "status"] == "running").any())
     job = launcher.shared().job_for(sweep, ("sweep",))
     running.live_section(sweep_body, live or (job is not None and job.active), "sweep", sweep)

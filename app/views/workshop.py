@@ -31,7 +31,8 @@ VERDICTS = "workshop_verdicts"  # exercise id -> {"rc", "text"} of a check that 
 def on_page(markdown: str) -> str:
     """The worksheet as this page shows it: its headings two levels down, under the page's own title, and without
     the section that gets the run (`exercise start`, then "go to Workshop"): the page's own Start does that."""
-    sections, current = [], []
+    sections: list[list[str]] = []
+    current: list[str] = []
     for line in markdown.splitlines():
         if line.startswith("## ") and current:
             sections.append(current)
@@ -150,7 +151,7 @@ def _answer(ex: dict, row: pd.Series | None, busy: bool) -> None:
     if read_progress(find(ex["id"])).get("solved"):
         st.success(widgets.t("workshop_fixed"))
     titles = {fid: f"{fid} · {TITLES[fid][widgets.lang()]}" for fid in FAILURE_IDS}
-    st.selectbox(widgets.t("workshop_diagnosis"), FAILURE_IDS, index=None, format_func=titles.get,
+    st.selectbox(widgets.t("workshop_diagnosis"), FAILURE_IDS, index=None, format_func=widgets.label_of(titles),
                  key="workshop_diagnosis", placeholder=widgets.t("workshop_diagnosis_hint"))
     st.text_input(widgets.t("workshop_fix"), key="workshop_fix", placeholder="actor_rollout_ref.actor.optim.lr=…",
                   help=widgets.t("workshop_fix_help"))
@@ -236,7 +237,8 @@ def render() -> None:
         st.info(widgets.t("no_exercises"))
         return
     names = {n: f"{n:02d} · {widgets.pick(ex['title'])}" for n, ex in exercises.items()}
-    number = st.selectbox(widgets.t("workshop_pick"), list(names), format_func=names.get, key="workshop_exercise")
+    number = st.selectbox(widgets.t("workshop_pick"), list(names), format_func=widgets.label_of(names),
+                          key="workshop_exercise")
     ex = exercises[number]
     left, right = st.columns([2, 3])
     with left:

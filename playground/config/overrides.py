@@ -13,9 +13,12 @@ import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from playground import PYTHON
+
+if TYPE_CHECKING:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
 
 PREFIXES = ("++", "+", "~")  # force-add, add, delete (longest first)
 DELETED = "(deleted)"  # the value `key_values` gives a `~key`
@@ -48,7 +51,7 @@ class Override:
 
 
 @lru_cache(maxsize=1)
-def _parser():
+def _parser() -> OverridesParser:
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     return OverridesParser.create()

@@ -76,7 +76,7 @@ def _failed(reports: Sequence, fail_on: str | None) -> bool:
     return any(SEVERITY_ORDER.index(f.severity) >= floor for report in reports for f in report.findings)
 
 
-def _follow(args, parser, form: str) -> int:
+def _follow(args: argparse.Namespace, parser: argparse.ArgumentParser, form: str) -> int:
     if args.path is None or args.text is not None or args.replay:
         parser.error("--follow takes a PATH, without --text or --replay")
     if not args.interval > 0 or (args.idle_exit is not None and not args.idle_exit >= 0):

@@ -61,15 +61,15 @@ def check_rank(finding_id: str) -> int:
     return next((i for i, check in enumerate(checklist()) if finding_id in check["ids"]), len(checklist()))
 
 
-def explains(cause, effect) -> bool:
+def explains(cause: Finding, effect: Finding) -> bool:
     """A link leads from the cause's id to the effect's, and the effect is still there when the cause appears: at the
     start of the window that showed the cause (its signature takes a window to show, and was under way from there;
     a consequence may show a few steps before it)."""
-    since = cause.first_step if getattr(cause, "since_step", None) is None else cause.since_step
+    since = cause.first_step if cause.since_step is None else cause.since_step
     return effect.id in effects().get(cause.id, ()) and effect.last_step >= since
 
 
-def _order(finding) -> tuple:
+def _order(finding: Finding) -> tuple[int, int, str]:
     return finding.first_step, check_rank(finding.id), finding.id
 
 

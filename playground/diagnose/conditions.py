@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from playground.diagnose.log import Log
@@ -28,7 +28,7 @@ _OPS: dict[str, tuple[str, Callable[[float, float], bool]]] = {
 
 
 # ---- conditions ------------------------------------------------------------------------------------------
-def _all(values) -> bool | None:
+def _all(values: Iterable[bool | None]) -> bool | None:
     """Three-valued AND: False wins, then unknown (None), then True."""
     seen_unknown = False
     for v in values:
@@ -42,7 +42,7 @@ def _negate(value: bool | None) -> bool | None:
     return None if value is None else not value
 
 
-def _any(values) -> bool | None:
+def _any(values: Iterable[bool | None]) -> bool | None:
     """Three-valued OR, by De Morgan: True wins, then unknown, then False."""
     return _negate(_all(_negate(v) for v in values))
 
@@ -102,7 +102,7 @@ class Combine(Node):
     def __init__(self, kind: str, children: list[Node]):
         self.kind, self.children = kind, children
 
-    def _join(self, values) -> bool | None:
+    def _join(self, values: Iterable[bool | None]) -> bool | None:
         if self.kind == "not":
             return _negate(next(iter(values)))
         return _all(values) if self.kind == "all" else _any(values)

@@ -345,6 +345,17 @@ def step_status(records: list[dict[str, float]], *, family: str | None = None,
     return out
 
 
+@dataclass(frozen=True)
+class WatchedRun:
+    """What a finding watcher knows of its run's config (`run_spec` resolves it): the facts the rules read from a
+    config (`facts`); the task's own (`Task.describe`) come beside it."""
+
+    family: str  # task.family
+    score_target: float  # task.score_target
+    grad_clip: float | None  # actor_rollout_ref.actor.grad_clip (None: not clipped)
+    max_response_length: int | None  # data.max_response_length (None: no cap to check responses against)
+
+
 class FindingWatcher:
     """Tells the trainer when one finding appears (`trainer.stop_on_finding=<id>`).
 
@@ -354,13 +365,14 @@ class FindingWatcher:
 
     HEALTHY_EVERY = 10
 
-    def __init__(self, finding_id: str, config: Any, info: dict | None = None):
+    def __init__(self, finding_id: str, run: WatchedRun, task_facts: Mapping[str, Any] | None = None):
         if finding_id not in failures.FAILURE_IDS:
             raise ValueError(f"unknown finding id {finding_id!r}: one of {failures.FAILURE_IDS}")
         self.finding_id = finding_id
-        self.config = plain_config(config)
-        self.family = resolve_family(None, info, self.config)
-        self.log = Log(facts(info, self.config, self.family))
+        info = {**(task_facts or {}), "family": run.family, "score_target": run.score_target,
+                "grad_clip_actor": run.grad_clip, "max_response_length": run.max_response_length}
+        self.family = resolve_family(None, info, None)
+        self.log = Log(facts(info, None, self.family))
         self.rules = [r for r in rules(self.family) if r.id == finding_id and r.kind != "run"]
         self.found = False
 
@@ -371,7 +383,8 @@ class FindingWatcher:
         self.log.append(canonicalize(record))
         if self.finding_id == "healthy":
             if self.log.n % self.HEALTHY_EVERY == 0:
-                self.found = "healthy" in diagnose_log(self.log, self.family, self.config).ids()
+                # only the ids are read: no config, so the fixes (never shown) name no current values
+                self.found = "healthy" in diagnose_log(self.log, self.family).ids()
         else:
             self.found = any(evaluate(rule, self.log, last_only=True)[0] for rule in self.rules)
         return self.found

@@ -64,7 +64,7 @@ class _Records:
     by_step: dict[int, dict[str, float]] = field(default_factory=dict)
     lines: int = 0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.parser = ConsoleParser(self.path.name)
 
     def reset(self) -> None:

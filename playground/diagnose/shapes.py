@@ -66,7 +66,7 @@ class Spikes(_Shape):
     def __init__(self, series: Series, ratio: float, text: str, count: int):
         self.series, self.ratio, self.text, self.count = series, ratio, text, count
 
-    def measure(self, log, idx):
+    def measure(self, log: Log, idx: Sequence[int]) -> tuple[bool | None, str, int | None]:
         points = _points(self.series, log, idx)
         values = [v for _, v in points]
         found = []  # (ratio, record index)
@@ -107,7 +107,7 @@ class Plateau(_Shape):
         first, last = statistics.mean(evaluations[:k]), statistics.mean(evaluations[-k:])
         return (last - first) / max(abs(first), 0.05)
 
-    def measure(self, log, idx):
+    def measure(self, log: Log, idx: Sequence[int]) -> tuple[bool | None, str, int | None]:
         points = _points(self.series, log, idx)
         if len(points) < self.MIN_VALUES:
             return None, "", None
@@ -147,7 +147,7 @@ class FallsFromPeak(_Shape):
         self.series, self.by, self.text, self.rising, self.of = series, by, text, rising, of
         self.missing = missing
 
-    def measure(self, log, idx):
+    def measure(self, log: Log, idx: Sequence[int]) -> tuple[bool | None, str, int | None]:
         points = _points(self.series, log, idx)
         evaluations = _evaluations(points)
         if len(evaluations) < 3:
@@ -182,7 +182,7 @@ class Logged(_Shape):
     def __init__(self, series: Series, count: float, text: str):
         self.series, self.count, self.text = series, count, text
 
-    def measure(self, log, idx):
+    def measure(self, log: Log, idx: Sequence[int]) -> tuple[bool | None, str, int | None]:
         points = _points(self.series, log, idx)
         evaluations = len(_evaluations(points))
         text = f"{self.series.label_for(log)} evaluated {evaluations} times (needs {self.text})"

@@ -5,10 +5,13 @@ TensorBoard, wandb blocks and CSVs), or a path that is either, or a multirun dir
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from playground.diagnose.engine import Report, diagnose, findings_document, plain_config
 from playground.metric_names import KL_LOSS, PG_LOSS
+
+if TYPE_CHECKING:
+    from playground.rundir.runs import LogRead
 
 
 def _read_config(run_dir: Path) -> dict | None:
@@ -48,7 +51,7 @@ def diagnose_run_dir(run_dir: str | Path, *, family: str | None = None, config: 
     return diagnosis
 
 
-def diagnose_read(read, *, family: str | None = None, loss_updates: float | None = None,
+def diagnose_read(read: LogRead, *, family: str | None = None, loss_updates: float | None = None,
                   max_response_length: int | None = None) -> Report:
     """Diagnose a `LogRead` from any reader; a console log that reports an out-of-memory error counts as `oom`, one
     that ends in any other exception as `failed`.

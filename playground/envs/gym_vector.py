@@ -25,7 +25,8 @@ class GymnasiumEnv:
         env_id: any registered gymnasium id. num_envs: N per agent. seeds: one per agent.
     """
 
-    def __init__(self, env_id: str, num_agents: int, num_envs: int, seeds: Sequence[int], device="cpu"):
+    def __init__(self, env_id: str, num_agents: int, num_envs: int, seeds: Sequence[int],
+                 device: str | torch.device = "cpu"):
         self.env_id = env_id
         self.device = torch.device(device)
         spec = gym.spec(env_id)
@@ -51,7 +52,7 @@ class GymnasiumEnv:
         self.max_episode_steps = spec.max_episode_steps
         self._autoreset = np.zeros((num_agents, num_envs), dtype=bool)
 
-    def _tensor(self, arrays: list[np.ndarray], dtype=torch.float32) -> Tensor:
+    def _tensor(self, arrays: list[np.ndarray], dtype: torch.dtype = torch.float32) -> Tensor:
         return torch.as_tensor(np.stack(arrays), dtype=dtype, device=self.device)
 
     def reset(self) -> Tensor:

@@ -6,6 +6,8 @@ probabilities 1e-3). Registered as `playground/Probe1-v0` ... `playground/Probe5
 
 from __future__ import annotations
 
+from typing import Any
+
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
@@ -17,7 +19,7 @@ class _Probe(gym.Env):
     num_actions = 1
     observation_space = spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.action_space = spaces.Discrete(self.num_actions)
         self._obs = 0.0
         self._t = 0
@@ -25,7 +27,8 @@ class _Probe(gym.Env):
     def _observe(self) -> np.ndarray:
         return np.array([self._obs], dtype=np.float32)
 
-    def reset(self, *, seed=None, options=None):
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
+              ) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
         self._t = 0
         self._obs = self._first_obs()
@@ -38,7 +41,7 @@ class _Probe(gym.Env):
 class Probe1(_Probe):
     """One action, zero observation, one step, reward +1: the value must be 1 (value loss and optimiser)."""
 
-    def step(self, action):
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         return self._observe(), 1.0, True, False, {}
 
 
@@ -48,14 +51,14 @@ class Probe2(_Probe):
     def _first_obs(self) -> float:
         return float(self.np_random.choice([-1.0, 1.0]))
 
-    def step(self, action):
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         return self._observe(), self._obs, True, False, {}
 
 
 class Probe3(_Probe):
     """One action, observation 0 then 1, two steps, +1 at the end: V(0) = γ, V(1) = 1 (discounting)."""
 
-    def step(self, action):
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         self._t += 1
         if self._t == 1:
             self._obs = 1.0
@@ -68,7 +71,7 @@ class Probe4(_Probe):
 
     num_actions = 2
 
-    def step(self, action):
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         return self._observe(), 1.0 if int(action) == 1 else -1.0, True, False, {}
 
 
@@ -84,7 +87,7 @@ class Probe5(_Probe):
     def _first_obs(self) -> float:
         return float(self.np_random.choice([-1.0, 1.0]))
 
-    def step(self, action):
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         correct = 1 if self._obs > 0 else 0
         return self._observe(), 1.0 if int(action) == correct else -1.0, True, False, {}
 

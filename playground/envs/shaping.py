@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -21,13 +22,15 @@ import torch
 from torch import Tensor
 
 from playground.envs import EnvStep
+from playground.envs.gym_vector import GymnasiumEnv
+from playground.envs.torch_classic import TorchClassicEnv
 
 
 class ScaledObs:
     """An env whose observations (and final observations) are `(obs − centre) / half_range` of the observation
     space's finite bounds; a dimension with an infinite bound passes unchanged. Everything else is the env's own."""
 
-    def __init__(self, env, env_id: str, device: torch.device | str = "cpu"):
+    def __init__(self, env: TorchClassicEnv | GymnasiumEnv, env_id: str, device: torch.device | str = "cpu"):
         space = gym.make(env_id).observation_space
         assert isinstance(space, gym.spaces.Box), f"{env_id}: bounds to scale by are a Box's, not a {space}'s"
         low, high = np.asarray(space.low, np.float64).ravel(), np.asarray(space.high, np.float64).ravel()
@@ -38,7 +41,7 @@ class ScaledObs:
         self.centre = torch.tensor(centre, dtype=torch.float32, device=device)
         self.half = torch.tensor(half, dtype=torch.float32, device=device)
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self.env, name)
 
     def scale(self, obs: Tensor) -> Tensor:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -177,7 +178,7 @@ class CartPole(TorchClassicEnv):
     theta_threshold_radians = 12 * 2 * math.pi / 360
     x_threshold = 2.4
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # temp = (force + pml * theta_dot^2 sin) / total_mass: the force table is pre-divided by total_mass
         self._force_tm = self._const([-self.force_mag / self.total_mass, self.force_mag / self.total_mass])
@@ -187,7 +188,7 @@ class CartPole(TorchClassicEnv):
         self._thresholds = self._const([self.x_threshold, math.inf, self.theta_threshold_radians, math.inf])
         self._unit_reward = torch.ones(self.num_agents, self.num_envs, device=self.device)  # shared, never written
 
-    def _transition(self, state, action):
+    def _transition(self, state: Tensor, action: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         _, x_dot, theta, theta_dot = state.unbind(-1)
         costheta, sintheta = theta.cos(), theta.sin()
         temp = torch.addcmul(self._force_tm.take(action), theta_dot * theta_dot, sintheta,
@@ -222,7 +223,7 @@ class Acrobot(TorchClassicEnv):
     MAX_VEL_2 = 9 * math.pi
     g = 9.8
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         c = lambda v: self._const(v, torch.float64)  # noqa: E731
         self._avail_torque = c([-1.0, 0.0, 1.0])  # AVAIL_TORQUE
@@ -263,7 +264,7 @@ class Acrobot(TorchClassicEnv):
         ddtheta1 = torch.addcmul(phi1, d2, ddtheta2) / neg_d1
         return torch.stack((dtheta1, dtheta2, ddtheta1, ddtheta2), -1)
 
-    def _transition(self, state, action):
+    def _transition(self, state: Tensor, action: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         state, torque = state.double(), self._avail_torque.take(action)
         # rk4(self._dsdt, s, [0, dt]): a single classic Runge-Kutta step
         k1 = self._dsdt(state, torque)
@@ -279,7 +280,7 @@ class Acrobot(TorchClassicEnv):
         terminated = next_state[..., :2].cumsum(-1).cos().sum(-1) < -1.0
         return next_state.to(self.dtype), terminated.to(torch.float32) - 1.0, terminated
 
-    def _get_obs(self, state):
+    def _get_obs(self, state: Tensor) -> Tensor:
         s = state.index_select(-1, self._obs_columns)  # s0, s0, s1, s1, s2, s3
         return torch.where(self._obs_cos, s.cos(), torch.where(self._obs_sin, s.sin(), s)).to(torch.float32)
 
@@ -298,11 +299,11 @@ class MountainCar(TorchClassicEnv):
     force = 0.001
     gravity = 0.0025
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._force = self._const([-self.force, 0.0, self.force])  # (action - 1) * force
 
-    def _transition(self, state, action):
+    def _transition(self, state: Tensor, action: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         position, velocity = state.unbind(-1)
         velocity = torch.add(velocity + self._force.take(action), (3 * position).cos(), alpha=-self.gravity)
         velocity = velocity.clamp(-self.max_speed, self.max_speed)
@@ -325,12 +326,12 @@ class Pendulum(TorchClassicEnv):
     m = 1.0
     l = 1.0  # noqa: E741 (gymnasium's name)
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.action_low = torch.full((1,), -self.max_torque, dtype=torch.float32, device=self.device)
         self.action_high = torch.full((1,), self.max_torque, dtype=torch.float32, device=self.device)
 
-    def _transition(self, state, action):
+    def _transition(self, state: Tensor, action: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         th, thdot = state.unbind(-1)
         u = action[..., 0].to(self.dtype).clamp(-self.max_torque, self.max_torque)
         th_norm = torch.remainder(th + math.pi, 2 * math.pi) - math.pi  # angle_normalize
@@ -342,7 +343,7 @@ class Pendulum(TorchClassicEnv):
         reward = -costs.to(torch.float32)
         return torch.stack((newth, newthdot), -1), reward, torch.zeros_like(reward, dtype=torch.bool)
 
-    def _get_obs(self, state):
+    def _get_obs(self, state: Tensor) -> Tensor:
         th, thdot = state.unbind(-1)
         return torch.stack((th.cos(), th.sin(), thdot), -1).to(torch.float32)
 

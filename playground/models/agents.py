@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import torch
 import torch.nn as nn
@@ -79,6 +79,10 @@ def stack_agents(models: Sequence[AgentModel]) -> AgentModel:
     return stacked
 
 
+# A model or an `AgentView` of some agents' weights in it: called alike, so a pass takes either (a view is no Module)
+ModelOrView = Any
+
+
 class AgentView:
     """A model called with other parameters (`torch.func.functional_call`; tied weights stay tied): some agents of a
     stacked model (`agents`), or one model's weights shared by K agents (`shared`)."""
@@ -100,5 +104,5 @@ class AgentView:
         the agents' own models, so where an agent's weights still equal it, their outputs are equal bit for bit."""
         return cls(model, {name: param.expand(num_agents, *param.shape) for name, param in model.named_parameters()})
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return torch.func.functional_call(self.model, self.params, args, kwargs)

@@ -8,7 +8,7 @@ needs, then frees them block by block: the same numbers, less peak memory, one m
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -16,14 +16,14 @@ from torch.utils.checkpoint import checkpoint
 
 
 @contextlib.contextmanager
-def _then(callback: Callable[[], None]):
+def _then(callback: Callable[[], None]) -> Iterator[None]:
     try:
         yield
     finally:  # torch ends a recomputation early, by an exception, once it has rebuilt every tensor backward needs
         callback()
 
 
-def checkpointed(module: torch.nn.Module, *args, after_recompute: Callable[[], None] | None = None):
+def checkpointed(module: torch.nn.Module, *args: Any, after_recompute: Callable[[], None] | None = None) -> Any:
     """`module(*args)`, its activations recomputed in backward instead of kept.
 
     The module's parameters are explicit inputs of the checkpointed function, so the recomputation runs on the
@@ -37,7 +37,7 @@ def checkpointed(module: torch.nn.Module, *args, after_recompute: Callable[[], N
     named = list(module.named_parameters())
     names, params = [name for name, _ in named], [param for _, param in named]
 
-    def forward(*inputs):
+    def forward(*inputs: Any) -> Any:
         weights = dict(zip(names, inputs[:len(names)]))
         return torch.func.functional_call(module, weights, inputs[len(names):])
 

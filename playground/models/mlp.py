@@ -39,7 +39,7 @@ class AgentMLP:
     """
 
     def __init__(self, sizes: Sequence[int], generators: Sequence[torch.Generator], out_gain: float,
-                 extra: int = 0, extra_init: float = 0.0, device="cpu"):
+                 extra: int = 0, extra_init: float = 0.0, device: str | torch.device = "cpu"):
         self.sizes = list(sizes)
         self.num_agents = len(generators)
         self.layers: list[tuple[int, int, int, int]] = []  # (weight offset, in, out, bias offset)
@@ -64,7 +64,7 @@ class AgentMLP:
         self._extra = self._leaves([(extra_view,)], [(extra_grad,)])[0][0]
 
     @staticmethod
-    def _leaves(views, grad_views) -> list[tuple[Tensor, ...]]:
+    def _leaves(views: Sequence[Sequence[Tensor]], grad_views: Sequence[Sequence[Tensor]]) -> list[tuple[Tensor, ...]]:
         """Trainable leaves sharing `flat`'s storage, each with its gradient a view of the shared buffer."""
         leaves = []
         for group, grads in zip(views, grad_views):
@@ -111,7 +111,7 @@ class GymActor:
 
     def __init__(self, obs_dim: int, hidden: Sequence[int], generators: Sequence[torch.Generator], *,
                  num_actions: int | None = None, action_dim: int | None = None, temperature: float = 1.0,
-                 init_log_std: float = 0.0, device="cpu"):
+                 init_log_std: float = 0.0, device: str | torch.device = "cpu"):
         self.discrete = num_actions is not None
         if num_actions is not None:
             out, extra = num_actions, 0
@@ -172,7 +172,8 @@ class GymActor:
 class GymCritic:
     """A state-value MLP: `values(batch)` → `(K, B, 1)`."""
 
-    def __init__(self, obs_dim: int, hidden: Sequence[int], generators: Sequence[torch.Generator], device="cpu"):
+    def __init__(self, obs_dim: int, hidden: Sequence[int], generators: Sequence[torch.Generator],
+                 device: str | torch.device = "cpu"):
         self.net = AgentMLP([obs_dim, *hidden, 1], generators, out_gain=1.0, device=device)
 
     @property
@@ -186,8 +187,8 @@ class GymCritic:
 class MLPWorldModel:
     """Predicts the next observation and the reward from (observation, action): `world_model/loss` (MSE)."""
 
-    def __init__(self, obs_dim: int, action_size: int, hidden: Sequence[int], generators, discrete: bool,
-                 device="cpu"):
+    def __init__(self, obs_dim: int, action_size: int, hidden: Sequence[int],
+                 generators: Sequence[torch.Generator], discrete: bool, device: str | torch.device = "cpu"):
         self.discrete, self.action_size = discrete, action_size
         self.net = AgentMLP([obs_dim + action_size, *hidden, obs_dim + 1], generators, out_gain=1.0, device=device)
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from playground.models.agents import ModelOrView
 from playground.models.tiny_gpt import KVCache, TinyGPT, position_ids_from_mask
 
 if TYPE_CHECKING:
@@ -78,7 +79,7 @@ def _pick_tokens(logits: torch.Tensor, temperature: float, top_p: float, uniform
     return tokens, token_log_p if kept_mass is None else token_log_p - kept_mass.log()
 
 
-def _dtype_of(model) -> torch.dtype:
+def _dtype_of(model: ModelOrView) -> torch.dtype:
     """The dtype a model (or an `agents.AgentView` of one, which holds its weights in `params`) computes in; fp32 for
     one without weights (a scripted test model)."""
     params = model.params.values() if isinstance(getattr(model, "params", None), dict) else model.parameters()

@@ -17,10 +17,10 @@ import pprint
 import re
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal, TextIO, cast
 
 from omegaconf import OmegaConf
 
@@ -68,7 +68,7 @@ def format_console_line(record: Mapping[str, Any], step: int) -> str:
 
 
 class ConsoleSink:
-    def __init__(self, stream=None, prefix: str = ""):
+    def __init__(self, stream: TextIO | None = None, prefix: str = "") -> None:
         self.stream, self.prefix = stream, prefix
 
     def write(self, record: Mapping[str, float], step: int) -> None:
@@ -274,7 +274,7 @@ class ProgressBar:
     SHOWN = (("entropy", (ENTROPY, ENTROPY_LOSS)), ("clipfrac", (PG_CLIPFRAC,)),
              ("kl", (PPO_KL,)), ("grad_norm", (ACTOR_GRAD_NORM,)))
 
-    def __init__(self, total: int, desc: str, score_metric: str, stream=None):
+    def __init__(self, total: int, desc: str, score_metric: str, stream: TextIO | None = None) -> None:
         from tqdm import tqdm
 
         # disable=None: no bar where stderr is not a terminal (a log file, a pipe), as pip does
@@ -341,10 +341,10 @@ class RunLogger:
         for sink in self.sinks:
             sink.write(record, step)
 
-    def log_samples(self, samples) -> None:
+    def log_samples(self, samples: Iterable[Mapping[str, Any]]) -> None:
         self.recorder.log_samples(samples)
 
-    def log_tokens(self, records) -> int:
+    def log_tokens(self, records: Iterable[Mapping[str, Any]]) -> int:
         """Token records (`runs.TOKENS`); returns the bytes written."""
         return self.recorder.log_tokens(records)
 

@@ -24,6 +24,7 @@ from torch import Tensor
 from playground.algos.dapo import filter_groups, filter_metric_values
 from playground.step.advantage import KLInReward
 from playground.step.hparams import DynamicSamplingSpec
+from playground.step.memory import MemoryGuard
 from playground.step.workers import Actor, Reference, Rollout
 from playground.tasks.base import Batch, Task, as_batch
 
@@ -67,7 +68,7 @@ class DynamicSampler:
             batch["ref_log_prob"] = self.reference.compute_ref_log_prob(batch)
         batch["token_level_rewards"], _ = self.kl_in_reward.penalised(batch, batch["agents"])
 
-    def sample(self, active: Sequence[bool], timed: Timed, memory) -> Sampled:
+    def sample(self, active: Sequence[bool], timed: Timed, memory: MemoryGuard) -> Sampled:
         """Generate until every active agent has `train_batch_size` kept groups or has reached the cap. An agent that
         no longer trains takes its first batch as it is (its rows only fill the batch's shape)."""
         num_agents = self.task.num_agents

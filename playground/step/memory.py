@@ -60,7 +60,7 @@ def reuse_freed_memory() -> None:
 
 
 @functools.lru_cache(maxsize=1)
-def _libc():  # find_library runs `ldconfig -p`: once per process
+def _libc() -> ctypes.CDLL:  # find_library runs `ldconfig -p`: once per process
     return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
 
 

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from playground.diagnose.engine import FindingWatcher, WatchedRun
 
 from playground.metric_names import (
     ACTOR_GRAD_NORM,
@@ -44,9 +47,7 @@ class StopSpec:
     stop_on_score: float | None
     stop_on_score_validated: bool
     stop_on_finding: str | None
-    family: str
-    score_target: float
-    config: Mapping[str, Any]  # the resolved config as plain data: the finding watcher's fixes name its values
+    watched: WatchedRun  # what the finding watcher reads of the config
 
 
 @dataclass(frozen=True)
@@ -73,8 +74,9 @@ class StopRules:
 
     def watch_start(self, agent: int, record: dict[str, float]) -> None:
         """The step-0 validation record: the score the finding watcher starts from, as the full diagnosis reads it."""
-        if self.watchers[agent] is not None:
-            self.watchers[agent].update(record)
+        watcher = self.watchers[agent]
+        if watcher is not None:
+            watcher.update(record)
 
     def check(self, agent: int, step: int, record: dict[str, float], over_memory: bool) -> Stop | None:
         """Whether agent `agent` stops after logging `record` at `step`: why, or None to go on."""
@@ -108,10 +110,9 @@ class StopRules:
         return target is not None and record.get(self.val_score_metric, -float("inf")) >= target
 
 
-def _watcher(spec: StopSpec, facts: dict):
+def _watcher(spec: StopSpec, facts: Mapping[str, Any]) -> FindingWatcher | None:
     if spec.stop_on_finding is None:
         return None
     from playground.diagnose.engine import FindingWatcher
 
-    info = {"family": spec.family, "score_target": spec.score_target, **facts}
-    return FindingWatcher(spec.stop_on_finding, spec.config, info=info)
+    return FindingWatcher(spec.stop_on_finding, spec.watched, task_facts=facts)

@@ -16,7 +16,7 @@ records only when they are on: the update's probe (`TokenProbe`) and the extra b
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +24,10 @@ import torch
 from torch import Tensor
 
 from playground.algos.losses import ppo_clip_terms
+from playground.rundir.sinks import RunLogger
 from playground.tasks.base import Batch
+
+TokenTexts = Callable[[Sequence[int]], list[str]]  # `Task.token_texts`: each token id's text
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,7 @@ def _pick(count: int, uid: list[int], rewards: list[float], signals: dict[str, l
     return sorted(picked[:count])
 
 
-def token_records(step: int, batch: Batch, probe: TokenProbe, count: int, token_texts,
+def token_records(step: int, batch: Batch, probe: TokenProbe, count: int, token_texts: TokenTexts,
                   agents: Sequence[int]) -> dict[int, list[dict[str, Any]]]:
     """The records of this step of each of `agents` (`count` responses each, -1: all). `token_texts(ids)`: each id's
     text."""
@@ -157,7 +160,7 @@ class TokenRecordWriter:
     """Writes each agent's records to its run's `tokens.jsonl` (through its `RunLogger`, one per agent) until the
     file passes `max_mb`."""
 
-    def __init__(self, spec: TokenRecordSpec, loggers: Sequence, token_texts):
+    def __init__(self, spec: TokenRecordSpec, loggers: Sequence[RunLogger], token_texts: TokenTexts) -> None:
         self.spec, self.loggers, self.token_texts = spec, loggers, token_texts
         self.written = [0] * len(loggers)  # bytes
         self.full = [False] * len(loggers)

@@ -14,7 +14,7 @@ own. docs/step.md walks through one step.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +26,7 @@ from torch import Tensor
 from playground.metric_names import NUM_GEN_BATCHES, TESTING_TIME
 from playground.rundir.sinks import LogSpec
 from playground.step.advantage import AdvantageEstimator, KLInReward, compute_advantage
-from playground.step.dynamic_sampling import DynamicSampler
+from playground.step.dynamic_sampling import DynamicSampler, Timed
 from playground.step.hparams import StepHParams
 from playground.step.memory import MemoryGuard, is_oom_error
 from playground.step.records import StepRecorder
@@ -117,7 +117,7 @@ class Trainer:
                                task.score_metric, task.val_score_metric, facts)
 
     @contextmanager
-    def _timed(self, timing: dict[str, float], name: str):
+    def _timed(self, timing: dict[str, float], name: str) -> Iterator[None]:
         start = time.perf_counter()
         yield
         if self.device.type == "cuda":
@@ -235,7 +235,7 @@ class Trainer:
         vanilla = hp.policy_loss_mode == "vanilla" and self.actor.bypass is None
         return TokenProbe((hp.clip_ratio_low, hp.clip_ratio_high, hp.clip_ratio_c) if vanilla else None)
 
-    def _generate(self, timed, metrics: dict[str, list]) -> Batch | None:
+    def _generate(self, timed: Timed, metrics: dict[str, list]) -> Batch | None:
         """The step's scored batch (`gen`, `reward`); with dynamic sampling as many generation batches as each
         agent needs. None when every agent still training failed to fill its batch."""
         if self.sampler is None:

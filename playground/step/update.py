@@ -34,9 +34,10 @@ from playground.metric_names import (
     VF_LOSS,
     VPRED_MEAN,
 )
+from playground.step.memory import MemoryGuard
 from playground.step.optim import AgentAdamW
 from playground.step.token_records import TokenProbe
-from playground.tasks.base import Batch, as_batch, batch_fields
+from playground.tasks.base import Batch, Task, ValueModel, as_batch, batch_fields
 
 
 @dataclass
@@ -141,7 +142,7 @@ def _packed_minibatches(batch: Batch, keys: Sequence[str], shape: UpdateShape,
 class Metrics(defaultdict):
     """Metric name → list of `(K,)` tensors, as verl's `append_to_dict`."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__(list)
 
     def add(self, values: dict[str, Tensor]) -> None:
@@ -149,10 +150,11 @@ class Metrics(defaultdict):
             self[key].append(value.detach())
 
 
-def update_actor(actor, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape, *, loss_mode: str,
+def update_actor(actor: Task, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape, *, loss_mode: str,
                  entropy_coeff: Tensor, use_kl_loss: bool, kl_loss_coef: Tensor, kl_loss_type: str,
                  grad_clip: Tensor, generators: Sequence[torch.Generator], active: Tensor,
-                 policy_loss_kwargs: dict, memory_guard=None, rollout_correction: RolloutCorrectionSpec | None = None,
+                 policy_loss_kwargs: dict, memory_guard: MemoryGuard | None = None,
+                 rollout_correction: RolloutCorrectionSpec | None = None,
                  entropy_before: Tensor | None = None, probe: TokenProbe | None = None) -> Metrics:
     """verl's `update_policy`: clipped surrogate − entropy bonus + KL loss, per mini-batch one step.
 
@@ -255,9 +257,9 @@ def entropy_metrics(entropy: Tensor) -> dict[str, list[Tensor]]:
     return {ENTROPY_LOSS: [entropy], ENTROPY: [entropy]}
 
 
-def update_critic(critic, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape, *, cliprange_value: Tensor,
-                  grad_clip: Tensor, generators: Sequence[torch.Generator], active: Tensor, model_input_keys=(),
-                  memory_guard=None) -> Metrics:
+def update_critic(critic: ValueModel, optimizer: AgentAdamW, batch: Batch, shape: UpdateShape, *,
+                  cliprange_value: Tensor, grad_clip: Tensor, generators: Sequence[torch.Generator], active: Tensor,
+                  model_input_keys: Sequence[str] = (), memory_guard: MemoryGuard | None = None) -> Metrics:
     """verl's `update_critic`: clipped value loss against the returns, per mini-batch one step.
 
     Returns:

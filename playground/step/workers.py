@@ -80,7 +80,7 @@ class Critic(Protocol):
 
 
 # ---- construction helpers -------------------------------------------------------------------------------------------
-def make_optimizer(params, spec: OptimSpec, agent_dim: bool) -> AgentAdamW:
+def make_optimizer(params: Sequence[Tensor], spec: OptimSpec, agent_dim: bool) -> AgentAdamW:
     return AgentAdamW(params, spec.lr, betas=spec.betas, eps=spec.eps, weight_decay=spec.weight_decay,
                       agent_dim=agent_dim)
 
@@ -227,7 +227,7 @@ class TaskCritic:
     def __init__(self, task: Task, step_hp: StepHParams, shuffle_gens: list[torch.Generator]):
         if step_hp.critic is None or task.critic is None:
             raise ValueError("a critic worker needs a config that trains a critic and a task with a value model")
-        self.task, self.hp, self.shuffle_gens = task, step_hp, shuffle_gens
+        self.task, self.critic, self.hp, self.shuffle_gens = task, task.critic, step_hp, shuffle_gens
         self.optimizer = make_optimizer(task.critic.params, step_hp.critic.optim, task.batched_params)
         self.shape = update_shape(step_hp.critic.shape, task.rows_per_unit)
         self.schedule = LRSchedule(step_hp.critic.optim)
@@ -238,7 +238,7 @@ class TaskCritic:
 
     def update(self, batch: Batch, active: Tensor, memory: MemoryGuard) -> Metrics:
         lr = self.schedule.apply(self.optimizer)
-        metrics = update_critic(self.task.critic, self.optimizer, batch, self.shape,
+        metrics = update_critic(self.critic, self.optimizer, batch, self.shape,
                                 cliprange_value=self.hp.cliprange_value, grad_clip=self.hp.critic_grad_clip,
                                 generators=self.shuffle_gens, active=active,
                                 model_input_keys=self.task.model_input_keys, memory_guard=memory)

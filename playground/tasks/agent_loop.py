@@ -4,18 +4,19 @@ and what a batch of episodes adds to the step (its fields, verl's turn metrics, 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
 from playground.metric_names import EPISODE_LENGTH, EPISODE_REWARD, NUM_TURNS, SUCCESS_RATE, TOOL_CALL_COUNTS
+from playground.models.agents import ModelOrView
 from playground.rollout.decode import GenerationOutput, generate
 from playground.rollout.turns import EpisodeTrace, EpisodeTurns
 from playground.tasks.token_data import Example, PromptSet
 
 
-def run_episodes(model, prompts: PromptSet, examples: Sequence[Example], prompt_ids: torch.Tensor,
+def run_episodes(model: ModelOrView, prompts: PromptSet, examples: Sequence[Example], prompt_ids: torch.Tensor,
                  prompt_mask: torch.Tensor, *, max_assistant_turns: int | None = None,
                  max_user_turns: int | None = None, **generation: Any) -> tuple[GenerationOutput, list[EpisodeTrace]]:
     """One fresh episode per example (rows of a group never share one), generated with the prompt set's tokenizer and
@@ -35,7 +36,7 @@ def episode_fields(traces: list[EpisodeTrace], num_agents: int, width: int, devi
     reward manager scores instead of a text rule) and `episode_acc`, verl's `num_turns`, `tool_calls`; `turn_rewards`
     `(K, rows, width)`, each reply's reward on the turn-end token it answers (0 elsewhere: a task that rewards only the
     episode's end); and the traces themselves (per agent, for the metrics and the samples)."""
-    def values(get) -> torch.Tensor:
+    def values(get: Callable[[EpisodeTrace], float]) -> torch.Tensor:
         return torch.tensor([float(get(t)) for t in traces], device=device).view(num_agents, -1)
     per_agent = len(traces) // num_agents
     # every reply's reward in one write (this runs each step): (row, turn-end position, reward) over all traces
@@ -68,7 +69,7 @@ def episode_metrics(batch: dict[str, Any], task_name: str) -> dict[str, torch.Te
     return out
 
 
-def episode_sample(batch: dict[str, Any], k: int, i: int, decode) -> dict[str, Any]:
+def episode_sample(batch: dict[str, Any], k: int, i: int, decode: Callable[[list[int]], str]) -> dict[str, Any]:
     """Agent k's row i for the Samples page: its turns in order, `{"role": "assistant" | "env", "text": ...}` (the
     environment's replies marked), its verl turn count and tool calls."""
     trace: EpisodeTrace = batch["episodes"][k][i]

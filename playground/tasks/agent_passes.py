@@ -4,13 +4,13 @@ values, validation): all agents at once, or on CPU in chunks of agents whose act
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
-from playground.models.agents import AgentView
+from playground.models.agents import AgentView, ModelOrView
 from playground.models.tiny_gpt import TinyGPTCritic, compute_values
 from playground.tasks.base import Batch
 
@@ -42,7 +42,8 @@ class CriticView(Params):
         self.model, self.passes = critic, passes
 
     def values(self, mb: Batch) -> Tensor:
-        def values(net, input_ids, attention_mask, position_ids, responses):
+        def values(net: ModelOrView, input_ids: Tensor, attention_mask: Tensor, position_ids: Tensor,
+                   responses: Tensor) -> tuple[Tensor]:
             return (compute_values(net, input_ids, attention_mask, position_ids, responses.shape[-1]),)
         return self.passes.forward(self.model, mb, values)[0]
 
@@ -62,7 +63,7 @@ class AgentPasses:
         per_chunk = max(1, CPU_PASS_BYTES // (tokens_per_agent * 4 * self.n_embd * 4))
         return [agents[i:i + per_chunk] for i in range(0, len(agents), per_chunk)]
 
-    def view(self, model, agents: list[int]):
+    def view(self, model: nn.Module, agents: list[int]) -> ModelOrView:
         """The stacked `model` for these agents: itself for all of them (K = 1: the plain model)."""
         if len(agents) == self.num_agents:
             return model
@@ -70,14 +71,15 @@ class AgentPasses:
         contiguous = agents == list(range(first, first + len(agents)))
         return AgentView.agents(model, slice(first, first + len(agents)) if contiguous else agents)
 
-    def shared(self, model, num_agents: int):
+    def shared(self, model: nn.Module, num_agents: int) -> ModelOrView:
         """One model (the reference) for several agents' rows, run through the agents' stacked ops (K = 1: itself):
         at step 1 an agent's log-probs then equal the reference's bit for bit and its KL loss has exactly no gradient,
         as in a run of its own. Through two code paths they differ by rounding, and Adam turns that noise into a
         full-size step (docs/tuning.md)."""
         return model if self.num_agents == 1 else AgentView.shared(model, num_agents)
 
-    def forward(self, model, mb: Batch, compute, stacked: bool = True) -> list[Tensor]:
+    def forward(self, model: nn.Module, mb: Batch, compute: Callable[..., Sequence[Tensor]], stacked: bool = True
+                ) -> list[Tensor]:
         """`compute(model, input_ids, attention_mask, position_ids, responses)` over the agents' rows in chunks of
         agents, each output `(K, rows, response_length)`. `stacked=False`: one model (the reference) for every agent's
         rows (`shared`). A rollout of some agents (`mb["agents"]`) runs on those agents' models."""

@@ -101,6 +101,13 @@ class Trainable(Protocol):
         """The tensors the optimizer updates (with a leading agent dim when `Task.batched_params`)."""
 
 
+class MemoryCheck(Protocol):
+    """What a task's own passes may call on the memory guard (`step.memory.MemoryGuard`, a layer above the tasks)."""
+
+    def check(self, where: str) -> None:
+        """Measure now; raise when the agents are past their memory caps. `where`: the pass, for the error."""
+
+
 class ValueModel(Trainable, Protocol):
     def values(self, batch: Batch) -> Tensor:
         """V for every response token of a (mini-)batch: `(K, rows, T)`."""
@@ -174,7 +181,7 @@ class Task(ABC):
         """An estimator's output `(advantages or returns)` in the task's layout, back as the batch's `(K, rows, T)`."""
         return x
 
-    def watch_memory(self, guard) -> None:
+    def watch_memory(self, guard: MemoryCheck) -> None:
         """Let the memory guard (`memory.MemoryGuard`) measure inside the task's own passes, where memory peaks
         between the trainer's checks (a checkpointed backward); a task without such a pass keeps this no-op."""
         return None

@@ -41,7 +41,7 @@ def make_env(spec: GymEnvSpec, num_agents: int, num_envs: int, seeds: Sequence[i
     return ScaledObs(env, env_id, device) if spec.normalize_obs else env
 
 
-def _noise(gens: list[torch.Generator], shape: tuple[int, ...], device, gumbel: bool) -> Tensor:
+def _noise(gens: list[torch.Generator], shape: tuple[int, ...], device: torch.device, gumbel: bool) -> Tensor:
     """Per-agent randomness for a whole rollout, each agent from its own generator: `(K, *shape)`."""
     draws = []
     for g in gens:

@@ -8,7 +8,10 @@ that names them all sits above them. Adding a prompt set: docs/adding-a-task.md,
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
+
+from omegaconf import DictConfig
 
 from playground.config import ConfigError
 from playground.tasks.calc_data import CalcPrompts
@@ -36,7 +39,7 @@ def make_prompts(name: str, **knobs: Any) -> PromptSet:
     return prompt_set_class(name)(**knobs)
 
 
-def prompts_for_task(task: Any) -> PromptSet:
+def prompts_for_task(task: DictConfig) -> PromptSet:
     """The prompt set of a config's `task` section: `task.name`, its knobs, `task.num_val`, `task.data_seed`.
 
     Raises:
@@ -52,7 +55,24 @@ def prompts_for_task(task: Any) -> PromptSet:
         raise ConfigError(f"task {task.name}'s knobs are out of range ({keys}): {error}") from error
 
 
-def check_config(cfg: Any) -> None:
+@dataclass(frozen=True)
+class PromptSetKeys:
+    """The config's keys that a token task's prompt set fixes (`check_config`)."""
+
+    task_name: str  # task.name
+    reward_name: str  # reward.name
+    partial_credit: bool  # reward.partial_credit
+    format_score: float  # reward.format_score
+    multi_turn: bool  # actor_rollout_ref.rollout.multi_turn.enable
+
+    @classmethod
+    def from_config(cls, cfg: DictConfig) -> PromptSetKeys:
+        reward = cfg.reward
+        return cls(str(cfg.task.name), str(reward.name), bool(reward.partial_credit), float(reward.format_score),
+                   bool(cfg.actor_rollout_ref.rollout.multi_turn.enable))
+
+
+def check_config(keys: PromptSetKeys) -> None:
     """The keys a token task's prompt set fixes by what it declares (`PromptSet`): `reward.name` is its rule's
     (`reward_name`); `reward.partial_credit` only where its rule takes it; `actor_rollout_ref.rollout.multi_turn.enable`
     exactly for a multi-turn set, whose episodes' outcome is the score (so the text rule's `reward.format_score` and
@@ -62,21 +82,20 @@ def check_config(cfg: Any) -> None:
     Raises:
         ConfigError: the first key out of range.
     """
-    name = cfg.task.name
+    name = keys.task_name
     cls = prompt_set_class(name)
-    if cfg.reward.name != cls.reward_name:
-        raise ConfigError(f"reward.name={cfg.reward.name!r} is out of range: allowed {cls.reward_name!r} for "
+    if keys.reward_name != cls.reward_name:
+        raise ConfigError(f"reward.name={keys.reward_name!r} is out of range: allowed {cls.reward_name!r} for "
                           f"task.name={name}")
-    if cfg.reward.partial_credit and not cls.partial_credit:
-        raise ConfigError(f"reward.partial_credit={cfg.reward.partial_credit!r} is out of range: allowed false for "
+    if keys.partial_credit and not cls.partial_credit:
+        raise ConfigError(f"reward.partial_credit={keys.partial_credit!r} is out of range: allowed false for "
                           f"task {name} (its rule, {cls.reward_name}, gives no per-position credit)")
-    enable = cfg.actor_rollout_ref.rollout.multi_turn.enable
-    if bool(enable) != cls.multi_turn:
+    if keys.multi_turn != cls.multi_turn:
         why = ("a multi-turn task: its environment replies between turns" if cls.multi_turn else
                "a single-turn task: no reply")
-        raise ConfigError(f"actor_rollout_ref.rollout.multi_turn.enable={enable!r} is out of range: allowed "
+        raise ConfigError(f"actor_rollout_ref.rollout.multi_turn.enable={keys.multi_turn!r} is out of range: allowed "
                           f"{str(cls.multi_turn).lower()} for task.name={name} ({why})")
-    if cls.multi_turn and (cfg.reward.format_score != 0 or cfg.reward.partial_credit):
-        raise ConfigError(f"reward.format_score={cfg.reward.format_score!r}, reward.partial_credit="
-                          f"{cfg.reward.partial_credit!r} are out of range for task {name}: allowed 0 and false (its "
+    if cls.multi_turn and (keys.format_score != 0 or keys.partial_credit):
+        raise ConfigError(f"reward.format_score={keys.format_score!r}, reward.partial_credit="
+                          f"{keys.partial_credit!r} are out of range for task {name}: allowed 0 and false (its "
                           "episodes' outcome is the score)")

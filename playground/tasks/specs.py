@@ -8,10 +8,14 @@ batch.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from playground.models.tiny_gpt import GPTConfig
 from playground.tasks.sft import SFTConfig
 from playground.tasks.token_data import PromptSet
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 
 @dataclass(frozen=True)
@@ -41,7 +45,7 @@ class RewardSpec:
     def noisy_agents(self) -> list[bool]:
         return [std > 0 for std in self.noise_std]
 
-    def clipped(self, trained):
+    def clipped(self, trained: Tensor) -> Tensor:
         """The reward trained on, clipped to [-clip, clip] (`reward.clip`), as a reward function that clips its own
         output: after the noise (the reward function's own) and before a NaN (a clamp keeps NaN)."""
         return trained if self.clip is None else trained.clamp(-self.clip, self.clip)

@@ -12,7 +12,7 @@ dynamic sampling filters on them (`algorithm.filter_groups.metric`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -26,7 +26,8 @@ from playground.tasks.token_data import score
 class TokenReward:
     """The reward of K agents' responses: the rule and the overlong shaping shared, scale and noise per agent."""
 
-    def __init__(self, spec: RewardSpec, max_response_length: int, device: torch.device, rule=score):
+    def __init__(self, spec: RewardSpec, max_response_length: int, device: torch.device,
+                 rule: Callable[..., dict[str, float]] = score):
         """`rule`: the task's rule reward, `(response_text, answer, format_score=, partial_credit=)` ->
         `{"score", "acc"}` (the prompt set's `rule`)."""
         self.device, self.rule_fn = device, rule

@@ -58,7 +58,7 @@ from playground.metric_names import (
 )
 from playground.metrics import LENGTH_BY_CORRECTNESS
 from playground.models import checkpointing
-from playground.models.agents import stack_agents
+from playground.models.agents import ModelOrView, stack_agents
 from playground.models.tiny_gpt import (
     TinyGPTCritic,
     compute_log_prob,
@@ -69,7 +69,7 @@ from playground.rollout.decode import GenerationOutput, build_sequences, generat
 from playground.rollout.weights import DTYPES
 from playground.tasks.agent_loop import episode_fields, episode_metrics, episode_sample, run_episodes
 from playground.tasks.agent_passes import AgentPasses, CriticView, Params, flat_rows
-from playground.tasks.base import Batch, Task
+from playground.tasks.base import Batch, MemoryCheck, Task
 from playground.tasks.base_build import PreparedBase
 from playground.tasks.specs import TokenTaskSpec
 from playground.tasks.token_data import pass_at_k
@@ -170,7 +170,7 @@ class TokenTask(Task):
                 "sft_cached": self.base.cached, "score_metric": self.score_metric,
                 "num_params": count_params(self.model_cfg)}
 
-    def watch_memory(self, guard) -> None:
+    def watch_memory(self, guard: MemoryCheck) -> None:
         """A checkpointed backward peaks as it recomputes a block, past the guard's check before backward: measure
         there too."""
         for model in (self.model, self.critic_model):
@@ -180,7 +180,7 @@ class TokenTask(Task):
     # ---- gen / reward -------------------------------------------------------------------------------
     @torch.no_grad()
     def _generate(self, agents: list[int], examples: list[list], *, temperature: float, top_p: float,
-                  do_sample: bool, policy: nn.Module, model=None, top_k: int = -1
+                  do_sample: bool, policy: nn.Module, model: ModelOrView | None = None, top_k: int = -1
                   ) -> tuple[Tensor, Tensor, GenerationOutput, list | None]:
         """Generate for each agent's prompts (`examples[i]`: agent `agents[i]`'s), with its own sampling generator;
         the outputs are agent-major `(len(agents)·rows, ...)`. `model`: a plain model that generates instead of the
@@ -276,7 +276,7 @@ class TokenTask(Task):
         self.reward.score_batch(batch, self.prompt_gens)
 
     # ---- log-probs, reference, values ---------------------------------------------------------------
-    def _log_prob(self, model, mb: Batch, stacked: bool = True) -> tuple[Tensor, Tensor]:
+    def _log_prob(self, model: ModelOrView, mb: Batch, stacked: bool = True) -> tuple[Tensor, Tensor]:
         log_probs, entropy = self.passes.forward(  # *inputs: the four model_input_keys, which the checker cannot count
             model, mb, lambda net, *inputs: compute_log_prob(net, *inputs, self.temperature), stacked)  # type: ignore[call-arg]
         return log_probs, entropy

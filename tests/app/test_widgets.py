@@ -37,6 +37,7 @@ def test_every_group_title_has_both_languages():
 def test_t_formats_and_falls_back(lang):
     assert widgets.t("samples_at", step=5, n=2) == ("Step 5: 2 samples" if lang == "en" else "第 5 步：2 个样本")
     assert widgets.t("no_such_key") == "no_such_key"
+    assert widgets.t("sweep_no_values", key="actor.lr").startswith("actor.lr")  # a string's field may be `key`
     assert widgets.pick({"en": "a", "zh": "乙"}) == ("a" if lang == "en" else "乙")
     assert widgets.pick({"en": "only english"}) == "only english"
     assert widgets.pick(None) == "" and widgets.pick("plain") == "plain"

@@ -14,6 +14,7 @@ class F:  # the fields of an engine Finding that grouping reads
     first_step: int
     last_step: int
     severity: str = "warning"
+    since_step: int | None = None
 
 
 def _shape(diagnoses) -> list[tuple[str, list[str]]]:

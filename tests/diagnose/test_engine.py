@@ -18,6 +18,7 @@ from playground.diagnose.engine import (
     Finding,
     FindingWatcher,
     Report,
+    WatchedRun,
     diagnose,
     findings_document,
     rules,
@@ -482,21 +483,20 @@ def test_diagnose_run_dir_writes_findings_with_the_runs_own_values(tmp_path):
 def test_watcher_fires_at_the_step_the_diagnosis_first_sees_it():
     records = run(14, **FLAT, **{"actor/pg_clipfrac": lambda s: 0.6 if s > 6 else 0.15,
                                  "actor/ppo_kl": lambda s: 0.08 if s > 6 else 0.003})
-    watcher = FindingWatcher("lr_too_high", {"task": {"family": "gym", "score_target": 475.0}})
+    watcher = FindingWatcher("lr_too_high", WatchedRun("gym", 475.0, grad_clip=None, max_response_length=None))
     fired = [watcher.update(r) for r in records]
     first = diagnose(records, family="gym", info={"score_target": 475.0}).findings[0]
     assert first.id == "lr_too_high" and fired.index(True) + 1 == first.first_step == 9  # 3 of the last 5
     assert all(fired[8:])
 
 
-def test_watcher_accepts_a_dictconfig_and_healthy():
-    from omegaconf import OmegaConf
-
-    watcher = FindingWatcher("healthy", OmegaConf.create({"task": {"family": "token", "score_target": 0.9}}))
+def test_watcher_finds_healthy_and_refuses_an_unknown_id():
+    run_facts = WatchedRun("token", 0.9, grad_clip=None, max_response_length=None)
+    watcher = FindingWatcher("healthy", run_facts)
     records = run(20, **{"val/score": lambda s: 0.3 + 0.02 * s})
     assert [watcher.update(r) for r in records][9] is True
     with pytest.raises(ValueError):
-        FindingWatcher("no_such_id", {})
+        FindingWatcher("no_such_id", run_facts)
 
 
 def test_a_console_log_that_reports_out_of_memory_is_diagnosed_oom():

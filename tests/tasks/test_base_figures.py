@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
+from playground.base_figures import base_figures
 from playground.models.tiny_gpt import GPTConfig, TinyGPT
-from playground.tasks.base_figures import base_figures
 from playground.tasks.prompt_sets import make_prompts
 from playground.tasks.sft import greedy_accuracy
 from playground.tasks.token_data import pass_at_k

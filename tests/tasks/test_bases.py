@@ -1,4 +1,4 @@
-"""Tests for the shipped SFT bases (`bases/`, playground/tasks/bases.py): every token config finds its base there,
+"""Tests for the shipped SFT bases (`bases/`, playground/bases.py): every token config finds its base there,
 each file is the base its settings name, and rebuilding one gives its weights again."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from playground import bases
 from playground.models.tiny_gpt import GPTConfig, TinyGPT
-from playground.tasks import bases
 from playground.tasks.sft import SHIPPED, SFTConfig, build_base_model, cache_key
 
 SHIPPED_KEYS = sorted(p.stem for p in SHIPPED.glob("*.pt"))

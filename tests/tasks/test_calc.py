@@ -12,7 +12,7 @@ from playground.config import ConfigError, compose
 from playground.metrics import is_known
 from playground.rundir.runs import read_metrics_jsonl
 from playground.tasks.calc_data import CalcEpisode, CalcPrompts, calculate, final_answer
-from playground.tasks.prompt_sets import check_config
+from playground.tasks.prompt_sets import PromptSetKeys, check_config
 from playground.tasks.sft import sft_loss
 
 
@@ -83,14 +83,18 @@ def test_sft_loss_trains_the_assistant_tokens_only():
     assert not torch.isclose(assistant_only, every_token)
 
 
+def _check(overrides: list[str]) -> None:
+    check_config(PromptSetKeys.from_config(compose(overrides)))
+
+
 def test_multi_turn_enable_must_match_the_task():
-    check_config(compose(["task=calc"]))
+    _check(["task=calc"])
     with pytest.raises(ConfigError, match=r"multi_turn.enable=False is out of range: allowed true for task.name=calc"):
-        check_config(compose(["task=calc", "actor_rollout_ref.rollout.multi_turn.enable=false"]))
+        _check(["task=calc", "actor_rollout_ref.rollout.multi_turn.enable=false"])
     with pytest.raises(ConfigError, match=r"allowed false for task.name=reverse"):
-        check_config(compose(["task=reverse", "actor_rollout_ref.rollout.multi_turn.enable=true"]))
+        _check(["task=reverse", "actor_rollout_ref.rollout.multi_turn.enable=true"])
     with pytest.raises(ConfigError, match=r"reward.format_score=0.1"):
-        check_config(compose(["task=calc", "reward.format_score=0.1"]))
+        _check(["task=calc", "reward.format_score=0.1"])
 
 
 TINY_CALC = ["task=calc", "task.num_val=16", "sft.max_steps=40", "sft.eval_every=40", "sft.batch_size=16",

@@ -193,11 +193,11 @@ def test_majority_follows_verl_calc_maj_val():
 ])
 def test_countdown_config_refuses_another_rule(overrides, message):
     from playground.config import ConfigError, compose
-    from playground.tasks.prompt_sets import check_config
+    from playground.tasks.prompt_sets import PromptSetKeys, check_config
 
-    check_config(compose(["task=countdown"]))
+    check_config(PromptSetKeys.from_config(compose(["task=countdown"])))
     with pytest.raises(ConfigError, match=message):
-        check_config(compose(["task=countdown", *overrides]))
+        check_config(PromptSetKeys.from_config(compose(["task=countdown", *overrides])))
 
 
 @pytest.mark.parametrize(("key", "value", "got"), [("max_rechecks", -1, "got 2, 0.1, -1"),

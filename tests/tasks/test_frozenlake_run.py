@@ -13,14 +13,14 @@ from playground.models.tiny_gpt import GPTConfig, TinyGPT, compute_log_prob, pos
 from playground.rundir.runs import read_metrics_jsonl
 from playground.tasks.frozenlake import ACTION_NAMES
 from playground.tasks.frozenlake_data import FrozenLakePrompts
-from playground.tasks.prompt_sets import check_config, prompts_for_task
+from playground.tasks.prompt_sets import PromptSetKeys, check_config, prompts_for_task
 from playground.tasks.sft import sft_loss
 
 
 def test_the_task_file_composes_and_validates():
     cfg = compose(["task=frozenlake"])
     validate(cfg)
-    check_config(cfg)
+    check_config(PromptSetKeys.from_config(cfg))
     data = prompts_for_task(cfg.task)
     assert isinstance(data, FrozenLakePrompts) and data.max_steps == cfg.task.max_steps
     # the prompt fits with a spare token; every turn's reply fits but the 10th (nothing follows it)

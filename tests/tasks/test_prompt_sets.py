@@ -15,7 +15,7 @@ from playground.config import ConfigError, compose
 from playground.rollout.turns import EnvReply
 from playground.rundir.runs import read_metrics_jsonl, read_run_info
 from playground.tasks import prompt_sets
-from playground.tasks.prompt_sets import PROMPT_SETS, check_config
+from playground.tasks.prompt_sets import PROMPT_SETS, PromptSetKeys, check_config
 from playground.tasks.token_data import ARITHMETIC_CHARS, Example, PromptSet, ReversePrompts
 from playground.tasks.tokenizer import Tokenizer
 
@@ -93,7 +93,7 @@ def test_every_registered_set_has_a_task_config_that_agrees_with_it(name):
     assert cls.name == name and issubclass(cls, PromptSet)
     task_file = yaml.safe_load((ROOT / "conf" / "task" / f"{name}.yaml").read_text(encoding="utf-8"))["task"]
     assert task_file["family"] == "token" and set(cls.knobs) <= set(task_file), name
-    check_config(compose([f"task={name}"]))  # reward.name, multi_turn.enable, the rule's keys
+    check_config(PromptSetKeys.from_config(compose([f"task={name}"])))  # reward.name, multi_turn.enable, its rule's
 
 
 @pytest.mark.parametrize("overrides, message", [
@@ -103,7 +103,7 @@ def test_every_registered_set_has_a_task_config_that_agrees_with_it(name):
 ])
 def test_a_config_that_disagrees_with_the_declarations_is_refused(overrides, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
-        check_config(compose(overrides))
+        check_config(PromptSetKeys.from_config(compose(overrides)))
 
 
 # ---- the doc's example, run as it stands

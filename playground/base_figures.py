@@ -5,7 +5,7 @@ pass@16), measured the way the trainer's validation measures a policy (`TokenTas
 prompt at the rollout temperature, the unbiased pass@k), plus the two things validation does not report: greedy
 accuracy (what the SFT's stop rule watches) and the mean entropy of the sampling distribution over response tokens.
 
-    python -m playground.tasks.base_figures task=countdown
+    python -m playground.base_figures task=countdown
 """
 
 from __future__ import annotations

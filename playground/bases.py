@@ -1,7 +1,7 @@
 """The SFT bases that ship with the checkout (`bases/`): which configs they serve, and rebuilding them.
 
-    .venv/bin/python -m playground.tasks.bases            # rebuild every shipped base, compare, write (`make bases`)
-    .venv/bin/python -m playground.tasks.bases --check    # which bases the configs need and which are shipped
+    .venv/bin/python -m playground.bases            # rebuild every shipped base, compare, write (`make bases`)
+    .venv/bin/python -m playground.bases --check    # which bases the configs need and which are shipped
 
 Every token task's scenarios and every workshop exercise start from a base keyed by its task, model and SFT settings
 (`sft.cache_key`); the files here are those bases, so a first run loads one instead of training it (countdown's takes
@@ -22,19 +22,22 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import torch
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from playground import PYTHON
 from playground.config import compose
+from playground.models.tiny_gpt import GPTConfig
 from playground.run_spec import base_model_config
 from playground.tasks.base_build import BaseReport
 from playground.tasks.prompt_sets import prompts_for_task
 from playground.tasks.sft import SHIPPED, SFTConfig, build_base_model, cache_key
+from playground.tasks.token_data import PromptSet
 from playground.teach.workshop import load_all
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
+CONF = Path(__file__).resolve().parents[1] / "conf"
 
 
 def token_configs() -> Iterator[tuple[str, list[str]]]:
@@ -58,11 +61,11 @@ def token_configs() -> Iterator[tuple[str, list[str]]]:
 
 
 @functools.cache
-def _prompts(task_yaml: str):
-    return prompts_for_task(OmegaConf.create(task_yaml))
+def _prompts(task_yaml: str) -> PromptSet:
+    return prompts_for_task(cast(DictConfig, OmegaConf.create(task_yaml)))  # the yaml of a `task` section
 
 
-def base_settings(overrides: list[str]):
+def base_settings(overrides: list[str]) -> tuple[PromptSet, GPTConfig, SFTConfig]:
     """The prompt set, model and SFT settings a config's base is built from."""
     cfg = compose(overrides)
     data = _prompts(OmegaConf.to_yaml(cfg.task, resolve=True))  # the scenarios of a task share one prompt set
@@ -109,7 +112,7 @@ def rebuild(key: str, labels: list[str], overrides: list[str], out: Path = SHIPP
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=f"{PYTHON} -m playground.tasks.bases", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=f"{PYTHON} -m playground.bases", description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true",
                         help="list the bases the configs need; exit 1 if one is missing")
     parser.add_argument("keys", nargs="*", help="rebuild only these bases (their keys, as --check lists them)")
