@@ -81,13 +81,19 @@ def needed() -> dict[str, tuple[list[str], list[str]]]:
 
 
 def cpu_name() -> str:
+    """The processor as far as float reductions go: its model name with its family, model and stepping. Two
+    generations can share a model name ("AMD EPYC" covers Zen 4 and Zen 5) and still round a long build differently."""
+    fields: dict[str, str] = {}
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    if "model name" not in fields:
+        return platform.processor() or platform.machine()
+    generation = ", ".join(f"{key} {fields[key]}" for key in ("cpu family", "model", "stepping") if key in fields)
+    return f"{fields['model name']} ({generation})" if generation else fields["model name"]
 
 
 def rebuild(key: str, labels: list[str], overrides: list[str], out: Path = SHIPPED) -> str:
