@@ -7,9 +7,9 @@ The conditions themselves (`when`) are checked by `conditions.compile_condition`
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator, model_validator
 
 from playground import failures
 
@@ -187,3 +187,53 @@ def check(data: Any, source: str = "rules.yaml") -> None:
         failures.FAILURE_IDS)
     if missing or unknown:
         raise ValueError(f"{source}: catalogue: no entry for {sorted(missing)}, unknown ids {sorted(unknown)}")
+
+
+# ---- the shapes' tunables (tunables.yaml) --------------------------------------------------------------------------
+class RobustTunables(_Strict):
+    z_significant: float = Field(gt=0)
+    max_points: StrictInt = Field(ge=3)
+    level_lookback: StrictInt = Field(ge=1)
+    level_min_values: StrictInt = Field(ge=1)
+
+
+class TrendTunables(_Strict):
+    default_size: float = Field(ge=0)
+    target_floor: float = Field(gt=0)
+    min_values: dict[str, Annotated[StrictInt, Field(ge=1)]]  # per operator; trends.py checks they are its names
+
+
+class SpikesTunables(_Strict):
+    min_values: StrictInt = Field(ge=1)
+
+
+class PlateauTunables(_Strict):
+    min_values: StrictInt = Field(ge=3)
+    heldout_rise: float = Field(ge=0)
+    heldout_floor: float = Field(gt=0)
+    trend_over_noise: float = Field(gt=0)
+    noise_floor: float = Field(ge=0)
+
+
+class FallsFromPeakTunables(_Strict):
+    min_evaluations: StrictInt = Field(ge=3)
+    peak_floor: float = Field(gt=0)
+
+
+class Tunables(_Strict):
+    """`tunables.yaml`: the sizes the whole-series shapes, the trend operators and their robust statistics judge by."""
+
+    robust: RobustTunables
+    trend: TrendTunables
+    spikes: SpikesTunables
+    plateau: PlateauTunables
+    falls_from_peak: FallsFromPeakTunables
+
+
+def tunables(data: Any, source: str = "tunables.yaml") -> Tunables:
+    """`data` as `Tunables`; a ValueError naming the section and key where a value is missing, unknown or out of
+    range."""
+    try:
+        return Tunables.model_validate(data)
+    except ValidationError as e:
+        raise ValueError(f"{source}: {_errors(e)}") from None
