@@ -235,7 +235,8 @@ def _plateau(spec: Mapping[str, Any], c: Compiler) -> Node:
 
 
 def _doc(cls: type) -> str:
-    return " ".join((cls.__doc__ or "").split())
+    """A class's doc as one line, without its closing full stop (as the other forms' docs)."""
+    return " ".join((cls.__doc__ or "").split()).removesuffix(".")
 
 
 _FORMS = [

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import ClassVar
 
 from playground.diagnose.log import Log
@@ -56,8 +56,8 @@ class Drop(TrendOp):
 
 class Rising(TrendOp):
     """mean(last third) - mean(first third) of s in the window, over its scale, above r: the scale is the distance to
-    score_target for `score` where the target is known (at least {trend.target_floor} of the target's size, at least
-    1), else |mean(first third)|."""
+    score_target for `score` where the target is known (at least {trend.target_floor} x max(|score_target|, 1)),
+    else |mean(first third)|."""
 
     name, word = "rising", "rises by >"
     parts: ClassVar[int] = 3  # it compares the first and last thirds (fifths: the whole run's start and end)
@@ -153,10 +153,16 @@ class TrendDown(TrendUp):
 TRENDS: dict[str, TrendOp] = {op.name: op() for op in (
     Drop, Rising, NotRising, Improving, NotImproving, NotImprovingSince, Swing, Spike, FallsThenRises, TrendUp,
     TrendDown)}
-if set(TUNABLES.trend.min_values) != set(TRENDS):  # each operator's, and only theirs: a misspelt one is no default
-    _named = set(TUNABLES.trend.min_values)
-    raise ValueError(f"tunables.yaml: trend.min_values: no value for {sorted(set(TRENDS) - _named)}, unknown "
-                     f"operators {sorted(_named - set(TRENDS))}")
+
+
+def check_min_values(min_values: Mapping[str, int]) -> None:
+    """tunables.yaml's `trend.min_values` names each operator, and only them: a misspelt one is an error, no default."""
+    if set(min_values) != set(TRENDS):
+        raise ValueError(f"tunables.yaml: trend.min_values: no value for {sorted(set(TRENDS) - set(min_values))}, "
+                         f"unknown operators {sorted(set(min_values) - set(TRENDS))}")
+
+
+check_min_values(TUNABLES.trend.min_values)
 
 
 class Trend(Node):
