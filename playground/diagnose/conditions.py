@@ -1,8 +1,10 @@
 """The interpreter of the rule vocabulary in `rules.yaml`: step predicates and window conditions over series.
 
-`compile_condition` turns a rule's YAML into objects evaluated on a run's `Log` (log.py); the series they read are
-`series.py`'s (`compile_series`, `Series`, re-exported here). Unknown values stay unknown (None) through three-valued
-logic.
+`FORMS` is the vocabulary: each condition form, how a rule writes it, what it means (rules.yaml's header says it,
+grammar.py) and how it is built; the trend operators are trends.py's, the whole-series shapes shapes.py's.
+`compile_condition` turns a rule's YAML into objects evaluated on a run's `Log` (log.py), rejecting a form or key it
+does not know; the series they read are `series.py`'s (`compile_series`, `Series`, re-exported here). Unknown values
+stay unknown (None) through three-valued logic.
 """
 
 from __future__ import annotations

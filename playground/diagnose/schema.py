@@ -1,7 +1,8 @@
 """The shape of `rules.yaml`, checked when it is loaded: a misspelt key, a rule reporting an unknown id or a
 calibration of a threshold the rule lacks is an error naming the rule and the key, not a silent default.
 
-The conditions themselves (`when`) are checked by `conditions.compile_condition`, which knows their vocabulary.
+The conditions themselves (`when`) and series are checked by compiling them (`grammar.check`: the compilers know their
+vocabulary). Also the shape of `tunables.yaml`, the sizes the shapes and trend operators judge by (`Tunables`).
 """
 
 from __future__ import annotations
