@@ -212,7 +212,12 @@ def _metric_set(kind: str) -> Callable[[Mapping[str, Any], Compiler], Node]:
 
 
 def _combine(kind: str) -> Callable[[Mapping[str, Any], Compiler], Node]:
-    return lambda spec, c: Combine(kind, [c.condition(s) for s in spec[kind]])
+    def build(spec: Mapping[str, Any], c: Compiler) -> Node:
+        if not isinstance(spec[kind], list):
+            raise ValueError(f"rules.yaml: {kind} takes a list of conditions, not {spec[kind]!r}")
+        return Combine(kind, [c.condition(s) for s in spec[kind]])
+
+    return build
 
 
 def _trend(op: TrendOp) -> Callable[[Mapping[str, Any], Compiler], Node]:

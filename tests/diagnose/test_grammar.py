@@ -94,7 +94,7 @@ def _with_when(when, **extra) -> dict:
     ({"rising": {"ratio": ["score", "entropy"], "flor": 1}}, r"rule 'plateau': series .*: unknown key flor"),
     ({"x": "score", "gt": "high"}, r"rule 'plateau': 'high' is no number, \$threshold or -\$threshold"),
     ({"guard": "below_targte"}, r"rule 'plateau': unknown guard 'below_targte'"),
-    ({"all": 3}, r"rule 'plateau': "),
+    ({"all": 3}, r"rule 'plateau': all takes a list of conditions, not 3"),
 ])
 def test_a_rule_written_in_an_undocumented_form_fails_to_load_naming_it(when, message):
     document = _with_when(when)
