@@ -9,25 +9,26 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import yaml
 
 from playground.config.overrides import ABSENT, lookup
-from playground.diagnose import schema
+from playground.diagnose import grammar, schema
 from playground.metrics import fmt
 
-RULES_PATH = Path(__file__).with_name("rules.yaml")
+RULES_PATH = grammar.RULES_PATH
 
 
 @functools.lru_cache(maxsize=1)
 def document() -> dict[str, Any]:
-    """`rules.yaml`, parsed and checked (`schema.check`) once per process: rules, verdicts, links, checklist,
-    severities, guards, measured_on and the catalogue."""
+    """`rules.yaml`, parsed and checked once per process (its shape: `schema.check`; every condition and series
+    compiled: `grammar.check`): rules, verdicts, links, checklist, severities, guards, measured_on and the
+    catalogue."""
     with open(RULES_PATH, encoding="utf-8") as f:
         data = yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml's parser where built: 8x
     schema.check(data)
+    grammar.check(data)
     return data
 
 

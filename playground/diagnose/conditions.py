@@ -1,22 +1,24 @@
 """The interpreter of the rule vocabulary in `rules.yaml`: step predicates and window conditions over series.
 
-`compile_condition` turns a rule's YAML into objects evaluated on a run's `Log` (log.py); the series they read are
-`series.py`'s (`compile_series`, `Series`, re-exported here). Unknown values stay unknown (None) through three-valued
-logic.
+`FORMS` is the vocabulary: each condition form, how a rule writes it, what it means (rules.yaml's header says it,
+grammar.py) and how it is built; the trend operators are trends.py's, the whole-series shapes shapes.py's.
+`compile_condition` turns a rule's YAML into objects evaluated on a run's `Log` (log.py), rejecting a form or key it
+does not know; the series they read are `series.py`'s (`compile_series`, `Series`, re-exported here). Unknown values
+stay unknown (None) through three-valued logic.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from playground.diagnose.log import Log
-from playground.diagnose.node import Node
-from playground.diagnose.robust import Z_SIGNIFICANT, mann_kendall_z, theil_sen_change
+from playground.diagnose.node import Form, Node, form_of
 from playground.diagnose.series import Series, compile_series
 from playground.diagnose.shapes import FallsFromPeak, Logged, Plateau, Spikes
+from playground.diagnose.trends import TRENDS, Trend, TrendOp
+from playground.diagnose.tunables import TUNABLES
 from playground.metrics import fmt
 
 __all__ = ["Node", "Series", "compile_condition", "compile_series"]
@@ -138,96 +140,6 @@ class Frac(Node):
         return items
 
 
-class Trend(Node):
-    """drop | rising | not_rising | swing | spike | falls_then_rises of a series over the window; improving |
-    not_improving of it over the whole log (a finished run: all of it; a run being watched: so far), whatever the
-    window;
-    not_improving_since from the window's first step to the log's end (what followed the window)."""
-
-    MIN_VALUES = {"drop": 2, "rising": 3, "not_rising": 3, "swing": 3, "spike": 3, "falls_then_rises": 5,
-                  "improving": 3, "not_improving": 3, "not_improving_since": 3, "trend_up": 5, "trend_down": 5}
-    NEGATED = ("not_rising", "not_improving", "not_improving_since")  # true when unknown: "not shown to rise"
-    FIFTHS = ("drop", "falls_then_rises", "improving", "not_improving", "not_improving_since")  # compare fifths
-
-    def __init__(self, kind: str, series: Series, value: float, text: str):
-        self.kind, self.series, self.value, self.text = kind, series, value, text
-
-    def _values(self, log: Log, idx: Sequence[int]) -> list[float]:
-        if self.kind in ("improving", "not_improving"):
-            idx = range(log.n)
-        elif self.kind == "not_improving_since":
-            idx = range(idx[0], log.n) if len(idx) else idx
-        log.reading_shape = True
-        try:
-            return [v for i in idx if (v := self.series.value(log, i)) is not None and math.isfinite(v)]
-        finally:
-            log.reading_shape = False
-
-    def measure(self, log: Log, values: list[float]) -> float | None:
-        """drop: the fraction lost; rising: the rise in units of its scale; swing: mean |change|; spike: the
-        window's largest value over its median (unknown where the median is 0: a window mostly without the quantity
-        has no level to spike from); falls_then_rises: how far both ends sit above the minimum, relative to it."""
-        n = len(values)
-        if n < self.MIN_VALUES[self.kind]:
-            return None
-        if self.kind == "spike":
-            # the median, not the mean: the spike itself must not raise the level it is measured against
-            middle = statistics.median(values)
-            return max(values) / middle if middle > 0 else None
-        # whole-run and falling measures compare fifths (the run's start and end); window rises compare thirds
-        k = max(1, n // (5 if self.kind in self.FIFTHS else 3))
-        a, b = sum(values[:k]) / k, sum(values[-k:]) / k
-        if self.kind == "drop":
-            return None if a <= 0 else 1 - b / a
-        if self.kind == "swing":
-            return sum(abs(y - x) for x, y in zip(values[:-1], values[1:], strict=True)) / (n - 1)
-        if self.kind == "falls_then_rises":
-            low = min(values)
-            inside = k <= values.index(low) < n - k
-            return min(a, b) / low - 1 if inside and low > 0 else 0.0
-        target = log.facts.get("score_target") if self.series.label == "score" else None
-        # the distance left to the target, at least 5% of the target's size (a window that starts on the target
-        # still has a scale)
-        scale = max(abs(target - a), 0.05 * max(abs(target), 1.0)) if target is not None else abs(a)
-        if self.kind in ("trend_up", "trend_down"):
-            # a monotone trend (Mann-Kendall, 5 % one-sided) whose robust line (Theil-Sen) moves by the size asked;
-            # the sign says the direction: trend_down measures the fall
-            sign = 1.0 if self.kind == "trend_up" else -1.0
-            if sign * mann_kendall_z(values) <= Z_SIGNIFICANT:
-                return 0.0
-            return sign * theil_sen_change(values) / max(scale, 1e-12)
-        return (b - a) / max(scale, 1e-12)
-
-    def over(self, log: Log, idx: Sequence[int]) -> bool | None:
-        m = self.measure(log, self._values(log, idx))
-        if m is None:
-            return True if self.kind in self.NEGATED else None
-        holds = m > self.value
-        return not holds if self.kind in self.NEGATED else holds
-
-    def evidence(self, log: Log, idx: Sequence[int]) -> list[dict]:
-        values = self._values(log, idx)
-        if not values:
-            return []
-        m = self.measure(log, values)
-        step, metric = log.steps[idx[-1]], self.series.metric_name(log)
-        if m is None:
-            return [{"metric": metric, "step": step, "value": values[-1], "status": None,
-                     "range": f"{self.series.label_for(log)} trend: too few values to tell ({len(values)})"}]
-        word = {"drop": "falls by >", "rising": "rises by >", "not_rising": "rises by <=", "swing": "swings by >",
-                "spike": "peaks above its median by a factor >",
-                "falls_then_rises": "falls, then rises by >", "improving": "has risen since the start by >",
-                "not_improving": "has risen since the start by <=",
-                "not_improving_since": "has risen since the window's start by <=",
-                "trend_up": "rises steadily (Mann-Kendall, Theil-Sen) by >",
-                "trend_down": "falls steadily (Mann-Kendall, Theil-Sen) by >"}[self.kind]
-        holds = self.over(log, idx)
-        raw = log.get(metric, idx[-1])
-        return [{"metric": metric, "step": step, "value": values[-1] if raw is None else raw,
-                 "range": f"{self.series.label_for(log)} {word} {self.text} over {len(values)} steps (here {fmt(m)})",
-                 "status": None if holds is None else ("bad" if holds else "ok")}]
-
-
 class Status(Node):
     def __init__(self, statuses: list[str]):
         self.statuses = statuses
@@ -249,62 +161,128 @@ class Status(Node):
         return rows
 
 
-def _number(value: Any, thresholds: Mapping[str, tuple[float, str]]) -> tuple[float, str]:
-    """A literal, `$name` or `-$name`, with how evidence writes it."""
-    if isinstance(value, str) and value.lstrip("-").startswith("$"):
-        sign = -1.0 if value.startswith("-") else 1.0
-        number, text = thresholds[value.lstrip("-")[1:]]
-        return sign * number, ("-" if sign < 0 else "") + text
-    return float(value), fmt(float(value))
+class Compiler:
+    """What a rule's condition is compiled with: the named series (`series:`), the rule's thresholds (name -> value
+    and how evidence writes it) and the named conditions (`guards:`)."""
+
+    def __init__(self, defs: Mapping[str, Any], thresholds: Mapping[str, tuple[float, str]],
+                 guards: Mapping[str, Any]):
+        self.defs, self.thresholds, self.guards = defs, thresholds, guards
+
+    def condition(self, spec: Any) -> Node:
+        return form_of(spec, FORMS, "condition").build(spec, self)
+
+    def series(self, spec: Any) -> Series:
+        return compile_series(spec, self.defs)
+
+    def number(self, value: Any) -> tuple[float, str]:
+        """A literal, `$name` or `-$name` (the rule's threshold), with how evidence writes it."""
+        if isinstance(value, str) and value.lstrip("-").startswith("$"):
+            sign, name = -1.0 if value.startswith("-") else 1.0, value.lstrip("-")[1:]
+            if name not in self.thresholds:
+                raise ValueError(f"rules.yaml: unknown threshold {value!r}: one of {sorted(self.thresholds)}")
+            number, text = self.thresholds[name]
+            return sign * number, ("-" if sign < 0 else "") + text
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"rules.yaml: {value!r} is no number, $threshold or -$threshold")
+        return float(value), fmt(float(value))
 
 
 def compile_condition(spec: Any, defs: Mapping[str, Any], thresholds: Mapping[str, tuple[float, str]],
                       guards: Mapping[str, Any] | None = None) -> Node:
-    """A step predicate or window condition from its YAML spec (see `rules.yaml`); `guards`: the named conditions
-    a spec may use as `{guard: name}`."""
-    guards = guards or {}
+    """A step predicate or window condition from its YAML spec, in one of `FORMS` (rules.yaml's header lists them);
+    `guards`: the named conditions a spec may use as `{guard: name}`."""
+    return Compiler(defs, thresholds, guards or {}).condition(spec)
 
-    def sub(s: Any) -> Node:
-        return compile_condition(s, defs, thresholds, guards)
 
-    if "guard" in spec:
-        if spec["guard"] not in guards:
-            raise ValueError(f"rules.yaml: unknown guard {spec['guard']!r}: one of {sorted(guards)}")
-        return sub(guards[spec["guard"]])
-    for kind in ("all", "any"):
-        if kind in spec:
-            return Combine(kind, [sub(s) for s in spec[kind]])
-    if "not" in spec:
-        return Combine("not", [sub(spec["not"])])
-    if "last" in spec:
-        return sub(spec["last"])
-    if "x" in spec:
-        op = next(o for o in _OPS if o in spec)
-        number, text = _number(spec[op], thresholds)
-        return Leaf(compile_series(spec["x"], defs), op, number, text, spec.get("missing"))
-    for kind in ("nonfinite", "finite", "zero"):
-        if kind in spec:
-            return MetricSet(kind, list(spec[kind]), spec.get("missing"))
-    if "frac" in spec:
-        return Frac(sub(spec["frac"]), _number(spec["ge"], thresholds)[0])
-    if "spikes" in spec:
-        return Spikes(compile_series(spec["spikes"], defs), *_number(spec["gt"], thresholds),
-                      int(_number(spec.get("count", 1), thresholds)[0]))
-    if "logged" in spec:
-        return Logged(compile_series(spec["logged"], defs), *_number(spec["ge"], thresholds))
-    if "plateau" in spec:
-        heldout = compile_series(spec["heldout"], defs) if "heldout" in spec else None
-        return Plateau(compile_series(spec["plateau"], defs), *_number(spec["share"], thresholds), heldout)
-    if "falls_from_peak" in spec:
-        rising = compile_series(spec["while"], defs) if "while" in spec else None
-        return FallsFromPeak(compile_series(spec["falls_from_peak"], defs), *_number(spec["by"], thresholds), rising,
-                             spec.get("of", "peak"), spec.get("missing"))
-    for kind, key in (("drop", "gt"), ("swing", "gt"), ("spike", "gt"), ("rising", "by"), ("not_rising", "by"),
-                      ("improving", "by"), ("not_improving", "by"), ("not_improving_since", "by"),
-                      ("falls_then_rises", "by"), ("trend_up", "by"), ("trend_down", "by")):
-        if kind in spec:
-            number, text = _number(spec.get(key, 0.05), thresholds)
-            return Trend(kind, compile_series(spec[kind], defs), number, text)
-    if "status" in spec:
-        return Status(list(spec["status"]))
-    raise ValueError(f"rules.yaml: unknown condition {spec!r}")
+# ---- the vocabulary: each form, how it is written, what it means, how it is built ---------------------------------
+def _guard(spec: Mapping[str, Any], c: Compiler) -> Node:
+    if spec["guard"] not in c.guards:
+        raise ValueError(f"rules.yaml: unknown guard {spec['guard']!r}: one of {sorted(c.guards)}")
+    return c.condition(c.guards[spec["guard"]])
+
+
+def _compare(spec: Mapping[str, Any], c: Compiler) -> Node:
+    op = next(o for o in _OPS if o in spec)
+    return Leaf(c.series(spec["x"]), op, *c.number(spec[op]), spec.get("missing"))
+
+
+def _metric_set(kind: str) -> Callable[[Mapping[str, Any], Compiler], Node]:
+    return lambda spec, c: MetricSet(kind, list(spec[kind]), spec.get("missing"))
+
+
+def _combine(kind: str) -> Callable[[Mapping[str, Any], Compiler], Node]:
+    def build(spec: Mapping[str, Any], c: Compiler) -> Node:
+        if not isinstance(spec[kind], list):
+            raise ValueError(f"rules.yaml: {kind} takes a list of conditions, not {spec[kind]!r}")
+        return Combine(kind, [c.condition(s) for s in spec[kind]])
+
+    return build
+
+
+def _trend(op: TrendOp) -> Callable[[Mapping[str, Any], Compiler], Node]:
+    return lambda spec, c: Trend(op, c.series(spec[op.name]),
+                                 *c.number(spec.get(op.size_key, TUNABLES.trend.default_size)))
+
+
+def _falls_from_peak(spec: Mapping[str, Any], c: Compiler) -> Node:
+    rising = c.series(spec["while"]) if "while" in spec else None
+    return FallsFromPeak(c.series(spec["falls_from_peak"]), *c.number(spec["by"]), rising, spec.get("of", "peak"),
+                         spec.get("missing"))
+
+
+def _spikes(spec: Mapping[str, Any], c: Compiler) -> Node:
+    ratio, text = c.number(spec["gt"])
+    return Spikes(c.series(spec["spikes"]), ratio, text, int(c.number(spec.get("count", 1))[0]))
+
+
+def _plateau(spec: Mapping[str, Any], c: Compiler) -> Node:
+    share, text = c.number(spec["share"])
+    return Plateau(c.series(spec["plateau"]), share, text, c.series(spec["heldout"]) if "heldout" in spec else None)
+
+
+def _doc(cls: type) -> str:
+    """A class's doc as one line, without its closing full stop (as the other forms' docs)."""
+    return " ".join((cls.__doc__ or "").split()).removesuffix(".")
+
+
+_FORMS = [
+    # step predicates
+    Form("x", f"{{x: s, {'|'.join(_OPS)}: v, missing: m}}",
+         "s compared with v: a number, $threshold or -$threshold (the rule's `thresholds`); unknown where s is, "
+         "unless `missing` (true or false) says what to assume", _compare, one_of=tuple(_OPS), optional=("missing",),
+         group="step"),
+    Form("nonfinite", "{nonfinite: [metrics], missing: m}", "one of the metrics logged is NaN or Inf",
+         _metric_set("nonfinite"), optional=("missing",), group="step"),
+    Form("finite", "{finite: [metrics], missing: m}", "every one of the metrics logged is finite",
+         _metric_set("finite"), optional=("missing",), group="step"),
+    Form("zero", "{zero: [metrics], missing: m}", "every one of the metrics is logged and exactly 0",
+         _metric_set("zero"), optional=("missing",), group="step"),
+    Form("status", "{status: [statuses]}", "run.json's status is one of these (unknown without a status)",
+         lambda spec, c: Status(list(spec["status"])), group="step"),
+    # combined
+    Form("all", "{all: [c, ...]}", "every one holds (three-valued: false wins, then unknown)", _combine("all"),
+         group="logic"),
+    Form("any", "{any: [c, ...]}", "one holds (true wins, then unknown)", _combine("any"), group="logic"),
+    Form("not", "{not: c}", "c does not hold (unknown stays unknown)",
+         lambda spec, c: Combine("not", [c.condition(spec["not"])]), group="logic"),
+    Form("guard", "{guard: name}", "the condition `guards` names (a step predicate or a window condition)", _guard,
+         group="logic"),
+    # window conditions
+    Form("last", "{last: p}", "p at the window's last step", lambda spec, c: c.condition(spec["last"]),
+         group="window"),
+    Form("frac", "{frac: p, ge: f}", "p holds at >= f of the window's steps where p is known",
+         lambda spec, c: Frac(c.condition(spec["frac"]), c.number(spec["ge"])[0]), required=("ge",),
+         group="window"),
+    *(Form(op.name, f"{{{op.name}: s, {op.size_key}: {'r' if op.size_key == 'by' else 'v'}}}", _doc(type(op)),
+           _trend(op), optional=(op.size_key,), group="window") for op in TRENDS.values()),
+    Form("spikes", "{spikes: s, gt: ratio, count: n}", _doc(Spikes),
+         _spikes, required=("gt",), optional=("count",), group="window"),
+    Form("plateau", "{plateau: s, share: f, heldout: h}", _doc(Plateau),
+         _plateau, required=("share",), optional=("heldout",), group="window"),
+    Form("falls_from_peak", "{falls_from_peak: s, by: r, of: peak|range, while: t, missing: m}", _doc(FallsFromPeak),
+         _falls_from_peak, required=("by",), optional=("of", "while", "missing"), group="window"),
+    Form("logged", "{logged: s, ge: n}", _doc(Logged),
+         lambda spec, c: Logged(c.series(spec["logged"]), *c.number(spec["ge"])), required=("ge",), group="window"),
+]
+FORMS: dict[str, Form] = {form.head: form for form in _FORMS}

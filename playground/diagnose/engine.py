@@ -1,6 +1,7 @@
 """The diagnosis engine: reads a run's metrics, applies the rules in `rules.yaml`, reports catalogue findings.
 
-Rules are data: this module only interprets their small vocabulary (documented at the top of `rules.yaml`).
+Rules are data: this module only interprets their small vocabulary (documented at the top of `rules.yaml`, from
+the compiler's tables: grammar.py).
 Thresholds are the metrics guide's; a task family's own values are `rules.yaml`'s `calibrated` ones.
 """
 

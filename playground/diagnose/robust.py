@@ -10,24 +10,21 @@ import math
 import statistics
 from collections.abc import Sequence
 
-# one-sided 5 %: z above this is a rise unlikely to come from noise alone (the normal approximation of Kendall's S)
-Z_SIGNIFICANT = 1.645
-# both statistics compare every pair of points: a longer series is thinned to about this many, evenly spaced (a
-# whole run of 400 steps judged on each of its starts would otherwise cost seconds)
-MAX_POINTS = 60
+from playground.diagnose.tunables import TUNABLES
 
 
 def thinned(values: Sequence[float]) -> tuple[list[float], int]:
-    """Every k-th value, k chosen so that at most MAX_POINTS remain (the last one kept), and k."""
-    stride = max(1, math.ceil(len(values) / MAX_POINTS))
+    """Every k-th value, k chosen so that at most `robust.max_points` remain (tunables.yaml: both statistics compare
+    every pair of points), the last one kept, and k."""
+    stride = max(1, math.ceil(len(values) / TUNABLES.robust.max_points))
     picked = list(values[::-1][::stride])[::-1]
     return picked, stride
 
 
 def mann_kendall_z(values: Sequence[float]) -> float:
-    """Mann–Kendall's z: positive for a rising series, negative for a falling one; |z| > 1.645 is significant at 5 %
-    one-sided. Ties (equal values, e.g. a validation score carried between its evaluations) count as no change and
-    shrink the variance as Kendall's correction does."""
+    """Mann–Kendall's z: positive for a rising series, negative for a falling one; |z| above `robust.z_significant`
+    (tunables.yaml) is significant at 5 % one-sided. Ties (equal values, e.g. a validation score carried between its
+    evaluations) count as no change and shrink the variance as Kendall's correction does."""
     values, _ = thinned(values)
     n = len(values)
     if n < 3:
@@ -59,11 +56,12 @@ def theil_sen_change(values: Sequence[float]) -> float:
     return statistics.median(slopes) * span
 
 
-def running_level(values: Sequence[float], i: int, lookback: int = 10) -> float | None:
-    """The median of the `lookback` values before index i: the level a value at i is measured against (the value
-    itself and what follows cannot raise it)."""
-    before = values[max(0, i - lookback):i]
-    return statistics.median(before) if len(before) >= 3 else None
+def running_level(values: Sequence[float], i: int) -> float | None:
+    """The median of the `robust.level_lookback` values before index i (tunables.yaml): the level a value at i is
+    measured against (the value itself and what follows cannot raise it); None with fewer than
+    `robust.level_min_values` before it."""
+    before = values[max(0, i - TUNABLES.robust.level_lookback):i]
+    return statistics.median(before) if len(before) >= TUNABLES.robust.level_min_values else None
 
 
 def spread(values: Sequence[float]) -> float:

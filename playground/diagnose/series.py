@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from playground.diagnose.log import Log
+from playground.diagnose.node import Form, form_of
 from playground.metric_names import ENTROPY, ENTROPY_LOSS, SCORE, SCORE_MEAN
 from playground.metrics import fmt
 from playground.rundir.score import score_metric
@@ -123,6 +124,20 @@ BUILTIN: dict[str, Series] = {
     "rel_entropy": Series(_rel_entropy, "rel_entropy", _entropy_key, _rel_entropy_label),
     "entropy_spread": Series(_entropy_spread, "entropy_spread", _entropy_key, _spread_label),
 }
+# what each built-in is, as rules.yaml's header says it (they need the run's facts)
+BUILTIN_DOC: dict[str, str] = {
+    "score": "val/score on token tasks (greedy), else critic/score/mean (else val/score): rundir.score's",
+    "score_gap": "(score_target - score) / max(|score_target|, 1); unknown without a target",
+    "score_headroom": "no target known (a verl log): (critic/score/max - mean) / (max - min) of the batch's scores, "
+                      "near 0 where almost every sample earns the best score there is; unknown with a target, or "
+                      "where every sample scored alike",
+    "entropy": "actor/entropy (verl V1's pre-update entropy, logged every step) where the log has it, else "
+               "actor/entropy_loss (the guide's name; V1: the entropy during the update, when computed)",
+    "rel_entropy": "entropy / max_entropy (discrete); exp(H - H_first) for continuous actions (differential entropy: "
+                   "the change counts, not the value); plain entropy in nats when the maximum is unknown (verl logs: "
+                   "the guide's own numbers are in nats)",
+    "entropy_spread": "entropy (discrete), exp(entropy) (continuous): its relative fall is the spread lost",
+}
 
 
 def _unary(s: Series, fn: Callable[[float], float], label: str) -> Series:
@@ -150,7 +165,8 @@ def _peak(s: Series) -> Series:
 
 
 def compile_series(spec: Any, defs: Mapping[str, Any]) -> Series:
-    """A series from its YAML spec (see `rules.yaml`)."""
+    """A series from its YAML spec: a number, a name (built in, `series:`'s, else a metric) or one of `FORMS`
+    (rules.yaml's header lists them)."""
     if isinstance(spec, (int, float)) and not isinstance(spec, bool):  # a constant: a fallback in {first: [...]}
         return Series(lambda log, i: float(spec), fmt(float(spec)), fmt(float(spec)))
     if isinstance(spec, str):
@@ -160,44 +176,65 @@ def compile_series(spec: Any, defs: Mapping[str, Any]) -> Series:
             inner = compile_series(defs[spec], defs)
             return Series(inner.fn, spec, inner._metric)
         return Series(lambda log, i: log.get(spec, i), spec, spec)
-    if "abs" in spec:
-        s = compile_series(spec["abs"], defs)
-        return _unary(s, abs, f"|{s.label}|")
-    if "fact" in spec:
-        name = spec["fact"]
-        return Series(lambda log, i: log.facts.get(name), name, name)
-    if "first" in spec:
-        parts = [compile_series(p, defs) for p in spec["first"]]
+    return form_of(spec, FORMS, "series").build(spec, defs)
 
-        def first(log: Log, i: int) -> float | None:
-            return next((v for p in parts if (v := p.value(log, i)) is not None), None)
 
-        return Series(first, " or ".join(p.label for p in parts),
-                      lambda log: next((p.metric_name(log) for p in parts if p.metric_name(log) in log.cols),
-                                       parts[0].metric_name(log)))
-    if "start" in spec:
-        return _start(compile_series(spec["start"], defs))
-    if "peak" in spec:
-        return _peak(compile_series(spec["peak"], defs))
-    if "diff" in spec:
-        a, b = (compile_series(p, defs) for p in spec["diff"])
+def _abs(spec: Mapping[str, Any], defs: Mapping[str, Any]) -> Series:
+    s = compile_series(spec["abs"], defs)
+    return _unary(s, abs, f"|{s.label}|")
 
-        def diff(log: Log, i: int) -> float | None:
-            va, vb = a.value(log, i), b.value(log, i)
-            return None if va is None or vb is None else va - vb
 
-        return Series(diff, f"{a.label} - {b.label}", a._metric)
-    if "ratio" in spec:
-        a, b = (compile_series(p, defs) for p in spec["ratio"])
-        floor = float(spec.get("floor", 0.0))
+def _fact(spec: Mapping[str, Any], defs: Mapping[str, Any]) -> Series:
+    name = spec["fact"]
+    return Series(lambda log, i: log.facts.get(name), name, name)
 
-        def ratio(log: Log, i: int) -> float | None:
-            va, vb = a.value(log, i), b.value(log, i)
-            if va is None or vb is None:
-                return None
-            denominator = math.copysign(max(abs(vb), floor), vb)
-            return None if denominator == 0 else va / denominator
 
-        label = f"{a.label} / {'max(' + b.label + f', {fmt(floor)})' if floor else b.label}"
-        return Series(ratio, label, a._metric)
-    raise ValueError(f"rules.yaml: unknown series {spec!r}")
+def _first(spec: Mapping[str, Any], defs: Mapping[str, Any]) -> Series:
+    parts = [compile_series(p, defs) for p in spec["first"]]
+
+    def first(log: Log, i: int) -> float | None:
+        return next((v for p in parts if (v := p.value(log, i)) is not None), None)
+
+    return Series(first, " or ".join(p.label for p in parts),
+                  lambda log: next((p.metric_name(log) for p in parts if p.metric_name(log) in log.cols),
+                                   parts[0].metric_name(log)))
+
+
+def _diff(spec: Mapping[str, Any], defs: Mapping[str, Any]) -> Series:
+    a, b = (compile_series(p, defs) for p in spec["diff"])
+
+    def diff(log: Log, i: int) -> float | None:
+        va, vb = a.value(log, i), b.value(log, i)
+        return None if va is None or vb is None else va - vb
+
+    return Series(diff, f"{a.label} - {b.label}", a._metric)
+
+
+def _ratio(spec: Mapping[str, Any], defs: Mapping[str, Any]) -> Series:
+    a, b = (compile_series(p, defs) for p in spec["ratio"])
+    floor = float(spec.get("floor", 0.0))
+
+    def ratio(log: Log, i: int) -> float | None:
+        va, vb = a.value(log, i), b.value(log, i)
+        if va is None or vb is None:
+            return None
+        denominator = math.copysign(max(abs(vb), floor), vb)
+        return None if denominator == 0 else va / denominator
+
+    label = f"{a.label} / {'max(' + b.label + f', {fmt(floor)})' if floor else b.label}"
+    return Series(ratio, label, a._metric)
+
+
+FORMS: dict[str, Form] = {form.head: form for form in [
+    Form("abs", "{abs: s}", "|s|", _abs),
+    Form("diff", "{diff: [a, b]}", "a - b", _diff),
+    Form("ratio", "{ratio: [a, b], floor: f}", "a / b, with |b| raised to at least f (default 0)", _ratio,
+         optional=("floor",)),
+    Form("first", "{first: [a, b, ...]}", "the first of them known at the step", _first),
+    Form("fact", "{fact: name}", "a run fact (grad_clip, memory_limit_gb, max_response_length, ...), at every step",
+         _fact),
+    Form("start", "{start: s}", "s's first known value in the log, at every step: where the run began",
+         lambda spec, defs: _start(compile_series(spec["start"], defs))),
+    Form("peak", "{peak: s}", "s's largest finite value in the log (as read so far), at every step",
+         lambda spec, defs: _peak(compile_series(spec["peak"], defs))),
+]}

@@ -1,7 +1,8 @@
 """Window conditions on the shape of a whole series, beyond the window statistics of `conditions.Trend`: isolated
 spikes against the running level, a plateau that holds most of a run, and a held-out score that falls from its peak
 while the training reward goes on rising. `conditions.compile_condition` builds them from `rules.yaml`
-(`{spikes: ...}`, `{plateau: ...}`, `{falls_from_peak: ...}`); they are judged on a window (usually the whole run so
+(`{spikes: ...}`, `{plateau: ...}`, `{falls_from_peak: ...}`, `{logged: ...}`; each class's doc is what rules.yaml's
+header says of it, its sizes are tunables.yaml's); they are judged on a window (usually the whole run so
 far: a rule of kind `whole`), never at a single step.
 """
 
@@ -13,8 +14,9 @@ from collections.abc import Sequence
 
 from playground.diagnose.log import Log
 from playground.diagnose.node import Node
-from playground.diagnose.robust import Z_SIGNIFICANT, mann_kendall_z, running_level, spread, theil_sen_change
+from playground.diagnose.robust import mann_kendall_z, running_level, spread, theil_sen_change
 from playground.diagnose.series import Series
+from playground.diagnose.tunables import TUNABLES
 from playground.metrics import fmt
 
 
@@ -60,8 +62,8 @@ class _Shape(Node):
 
 
 class Spikes(_Shape):
-    """{spikes: s, gt: ratio, count: n}: at least n values above `ratio` x the median of the 10 before them (the
-    running level: isolated spikes, not a level that rose)."""
+    """at least n values of s above `ratio` x their running level (the median of the {robust.level_lookback} values
+    before each): isolated spikes, not a level that rose; unknown with fewer than {spikes.min_values} values."""
 
     def __init__(self, series: Series, ratio: float, text: str, count: int):
         self.series, self.ratio, self.text, self.count = series, ratio, text, count
@@ -74,7 +76,7 @@ class Spikes(_Shape):
             level = running_level(values, k)
             if level and level > 0 and v > self.ratio * level:
                 found.append((v / level, i))
-        if len(values) < 13:
+        if len(values) < TUNABLES.spikes.min_values:
             return None, "", None
         worst = max(found) if found else None
         text = (f"{self.series.label_for(log)} above {self.text} x its running level (the median of the 10 steps "
@@ -84,13 +86,11 @@ class Spikes(_Shape):
 
 
 class Plateau(_Shape):
-    """{plateau: s, share: f, heldout: h}: s reached its final level (the median of its last tenth, within its noise)
-    early and held it, without a trend both significant and larger than twice its noise, for at least a share f of the
-    window's steps; and h (a held-out score, where logged) did not rise over that span either (its last third of
-    evaluations against its first): a noisy training reward beside a climbing validation is a run that learns."""
-
-    MIN_VALUES = 30
-    HELDOUT_RISE = 0.05  # a held-out score that rose more than this share of its start over the span: learning
+    """s reached its final level (the median of its last tenth, within its noise) early and held it, without a trend
+    both significant and larger than {plateau.trend_over_noise} x its noise, for at least a share f of the window's
+    steps; and h (a held-out score, where logged) did not rise over that span by more than {plateau.heldout_rise} of
+    its start (its last third of evaluations against its first): a noisy training reward beside a climbing
+    validation is a run that learns. Unknown with fewer than {plateau.min_values} values."""
 
     def __init__(self, series: Series, share: float, text: str, heldout: Series | None = None):
         self.series, self.share, self.text, self.heldout = series, share, text, heldout
@@ -105,16 +105,16 @@ class Plateau(_Shape):
             return None
         k = max(1, len(evaluations) // 3)  # thirds, not single evaluations: each is as noisy as its small set
         first, last = statistics.mean(evaluations[:k]), statistics.mean(evaluations[-k:])
-        return (last - first) / max(abs(first), 0.05)
+        return (last - first) / max(abs(first), TUNABLES.plateau.heldout_floor)
 
     def measure(self, log: Log, idx: Sequence[int]) -> tuple[bool | None, str, int | None]:
         points = _points(self.series, log, idx)
-        if len(points) < self.MIN_VALUES:
+        if len(points) < TUNABLES.plateau.min_values:
             return None, "", None
         values = [v for _, v in points]
         tail = values[-max(5, len(values) // 10):]
         final = statistics.median(tail)
-        noise = max(spread(values[-len(values) // 3:]), 0.01 * abs(final), 1e-9)
+        noise = max(spread(values[-len(values) // 3:]), TUNABLES.plateau.noise_floor * abs(final), 1e-9)
         rolling = [statistics.median(values[max(0, k - 4):k + 1]) for k in range(len(values))]
         # the first step whose running median is within the noise of the final level (the last one at the latest: a
         # median of the last tenth need not match the last five's)
@@ -123,11 +123,12 @@ class Plateau(_Shape):
         first_step, reach_step, last_step = (log.steps[points[k][0]] for k in (0, reached, -1))
         share = (last_step - reach_step) / max(last_step - first_step, 1)
         z = mann_kendall_z(flat) if len(flat) >= 3 else 0.0
-        # a trend is a plateau's end only where it is both significant and larger than the noise band: over hundreds
-        # of steps Mann-Kendall finds a creep of a few thousandths a step that buys nothing (rldoctor's drift to noise)
-        moving = abs(z) > Z_SIGNIFICANT and abs(theil_sen_change(flat)) > 2 * noise
+        # a trend is a plateau's end only where it is both significant and larger than the noise band
+        # (tunables.yaml's plateau.trend_over_noise says why)
+        moving = (abs(z) > TUNABLES.robust.z_significant
+                  and abs(theil_sen_change(flat)) > TUNABLES.plateau.trend_over_noise * noise)
         rose = self._heldout_rose(log, [i for i in idx if log.steps[i] >= reach_step])
-        holds = share >= self.share and not moving and (rose is None or rose <= self.HELDOUT_RISE)
+        holds = share >= self.share and not moving and (rose is None or rose <= TUNABLES.plateau.heldout_rise)
         text = (f"{self.series.label_for(log)} flat at {fmt(final)} (within {fmt(noise)}) from step {reach_step} to "
                 f"{last_step}: {share:.0%} of the run (needs {self.text}), Mann-Kendall z {z:+.2f}"
                 + ("" if rose is None else f"; the held-out score rose by {rose:.0%} of its start there"))
@@ -135,10 +136,10 @@ class Plateau(_Shape):
 
 
 class FallsFromPeak(_Shape):
-    """{falls_from_peak: s, by: r, of: peak | range, while: t, missing: m}: s (a held-out score, logged every few
-    steps and carried between) ended more than r x |its peak| (of: range, r x its range over the window: for scores of
-    any sign) below its peak, its last two evaluations both below that line, while t (the training reward) ended above
-    where it stood when s peaked; with fewer than three distinct values, m (default: unknown)."""
+    """s (a held-out score, logged every few steps and carried between) ended more than r x |its peak| (at least
+    {falls_from_peak.peak_floor}; of: range, r x its range over the window: for scores of any sign) below its peak,
+    its last two evaluations both below that line, while t (the training reward, where given) ended above where it
+    stood when s peaked; with fewer than {falls_from_peak.min_evaluations} distinct values, m (default: unknown)."""
 
     def __init__(self, series: Series, by: float, text: str, rising: Series | None, of: str = "peak",
                  missing: bool | None = None):
@@ -150,11 +151,12 @@ class FallsFromPeak(_Shape):
     def measure(self, log: Log, idx: Sequence[int]) -> tuple[bool | None, str, int | None]:
         points = _points(self.series, log, idx)
         evaluations = _evaluations(points)
-        if len(evaluations) < 3:
+        if len(evaluations) < TUNABLES.falls_from_peak.min_evaluations:
             return None, "", None
         values = [v for _, v in evaluations]
         top = max(range(len(values)), key=values.__getitem__)
-        size = values[top] - min(values) if self.of == "range" else max(abs(values[top]), 0.05)
+        floor = TUNABLES.falls_from_peak.peak_floor
+        size = values[top] - min(values) if self.of == "range" else max(abs(values[top]), floor)
         line = values[top] - self.by * size
         after = values[top + 1:]
         fell = len(after) >= 2 and all(v < line for v in after[-2:])
@@ -176,8 +178,8 @@ class FallsFromPeak(_Shape):
 
 
 class Logged(_Shape):
-    """{logged: s, ge: n}: the window holds at least n distinct values of s (a validation logged every few steps and
-    carried between counts once per evaluation)."""
+    """the window holds at least n distinct values of s (a validation logged every few steps and carried between
+    counts once per evaluation)."""
 
     def __init__(self, series: Series, count: float, text: str):
         self.series, self.count, self.text = series, count, text

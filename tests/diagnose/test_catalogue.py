@@ -52,7 +52,7 @@ def test_a_misspelt_key_names_the_rule_and_the_key():
 
 @pytest.mark.parametrize(("changes", "message"), [
     ({"id": "lr_too_hihg"}, r"rule 'lr_too_high': id: unknown catalogue id 'lr_too_hihg'"),
-    ({"kind": "windowed"}, r"rule 'lr_too_high': kind: Input should be 'point', 'window', 'trend', 'whole' or 'run'"),
+    ({"kind": "windowed"}, r"rule 'lr_too_high': kind: unknown kind 'windowed': one of point, window, trend, whole"),
     ({"section": None}, r"rule 'lr_too_high': section: Field required"),
     ({"families": ["gym", "tokens"]}, r"rule 'lr_too_high': families.1: Input should be 'gym', 'token' or 'llm'"),
     ({"calibrated": {"clipfrac_hihg": {"gym": {"value": 0.2, "seeds": 8, "measured": "x"}}}},
