@@ -95,7 +95,7 @@ def apply_fix(run: str, fix: str) -> None:
     name = f"{info.get('task', 'run')}-{info.get('scenario', '')}-fix"
     if start(overrides, name, base=run):
         load_form(overrides)
-    running.request_page_rerun()
+        running.request_page_rerun()  # not on a refusal: the rerun would drop the message saying why
 
 
 # ---- drawing ----

@@ -158,6 +158,18 @@ def test_a_fix_that_leaves_the_runs_folder_is_refused(lab, runs, spawn):
     assert spawn.started == [] and _lab_dirs(runs) == [run]
 
 
+def test_a_fix_that_names_a_key_the_config_lacks_is_refused_with_the_nearest_key(lab, runs, spawn):
+    # issue 49: an unknown key is refused, not trained at the default value; the fix field is free text
+    run = write_run(runs / "lab" / "2026-12-01" / "09-00-00-cartpole-lr_too_high", scenario="lr_too_high",
+                    unstable=True, overrides=["task=cartpole", "scenario=lr_too_high"],
+                    findings=[{**LR_TOO_HIGH, "fix": "lr=0.005"}])
+    at = _fresh()
+    at.button(key="lab_run-lr_too_high-apply").click().run()
+    assert ("Not started: lr=0.005: the config has no key 'lr' (nothing would read it); nearest: "
+            "actor_rollout_ref.actor.optim.lr, critic.optim.lr, world_model.lr") in [e.value for e in at.error]
+    assert spawn.started == [] and _lab_dirs(runs) == [run]
+
+
 def test_healthy_is_said_as_the_verdict_and_not_among_the_info_notes(lab, runs):
     """'Also noted (info): healthy, low_mfu' read as if healthy were one more note: it is the run's verdict."""
     healthy, mfu = finding("healthy", "info", 1, 60), finding("low_mfu", "info", 5, 60)
