@@ -183,8 +183,10 @@ def run_log(run: str) -> LogRead:
     """A run's metrics as read by `playground.rundir.runs` (records in step order, problems in words)."""
     path = Path(run) / METRICS
     stamp = _stamp(path)
-    if stamp is None:
-        return LogRead(records=[], problems=[f"{path}: no such file (deleted, or not written yet)"], source=str(path))
+    if stamp is None:  # a run still before its first step has none yet: nothing is wrong with it
+        starting = run_status(run_info(run)) == "running"
+        return LogRead(records=[], problems=[] if starting else [f"{path}: no such file (deleted, or not written yet)"],
+                       source=str(path))
     return _read_log(str(path), stamp)
 
 
@@ -351,6 +353,8 @@ def run_diagnosis(run: str, report: bool = True) -> tuple[dict | None, dict | No
     (a live chart needs no report, and a running run has no `findings.json` to spare the engine).
     """
     info = run_info(run) or None
+    if info is not None and info.get("status") == "running":  # a killed run is no longer training: "gone"
+        info = {**info, "status": run_status(info)}
     written = read_findings(run) if report else None
     key = (run, _stamp(Path(run) / METRICS))
     diagnosis, status, why = diagnose_records(run_log(run), info, (info or {}).get("family"), key=key,

@@ -236,6 +236,11 @@ def _max_response_length(info: Mapping, config: Mapping | None) -> float | None:
     return None if value in (None, ABSENT) else float(value)
 
 
+def _total_steps(info: Mapping, config: Mapping | None) -> int | None:
+    total = info.get("total_steps", lookup(config, "trainer.total_training_steps"))
+    return int(total) if isinstance(total, (int, float)) and not isinstance(total, bool) else None
+
+
 def facts(info: Mapping | None, config: Mapping | None, family: str) -> dict:
     """What the rules may know about a run besides its metrics (run.json, then the config)."""
     info = dict(info or {})
@@ -257,6 +262,7 @@ def facts(info: Mapping | None, config: Mapping | None, family: str) -> dict:
         # the cap response_length/max is checked against (verl V1's clip_ratio is no share of truncation: #7817)
         "max_response_length": _max_response_length(info, config),
         "status": info.get("status"),
+        "total_steps": _total_steps(info, config),  # the steps the run was started for (a running run's "of N")
         "error": info.get("error"),  # the exception a run (or a console log) ended on
         "family": family,
         "score_metric": info.get("score_metric"),

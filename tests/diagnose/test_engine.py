@@ -99,6 +99,34 @@ def test_a_short_run_is_inconclusive_and_a_sparse_log_over_many_steps_is_not():
     assert ids([{STEP: 0, "val/score": 0.3}, *(step(s) for s in range(1, 5))]) == ["inconclusive"]  # step 0: val only
 
 
+def _short(steps) -> list[dict]:
+    return [{STEP: s, "actor/ppo_kl": 0.003, "actor/pg_clipfrac": 0.1, "critic/score/mean": 0.1} for s in steps]
+
+
+def test_a_run_still_training_is_too_early_to_say_with_no_fix():
+    # issue 49 item 5: Countdown at step 1 of 60 was told "inconclusive, log more steps" with a fix of 10 steps
+    running = {"status": "running", "total_steps": 60}
+    for records, step in ((_short([1]), 1), ([], 0)):  # at step 1, and before its first step
+        d = diagnose(records, info=running, family="token")
+        assert d.ids() == ["inconclusive"] and d.findings[0].fix == ""
+        assert d.findings[0].explanation["en"].startswith(f"Too early to say (step {step} of 60): the run is still")
+        assert f"第 {step} 步，共 60 步" in d.findings[0].explanation["zh"]
+    unknown_total = diagnose(_short([1, 2]), info={"status": "running"}, family="token").findings[0]
+    assert unknown_total.explanation["en"].startswith("Too early to say (step 2): ") and unknown_total.fix == ""
+    assert diagnose(_short([1]), info={"status": "finished", "total_steps": 60}, family="token").findings[0].fix
+
+
+@pytest.mark.parametrize("info, config, steps, fix", [
+    ({"status": "finished", "total_steps": 60}, None, [1], 600),  # run.json's steps, without its config
+    ({"status": "interrupted", "total_steps": 60}, {"trainer": {"total_training_steps": 60}}, [1, 2, 3], 600),
+    (None, None, [1, 2, 3, 4], 40),  # a log alone: its own steps
+    (None, None, [1], 10),  # the floor
+])
+def test_the_inconclusive_fix_trains_longer_than_the_run_has_or_will_have(info, config, steps, fix):
+    d = diagnose(_short(steps), info=info, family="token", config=config)
+    assert d.ids() == ["inconclusive"] and d.findings[0].fix == f"trainer.total_training_steps={fix}"
+
+
 def test_guide_example2_lr_too_high():
     d = _read_fixture("guide_11_4_example2.log")
     assert d.ids() == ["lr_too_high"]

@@ -170,6 +170,25 @@ def test_a_fix_that_names_a_key_the_config_lacks_is_refused_with_the_nearest_key
     assert spawn.started == [] and _lab_dirs(runs) == [run]
 
 
+def test_a_run_still_training_is_too_early_to_say_with_no_fix_and_no_unread_lines(lab, runs):
+    # issue 49 item 5: at step 1 of 60 the Lab said "inconclusive" and offered 10 steps; before step 1 it showed
+    # "some lines could not be read" and "metrics.jsonl: no such file"
+    import os
+
+    alive = {"pid": os.getpid(), "start_time": time.time() - 1, "total_steps": 60}
+    run = write_run(runs / "lab" / "2026-12-01" / "09-00-00-countdown-healthy", family="token", task="countdown",
+                    steps=1, status="running", extra_info=alive, overrides=["task=countdown", "scenario=healthy"])
+    at = _fresh()
+    assert f"**{run.name}**" in texts(at) and not at.exception
+    assert "Too early to say (step 1 of 60): the run is still training" in texts(at)
+    assert not [b for b in at.button if b.key.endswith("-apply")] and not at.error, [e.value for e in at.error]
+    (run / "metrics.jsonl").unlink()  # before its first step
+    (run / "findings.json").unlink(missing_ok=True)
+    at = _fresh()
+    assert "Too early to say (step 0 of 60)" in texts(at)
+    assert not [w.value for w in at.warning if "could not be read" in w.value or "no such file" in w.value]
+
+
 def test_healthy_is_said_as_the_verdict_and_not_among_the_info_notes(lab, runs):
     """'Also noted (info): healthy, low_mfu' read as if healthy were one more note: it is the run's verdict."""
     healthy, mfu = finding("healthy", "info", 1, 60), finding("low_mfu", "info", 5, 60)
