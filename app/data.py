@@ -24,6 +24,7 @@ from playground.algos.clip_range import resolve_clip_range
 from playground.diagnose import engine
 from playground.diagnose.readers import parse_verl_text, read_any
 from playground.diagnose.root_causes import chain, worst_severity
+from playground.interrupts import STOPPED_BY_YOU
 from playground.rundir.runs import (
     FINDINGS,
     METRICS,
@@ -111,6 +112,11 @@ def run_status(info: dict[str, Any]) -> str:
     if status == "running" and info.get("pid") is not None and not pid_alive(info["pid"], info.get("start_time")):
         return "gone"
     return status
+
+
+def stopped_by_you(info: dict[str, Any]) -> bool:
+    """An interrupted run its user stopped (Ctrl-C, the explorer's Stop): said as a stop, not as a failure."""
+    return info.get("status") == "interrupted" and str(info.get("error") or "").startswith(STOPPED_BY_YOU)
 
 
 def _run_row(run_dir: Path, root: Path, warnings: list[tuple[str, str]]) -> dict[str, Any]:

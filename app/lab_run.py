@@ -110,7 +110,8 @@ def status_line(run: str) -> str:
         if status == "running" and info.get("phase") == "sft_base":  # before its first step: the base's progress
             parts.append(widgets.status_text(status, info.get("base")))
         else:
-            parts += [widgets.status_text(status), f"{widgets.t('col_step')} {done}/{total}"]
+            shown = "stopped" if data.stopped_by_you(info) else status
+            parts += [widgets.status_text(shown), f"{widgets.t('col_step')} {done}/{total}"]
     elif job is not None:
         parts.append(running.job_state(job) if job.state != "running" else widgets.t("job_starting"))
     return " · ".join(parts)

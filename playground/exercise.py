@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import shlex
 import shutil
-import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from playground import PYTHON, failures
 from playground.config.overrides import OverrideError, parse_strict
 from playground.diagnose import injected, report
 from playground.diagnose.root_causes import is_problem
-from playground.interrupts import exit_code, raise_terminated
+from playground.interrupts import exit_code, handle_stops
 from playground.metrics import fmt
 from playground.rundir.runs import read_findings, read_run_info
 from playground.rundir.score import run_score
@@ -343,5 +342,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, raise_terminated)  # the explorer's Stop ends a run as Ctrl-C does
+    handle_stops()  # the explorer's Stop (SIGINT) and a SIGTERM end a run as Ctrl-C does
     raise SystemExit(main())

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -33,7 +32,7 @@ from playground.config import (
     with_default_scenario,
 )
 from playground.config.overrides import command
-from playground.interrupts import exit_code, raise_terminated
+from playground.interrupts import exit_code, handle_stops
 from playground.step.perf import resolve_device
 from playground.step.stopping import AgentOutcome
 
@@ -211,7 +210,7 @@ def main() -> None:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(EXIT_BAD_CONFIG)
     sys.argv = [sys.argv[0], *with_default_scenario(sys.argv[1:])]
-    signal.signal(signal.SIGTERM, raise_terminated)
+    handle_stops()
     hydra_main()
 
 

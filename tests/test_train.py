@@ -111,7 +111,8 @@ def test_a_stopped_run_ends_with_status_interrupted(tmp_path, signum, exit_code)
     assert proc.returncode == exit_code, err
     info = read_run_info(run_dir)
     assert info["status"] == "interrupted" and info["last_step"] >= 1
-    assert ("SIGTERM" in info["error"]) == (signum == signal.SIGTERM)
+    assert info["error"] == ("terminated by signal SIGTERM" if signum == signal.SIGTERM
+                             else "stopped by you (Ctrl-C, or Stop in the explorer)")
     assert len(read_metrics_jsonl(metrics).records) == info["last_step"]
 
 

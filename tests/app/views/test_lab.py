@@ -210,22 +210,25 @@ def test_runs_wait_their_turn_and_can_be_stopped(lab, runs, spawn):
     assert "1 process(es) train at a time (PLAYGROUND_MAX_RUNS)" in texts(at)
     assert at.button(key="lab_stop").label == "Cancel"  # the run shown is the one waiting
     at.button(key="lab_stop").click().run()
-    at.button(key="queue_stop_j1").click().run()  # the one training: SIGTERM
-    spawn.started[0].finish(-15)
+    at.button(key="queue_stop_j1").click().run()  # the one training: SIGINT, as Ctrl-C
+    spawn.started[0].finish(130)
     at.run()
     assert "waiting" not in texts(at) and "Nothing is training." in texts(at) and len(spawn.started) == 1
 
 
 def test_a_run_an_earlier_explorer_started_can_still_be_stopped(lab, runs):
-    """The explorer restarted while its run trained on: run.json's pid finds the process, Stop sends it SIGTERM."""
-    trainer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "-m", "playground.train"])
+    """The explorer restarted while its run trained on: run.json's pid finds the process, Stop sends it SIGINT."""
+    trainer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "-m", "playground.train"],
+                               # SIGINT may be ignored in this process (a library an earlier test loaded), and so in
+                               # a child: give it the default, as the trainer's own handler does (interrupts.py)
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
     try:
         write_run(runs / "lab" / "2026-12-01" / "09-00-00-cartpole-healthy", status="running",
                   extra_info={"pid": trainer.pid, "start_time": time.time()})
         at = _fresh()
         assert "▶ running" in texts(at)
         at.button(key="lab_stop").click().run()
-        assert trainer.wait(timeout=10) == -signal.SIGTERM
+        assert trainer.wait(timeout=10) == -signal.SIGINT
     finally:
         trainer.kill()
 
