@@ -227,9 +227,9 @@ def view_body(view: dict[str, Any]) -> bool:
     for shown in (base, run):
         if shown:
             st.markdown(status_line(shown))
-    if job is not None:
-        running.stop_button(job, key="lab_stop")
-    elif active:  # started by an explorer that has since restarted: its pid is in run.json
+    # a job's Stop is the queue's, on this page (a second one here listed the starting run twice); a run an explorer
+    # started before it restarted is in no queue: its Stop is here, by the pid in run.json
+    if job is None and active:
         st.button(widgets.t("stop"), key="lab_stop", on_click=launcher.stop_adopted, args=(data.run_info(run),),
                   icon=":material/stop_circle:")
     command = job.command if job is not None else data.run_info(run).get("command")
@@ -244,6 +244,8 @@ def view_body(view: dict[str, Any]) -> bool:
     st.subheader(widgets.t("diagnosis_title"))
     if base:
         draw_comparison(base, run, active)
+    elif active and not data.run_info(run):  # no run.json yet: no step, no total, and not "nothing wrong" either
+        st.caption(widgets.t("lab_diagnosis_starting"))
     else:
         draw_findings(run, data.run_diagnosis(run)[0], "lab_run", active)
     if not rows.empty:

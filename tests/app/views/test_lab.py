@@ -208,12 +208,24 @@ def test_runs_wait_their_turn_and_can_be_stopped(lab, runs, spawn):
     at.button(key="lab_train").click().run()
     assert "waiting (#1)" in texts(at) and len(spawn.started) == 1
     assert "1 process(es) train at a time (PLAYGROUND_MAX_RUNS)" in texts(at)
-    assert at.button(key="lab_stop").label == "Cancel"  # the run shown is the one waiting
-    at.button(key="lab_stop").click().run()
+    # one Stop (or Cancel) per run, the queue's: the view of the run shown (the one waiting) has none of its own
+    assert [b.label for b in at.button if "stop" in b.key] == ["Stop", "Cancel"]
+    at.button(key="queue_stop_j2").click().run()
     at.button(key="queue_stop_j1").click().run()  # the one training: SIGINT, as Ctrl-C
     spawn.started[0].finish(130)
     at.run()
     assert "waiting" not in texts(at) and "Nothing is training." in texts(at) and len(spawn.started) == 1
+
+
+def test_a_starting_run_is_listed_once_with_one_stop_and_no_unread_lines(lab, runs, spawn):
+    # issue 49: the queue's line and the view's each had a Stop, and the missing metrics.jsonl was "could not be read"
+    spawn.finish = False  # the trainer has not written run.json yet: it is starting
+    at = lab
+    at.button(key="lab_train").click().run()
+    assert "starting the trainer…" in texts(at) and "Too early to say: the trainer is starting." in texts(at)
+    assert "Nothing of severity warning or worse." not in texts(at)
+    assert [b.key for b in at.button if "stop" in b.key] == ["queue_stop_j1"]
+    assert not [w.value for w in at.warning if "could not be read" in w.value or "no such file" in w.value]
 
 
 def test_a_run_an_earlier_explorer_started_can_still_be_stopped(lab, runs):
