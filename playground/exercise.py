@@ -67,7 +67,7 @@ def composed(overrides: list[str], progress_bar: bool = True):
         prepare(cfg)
     except ConfigError as error:
         raise ExerciseError(f"the fix does not apply: {error}") from None
-    except Exception as error:  # noqa: BLE001 - Hydra: an unknown key or a wrong type, over many lines
+    except Exception as error:  # noqa: BLE001 - Hydra's own refusals (a value it cannot parse), over many lines
         raise ExerciseError(f"the fix does not apply: {str(error).strip().splitlines()[0]}") from None
     return cfg, overrides
 
