@@ -25,6 +25,7 @@ from playground.algos.clip_range import resolve_clip_range
 from playground.diagnose import engine
 from playground.diagnose.readers import parse_verl_text, read_any
 from playground.diagnose.root_causes import chain, worst_severity
+from playground.interrupts import STOPPED_BY_YOU
 from playground.rundir.runs import (
     FINDINGS,
     METRICS,
@@ -114,6 +115,11 @@ def run_status(info: dict[str, Any]) -> str:
     return status
 
 
+def stopped_by_you(info: dict[str, Any]) -> bool:
+    """An interrupted run its user stopped (Ctrl-C, the explorer's Stop): said as a stop, not as a failure."""
+    return info.get("status") == "interrupted" and str(info.get("error") or "").startswith(STOPPED_BY_YOU)
+
+
 def _run_row(run_dir: Path, root: Path, warnings: list[tuple[str, str]]) -> dict[str, Any]:
     info = read_run_info(run_dir)
     if info is None:
@@ -184,8 +190,11 @@ def run_log(run: str) -> LogRead:
     """A run's metrics as read by `playground.rundir.runs` (records in step order, problems in words)."""
     path = Path(run) / METRICS
     stamp = _stamp(path)
-    if stamp is None:
-        return LogRead(records=[], problems=[f"{path}: no such file (deleted, or not written yet)"], source=str(path))
+    if stamp is None:  # a run starting (no run.json yet) or before its first step has none: nothing is wrong with it
+        info = run_info(run)
+        starting = not info or run_status(info) == "running"
+        return LogRead(records=[], problems=[] if starting else [f"{path}: no such file (deleted, or not written yet)"],
+                       source=str(path))
     return _read_log(str(path), stamp)
 
 
@@ -352,6 +361,8 @@ def run_diagnosis(run: str, report: bool = True) -> tuple[dict | None, dict | No
     (a live chart needs no report, and a running run has no `findings.json` to spare the engine).
     """
     info = run_info(run) or None
+    if info is not None and info.get("status") == "running":  # a killed run is no longer training: "gone"
+        info = {**info, "status": run_status(info)}
     written = read_findings(run) if report else None
     key = (run, _stamp(Path(run) / METRICS))
     diagnosis, status, why = diagnose_records(run_log(run), info, (info or {}).get("family"), key=key,

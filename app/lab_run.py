@@ -95,7 +95,7 @@ def apply_fix(run: str, fix: str) -> None:
     name = f"{info.get('task', 'run')}-{info.get('scenario', '')}-fix"
     if start(overrides, name, base=run):
         load_form(overrides)
-    running.request_page_rerun()
+        running.request_page_rerun()  # not on a refusal: the rerun would drop the message saying why
 
 
 # ---- drawing ----
@@ -110,7 +110,8 @@ def status_line(run: str) -> str:
         if status == "running" and info.get("phase") == "sft_base":  # before its first step: the base's progress
             parts.append(widgets.status_text(status, info.get("base")))
         else:
-            parts += [widgets.status_text(status), f"{widgets.t('col_step')} {done}/{total}"]
+            shown = "stopped" if data.stopped_by_you(info) else status
+            parts += [widgets.status_text(shown), f"{widgets.t('col_step')} {done}/{total}"]
     elif job is not None:
         parts.append(running.job_state(job) if job.state != "running" else widgets.t("job_starting"))
     return " · ".join(parts)
@@ -220,7 +221,7 @@ def _labels(rows, base: str | None):
 
 
 def _stop_adopted(info: dict) -> None:
-    """The Stop button's callback (a callback's return is dropped): SIGTERM a run an earlier explorer started."""
+    """The Stop button's callback (a callback's return is dropped): stop a run an earlier explorer started."""
     launcher.stop_adopted(info)
 
 
@@ -232,9 +233,9 @@ def view_body(view: dict[str, Any]) -> bool:
     for shown in (base, run):
         if shown:
             st.markdown(status_line(shown))
-    if job is not None:
-        running.stop_button(job, key="lab_stop")
-    elif active:  # started by an explorer that has since restarted: its pid is in run.json
+    # a job's Stop is the queue's, on this page (a second one here listed the starting run twice); a run an explorer
+    # started before it restarted is in no queue: its Stop is here, by the pid in run.json
+    if job is None and active:
         st.button(widgets.t("stop"), key="lab_stop", on_click=_stop_adopted, args=(data.run_info(run),),
                   icon=":material/stop_circle:")
     command = job.command if job is not None else data.run_info(run).get("command")
@@ -249,6 +250,8 @@ def view_body(view: dict[str, Any]) -> bool:
     st.subheader(widgets.t("diagnosis_title"))
     if base:
         draw_comparison(base, run, active)
+    elif active and not data.run_info(run):  # no run.json yet: no step, no total, and not "nothing wrong" either
+        st.caption(widgets.t("lab_diagnosis_starting"))
     else:
         draw_findings(run, data.run_diagnosis(run)[0], "lab_run", active)
     if not rows.empty:

@@ -6,9 +6,10 @@ session of its own, and only into folders it names itself under its runs folder 
 root. Overrides come from the pages' knobs or a finding's fix; `check_override` refuses any that could choose where
 a run writes (`hydra.*`, `PLAYGROUND_*`, paths, interpolations) with one line, before anything starts.
 
-`PLAYGROUND_MAX_RUNS` (default 1) processes run at once; the rest wait in a queue. A stopped process gets SIGTERM
-(the trainer records `interrupted` and keeps its metrics); when the explorer exits it stops what it started, and a
-process it started outlives a killed explorer, which finds it again through the pid in `run.json`.
+`PLAYGROUND_MAX_RUNS` (default 1) processes run at once; the rest wait in a queue. Stop gives a process SIGINT, as
+Ctrl-C would (the trainer records `interrupted`, stopped by you, and keeps its metrics); when the explorer exits it
+stops what it started with SIGTERM, and a process it started outlives a killed explorer, which finds it again through
+the pid in `run.json`.
 """
 
 from __future__ import annotations
@@ -328,7 +329,8 @@ class Launcher:
         job.state, job.pid, job.started = "running", proc.pid, time.time()
 
     def stop(self, job_id: str) -> None:
-        """Cancel a waiting job, or SIGTERM a running one (the run records `interrupted`, its metrics kept)."""
+        """Cancel a waiting job, or stop a running one as Ctrl-C does (SIGINT: the run records `interrupted`, stopped by
+        you, its metrics kept)."""
         with self._lock:
             job = next((j for j in self._jobs if j.id == job_id), None)
             if job is None:
@@ -337,7 +339,7 @@ class Launcher:
                 job.state, job.ended = "cancelled", time.time()
             elif job.state == "running":
                 job.stopping = True
-                _signal_group(job.pid, signal.SIGTERM)
+                _signal_group(job.pid, signal.SIGINT)
 
     def shutdown(self) -> None:
         """The explorer is exiting: drop the queue, stop every running process, and wait for them (then SIGKILL)."""
@@ -346,7 +348,7 @@ class Launcher:
             for job in self._jobs:
                 if job.state == "queued":
                     job.state = "cancelled"
-                elif job.state == "running":
+                elif job.state == "running" and not job.stopping:  # one being stopped ends as its Stop says
                     job.stopping = True
                     _signal_group(job.pid, signal.SIGTERM)
             procs = list(self._procs.values())
@@ -375,7 +377,8 @@ def _signal_group(pid: int | None, sig: int) -> None:
 
 
 def stop_adopted(info: dict) -> bool:
-    """SIGTERM a run that an earlier explorer started (its pid in run.json), if that pid is still the trainer."""
+    """Stop a run that an earlier explorer started (its pid in run.json), if that pid is still the trainer: SIGINT,
+    as `Launcher.stop`."""
     pid = info.get("pid")
     if pid is None or not data.pid_alive(pid, info.get("start_time")):
         return False
@@ -387,7 +390,7 @@ def stop_adopted(info: dict) -> bool:
         return False
     if "playground.train" not in cmdline and "playground.exercise" not in cmdline:
         return False
-    os.kill(int(pid), signal.SIGTERM)
+    os.kill(int(pid), signal.SIGINT)
     return True
 
 

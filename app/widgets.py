@@ -27,7 +27,7 @@ SEVERITY_ICON = {"info": "🔵", "warning": "🟠", "critical": "🔴"}
 VERDICT_BADGE = {HEALTHY: "green", INCONCLUSIVE: "gray"}
 VERDICT_ICON = {HEALTHY: "✅", INCONCLUSIVE: "⚪"}
 STATUS_ICON = {"running": "▶", "finished": "✓", "diverged": "✗", "oom": "✗", "failed": "✗", "interrupted": "■",
-               "gone": "✗"}
+               "stopped": "■", "gone": "✗"}
 LIVE_S = 2.0  # a running run's charts refresh this often
 DEFAULT_SMOOTHING = 0.6  # TensorBoard's default
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import shlex
 import shutil
-import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from playground import PYTHON, failures
 from playground.config.overrides import OverrideError, parse_strict
 from playground.diagnose import injected, report
 from playground.diagnose.root_causes import is_problem
-from playground.interrupts import exit_code, raise_terminated
+from playground.interrupts import exit_code, handle_stops
 from playground.metrics import fmt
 from playground.rundir.runs import read_findings, read_run_info
 from playground.rundir.score import run_score
@@ -71,7 +70,7 @@ def composed(overrides: list[str], progress_bar: bool = True) -> tuple[DictConfi
         prepare(cfg)
     except ConfigError as error:
         raise ExerciseError(f"the fix does not apply: {error}") from None
-    except Exception as error:  # noqa: BLE001 - Hydra: an unknown key or a wrong type, over many lines
+    except Exception as error:  # noqa: BLE001 - Hydra's own refusals (a value it cannot parse), over many lines
         raise ExerciseError(f"the fix does not apply: {str(error).strip().splitlines()[0]}") from None
     return cfg, overrides
 
@@ -346,5 +345,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, raise_terminated)  # the explorer's Stop ends a run as Ctrl-C does
+    handle_stops()  # the explorer's Stop (SIGINT) and a SIGTERM end a run as Ctrl-C does
     raise SystemExit(main())

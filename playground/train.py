@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -26,13 +25,14 @@ from playground.config import (
     CONF_DIR,
     ConfigError,
     check_group_overrides,
+    check_keys,
     check_scenario_applies,
     resolve_deprecated,
     validate,
     with_default_scenario,
 )
 from playground.config.overrides import command
-from playground.interrupts import exit_code, raise_terminated
+from playground.interrupts import exit_code, handle_stops
 from playground.step.perf import resolve_device
 from playground.step.stopping import AgentOutcome
 
@@ -197,14 +197,20 @@ def hydra_main(cfg: DictConfig) -> float | None:
     return objective(hc.runtime.output_dir, cfg)  # a diverged or out-of-memory run scores with its finding's penalty
 
 
+def overrides_in(argv: Sequence[str]) -> list[str]:
+    """The overrides among the command line's arguments: not Hydra's flags (`-m`, `--cfg job`) or their values."""
+    return [a for a in argv if not a.startswith("-") and ("=" in a or a.startswith("~"))]
+
+
 def main() -> None:
     try:
-        check_group_overrides(sys.argv[1:])
+        check_group_overrides(overrides_in(sys.argv[1:]))
+        check_keys(overrides_in(sys.argv[1:]))  # every job's keys, before Hydra composes or sweeps any
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(EXIT_BAD_CONFIG)
     sys.argv = [sys.argv[0], *with_default_scenario(sys.argv[1:])]
-    signal.signal(signal.SIGTERM, raise_terminated)
+    handle_stops()
     hydra_main()
 
 

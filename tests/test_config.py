@@ -179,3 +179,46 @@ def test_train_max_samples_past_the_training_prompts_fails_before_the_base_is_bu
     with pytest.raises(ConfigError, match=r"data.train_max_samples=10000000 is out of range: allowed -1 \(all\) or 1 "
                                           r"to \d+"):
         base_build.base_model_for(resolve_base(compose(["task=reverse", "data.train_max_samples=10000000"])))
+
+
+LR = "actor_rollout_ref.actor.optim.lr"
+
+
+@pytest.mark.parametrize("override", ["lr=abc", "+lr=0.01", "++lr=0.01", "~lr"])
+def test_a_key_the_config_lacks_is_refused_with_the_nearest_real_key(override):
+    # issue 49: Hydra's hint turned `lr=abc` into `+lr=0.01`, which trained at the default lr and said nothing
+    with pytest.raises(ConfigError) as error:
+        compose(["task=cartpole", override])
+    line = str(error.value)
+    assert line.startswith(f"{override}: the config has no key 'lr'") and "\n" not in line
+    assert line.split("nearest: ")[1].split(", ")[0] == LR
+
+
+@pytest.mark.parametrize("key, nearest", [
+    ("actor_rollout_ref.actor.lr", LR),  # the last component, the closest path first
+    ("trainer.total_steps", "trainer.total_training_steps"),  # the whole name
+    ("actor_rollout_ref.actor.entropy_coef", "actor_rollout_ref.actor.entropy_coeff"),  # a close last component
+])
+def test_the_nearest_key_matches_the_last_component_then_the_spelling(key, nearest):
+    from playground.config.keys import config_keys, nearest_keys
+
+    keys = config_keys(compose(["task=cartpole"]))
+    assert nearest_keys(key, keys)[0] == nearest
+    assert nearest_keys("zzzz_qqqq", keys) == []
+
+
+def test_config_groups_added_with_plus_still_compose():
+    # groups are designed to be added: they choose files, not keys
+    for overrides in (["+debug=tiny"], ["+preset=fast"], ["+sweep=lr"], ["task=reverse", "+preset=dr_grpo"],
+                      ["task=reverse", "+rollout_correction=decoupled_token_is"],
+                      ["task=reverse", "+sweep=dapo_ladder", "+ladder=4_overlong"]):
+        compose(overrides)
+    assert compose(["task=reverse", "+debug=tiny", "sft.lr=0.01"]).sft.lr == 0.01  # a task file's own key
+
+
+def test_a_key_of_one_swept_task_is_checked_against_every_task_of_the_sweep():
+    from playground.config import check_keys
+
+    check_keys(["task=cartpole,reverse", "sft.lr=0.01"])  # reverse has it
+    with pytest.raises(ConfigError, match=r"\+sft.lrr=1: the config has no key 'sft.lrr'.*nearest: sft.lr"):
+        check_keys(["task=cartpole,reverse", "+sft.lrr=1"])

@@ -235,7 +235,8 @@ def test_the_checker_says_what_broke_the_run_apart_from_the_fix_a_verl_user_appl
     (["check", "1", "--diagnosis", "lr_too_high", "--fix", "critic.optim.lr=1,2"],
      "error: 'critic.optim.lr=1,2' is a sweep"),
     (["check", "1", "--diagnosis", "lr_too_high", "--fix", "critic.optim.lrr=1"],
-     "error: the fix does not apply: Could not override 'critic.optim.lrr'."),
+     "error: the fix does not apply: critic.optim.lrr=1: the config has no key 'critic.optim.lrr' (nothing would "
+     "read it); nearest: critic.optim.lr, "),
     (["check", "1", "--diagnosis", "lr_too_high", "--fix", "critic.optim.lr=-1"],
      "error: the fix does not apply: critic.optim.lr=-1 is out of range: allowed > 0"),
     (["start", "eleven"], "error: no exercise 'eleven'"),

@@ -20,8 +20,8 @@ SMALL = ["task=cartpole", "env.num_envs=4", "env.rollout_length=16", "actor_roll
 VOLATILE = ("timing", "perf/")
 
 
-def _cli(*args, timeout=120, **kw):
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HYDRA_FULL_ERROR": "0"}
+def _cli(*args, timeout=120, env=(), **kw):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HYDRA_FULL_ERROR": "0", **dict(env)}
     return subprocess.run([sys.executable, "-m", "playground.train", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=timeout, **kw)
 
@@ -34,6 +34,35 @@ def test_bad_value_fails_before_compute_with_one_line(tmp_path):
     assert lines == ["error: actor_rollout_ref.actor.loss_agg_mode='bogus' is out of range: allowed one of "
                      "['token-mean', 'seq-mean-token-sum', 'seq-mean-token-mean', 'seq-mean-token-sum-norm']"]
     assert not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
+NO_LR = ("the config has no key 'lr' (nothing would read it); nearest: actor_rollout_ref.actor.optim.lr, "
+         "critic.optim.lr, world_model.lr")
+
+
+@pytest.mark.parametrize("args", [["lr=abc"], ["+lr=0.01"], ["-m", "hydra/launcher=batched", "+lr=0.01,0.1"]],
+                         ids=["plain", "added", "multirun"])
+def test_a_key_the_config_lacks_fails_before_compute_with_one_line(tmp_path, args):
+    # issue 49: `+lr=0.01` (Hydra's own hint for `lr=abc`) trained at the default lr, rc 0
+    result = _cli(*args, "+debug=tiny", f"hydra.run.dir={tmp_path}/run", f"hydra.sweep.dir={tmp_path}/sweep")
+    assert result.returncode == 2
+    assert [line for line in result.stderr.splitlines() if line.strip()] == [f"error: {args[-1]}: {NO_LR}"]
+    assert not (tmp_path / "run").exists() and not (tmp_path / "sweep").exists()
+
+
+def test_a_sweepers_key_the_config_lacks_fails_before_any_job(tmp_path):
+    # the batched launcher checks the jobs' overrides the sweeper made (a sweep file's params), not only argv's
+    import shutil
+
+    conf = tmp_path / "conf"
+    shutil.copytree(ROOT / "conf", conf)
+    (conf / "sweep" / "bad.yaml").write_text("# @package _global_\nhydra:\n  mode: MULTIRUN\n  sweeper:\n"
+                                             "    params:\n      +lr: 0.1,0.2\n")
+    result = _cli("hydra/launcher=batched", "+debug=tiny", "+sweep=bad", f"hydra.sweep.dir={tmp_path}/sweep",
+                  env={"PLAYGROUND_CONF_DIR": str(conf)})
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.splitlines()[-1] == f"error: +lr=0.1: {NO_LR}"
+    assert not list((tmp_path / "sweep").glob("*/metrics.jsonl"))
 
 
 def test_unknown_task_lists_the_known_ones():
@@ -82,7 +111,8 @@ def test_a_stopped_run_ends_with_status_interrupted(tmp_path, signum, exit_code)
     assert proc.returncode == exit_code, err
     info = read_run_info(run_dir)
     assert info["status"] == "interrupted" and info["last_step"] >= 1
-    assert ("SIGTERM" in info["error"]) == (signum == signal.SIGTERM)
+    assert info["error"] == ("terminated by signal SIGTERM" if signum == signal.SIGTERM
+                             else "stopped by you (Ctrl-C, or Stop in the explorer)")
     assert len(read_metrics_jsonl(metrics).records) == info["last_step"]
 
 

@@ -23,7 +23,11 @@ def render() -> None:
     if row["status"] == "running":
         st.caption(widgets.t("diagnosis_live"))
     info = data.run_info(run)
-    if info.get("error"):
+    if info.get("error") and info.get("status") == "interrupted":  # a stop, not a failure: not in red
+        steps = {"step": widgets.integer(info.get("last_step")), "total": widgets.integer(info.get("total_steps"))}
+        st.info(widgets.t("stopped_by_you", **steps) if data.stopped_by_you(info)
+                else widgets.t("stopped_other", why=info["error"], **steps))
+    elif info.get("error"):
         st.error(f"{info.get('stop_reason') or row['status']}: {info['error']}")
     report, _, why = data.run_diagnosis(run)
     if report is None:

@@ -9,6 +9,7 @@ dataclasses would fail to resolve their string annotations).
 
 import copy
 import logging
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -122,12 +123,33 @@ class BatchedLauncher(Launcher):
         finally:
             HydraConfig.instance().cfg = orig_hydra_cfg
 
+    def _unknown_key(self, job_overrides: Sequence[Sequence[str]]) -> str | None:
+        """The first job override of a key its config lacks, as one line (the command line's are checked before
+        Hydra starts, `train.main`; these are the sweeper's too, `hydra.sweeper.params`). Each job's keys are those of
+        its group overrides' config, composed once per distinct set of them."""
+        from playground.config import config_groups
+        from playground.config.keys import config_keys, unknown_key_error
+        from playground.config.overrides import parse_all
+
+        groups = config_groups()
+        keys: dict[tuple[str, ...], list[str]] = {}
+        for overrides in job_overrides:
+            parsed = parse_all(overrides)
+            chosen = tuple(o.text for o in parsed if o.key in groups)
+            if chosen not in keys:
+                loader = self.hydra_context.config_loader
+                keys[chosen] = config_keys(loader.load_sweep_config(self.config, list(chosen)))
+            error = unknown_key_error(parsed, keys[chosen], groups)
+            if error:
+                return error
+        return None
+
     # ---- the sweep ---------------------------------------------------------------------------------------
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from playground.batched import batch_threads, plan_batches, train_batch
         from playground.config import ConfigError, check_scenario_applies, validate
         from playground.sweep import ProgressPrinter, SweepProgress, print_summary
-        from playground.train import objective
+        from playground.train import EXIT_BAD_CONFIG, objective
 
         setup_globals()
         assert self.config is not None and self.hydra_context is not None and self.task_function is not None
@@ -135,6 +157,10 @@ class BatchedLauncher(Launcher):
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
         log.info(f"Launching {len(job_overrides)} jobs as batches of agents (max_agents={self.max_agents})")
+        unknown = self._unknown_key(job_overrides)
+        if unknown:  # before any job composes (Hydra would refuse a plain one in many lines, accept a `+` one)
+            print(f"error: {unknown}", file=sys.stderr)
+            sys.exit(EXIT_BAD_CONFIG)  # an exception would reach the user as Hydra's traceback
         jobs = [self._compose(o, initial_job_idx + i) for i, o in enumerate(job_overrides)]
         for job in jobs:
             log.info(f"\t#{job.idx} : {' '.join(filter_overrides(job.overrides))}")

@@ -8,6 +8,7 @@ This module loads neither torch nor anything that trains or diagnoses, so the ex
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -19,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from playground.algos.names import GROUP_ESTIMATORS
 from playground.algos.rollout_correction.spec import RolloutCorrectionSpec
 from playground.algos.rollout_correction.spec import config_error as rollout_correction_error
+from playground.config.keys import config_keys, unknown_key_line
 from playground.config.overrides import ABSENT, parse_all
 from playground.config.schema import type_error
 from playground.failures import SCENARIO_IDS
@@ -364,17 +366,41 @@ def check_scenario_applies(cfg: DictConfig) -> None:
         raise ConfigError(f"scenario={cfg.scenario!r} does not apply to task={cfg.task.name!r}: allowed {applicable}")
 
 
-def compose(overrides: Sequence[str] = ()) -> DictConfig:
-    """The config `python -m playground.train <overrides>` would run, composed in-process (tests, benchmarks, the
-    explorer), resolved; not yet validated (`validate`)."""
+def config_groups() -> list[str]:
+    """The config groups under `conf/` (`task`, `debug`, `sweep`, ...): an override of one picks a file, not a key."""
+    return sorted(p.name for p in Path(CONF_DIR).iterdir() if p.is_dir())
+
+
+def check_keys(overrides: Sequence[str]) -> None:
+    """A key the config does not hold (`lr=abc`, `+lr=0.01`: nothing would read it) is refused in one line naming
+    the nearest real keys (`playground.config.keys`)."""
+    error = unknown_key_line(overrides, config_groups(), _keys_of)
+    if error:
+        raise ConfigError(error)
+
+
+@functools.lru_cache(maxsize=32)
+def _keys_of(group_overrides: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(config_keys(_hydra_compose(with_default_scenario(group_overrides))))
+
+
+def _hydra_compose(overrides: Sequence[str]) -> DictConfig:
+    """Hydra's composition of `conf/` with these overrides, unchecked and unresolved."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    check_group_overrides(overrides)
-    overrides = with_default_scenario(overrides)
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        cfg = hydra_compose(config_name="config", overrides=list(overrides))
+        return hydra_compose(config_name="config", overrides=list(overrides))
+
+
+def compose(overrides: Sequence[str] = ()) -> DictConfig:
+    """The config `python -m playground.train <overrides>` would run, composed in-process (tests, benchmarks, the
+    explorer), resolved; not yet validated (`validate`). An unknown task or scenario, or a key the config lacks, is a
+    ConfigError."""
+    check_group_overrides(overrides)
+    check_keys(overrides)
+    cfg = _hydra_compose(with_default_scenario(overrides))
     OmegaConf.resolve(cfg)
     return cfg

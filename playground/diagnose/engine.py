@@ -21,6 +21,7 @@ from playground.diagnose.calibration import FAMILIES, family_band_status, has_ba
 from playground.diagnose.conditions import Node, compile_condition
 from playground.diagnose.finding import Finding
 from playground.diagnose.log import SHORTCUT_KEYS, Log, on_policy_shortcut
+from playground.diagnose.notes import TooLittleData, fold_too_little
 from playground.diagnose.series import Series, compile_series
 from playground.diagnose.verdicts import verdicts
 from playground.metric_names import ACTOR_GRAD_NORM, ACTOR_GROUP, ADVANTAGES, EPISODE_GROUP, REWARDS, SCORE
@@ -40,7 +41,7 @@ class Report:
     findings: list[Finding]
     diagnoses: list[causes.Diagnosis] = field(default_factory=list)
     ruled_out: list[dict] = field(default_factory=list)  # {"name", "title": {"en", "zh"}} of the checks that passed
-    notes: list[str] = field(default_factory=list)  # e.g. "entropy_collapse: too little data (3 steps, needs 5)"
+    notes: list[str] = field(default_factory=list)  # e.g. "too little data for 2 rules (3 steps): ... need 5 steps"
     problems: list[str] = field(default_factory=list)  # reader problems, passed through
     family: str = "llm"
     source: str = ""
@@ -100,7 +101,7 @@ def rules(family: str) -> tuple[Rule, ...]:
     return tuple(out)
 
 
-def _windows(rule: Rule, log: Log, last_only: bool) -> tuple[list[list[int]], str | None]:
+def _windows(rule: Rule, log: Log, last_only: bool) -> tuple[list[list[int]], TooLittleData | None]:
     """The index windows a rule is judged on, and a note when the log is too short for it."""
     def usable(i: int) -> bool:
         return log.steps[i] >= rule.after_step and all(s.value(log, i) is not None for s in rule.needs)
@@ -121,7 +122,7 @@ def _windows(rule: Rule, log: Log, last_only: bool) -> tuple[list[list[int]], st
     if n == 0:
         return [], None
     if n < rule.min_steps:
-        return [], f"{rule.name}: too little data ({n} step{'s' * (n != 1)}, needs {rule.min_steps})"
+        return [], TooLittleData(rule.name, n, rule.min_steps)
     if n < rule.window:
         return [relevant], None
     starts = [n - rule.window] if last_only else range(n - rule.window + 1)
@@ -136,8 +137,7 @@ def _whole(rule: Rule, log: Log) -> tuple[list[list[int]], list[str], bool]:
     if not relevant:
         return [], [], False
     if len(relevant) < rule.min_steps:
-        n = len(relevant)
-        return [], [f"{rule.name}: too little data ({n} step{'s' * (n != 1)}, needs {rule.min_steps})"], False
+        return [], [TooLittleData(rule.name, len(relevant), rule.min_steps)], False
     if rule.when.over(log, relevant) is not True:
         return [], [], True
     first = next(k for k in range(rule.min_steps, len(relevant) + 1) if rule.when.over(log, relevant[:k]) is True)
@@ -154,7 +154,7 @@ def evaluate(rule: Rule, log: Log, last_only: bool = False) -> tuple[list[list[i
         return _whole(rule, log)
     windows, note = _windows(rule, log, last_only)
     fired = [w for w in windows if rule.when.over(log, w) is True]
-    notes = [note] if note else []
+    notes: list[str] = [note] if note else []
     if fired and len(fired[-1]) < rule.window and rule.kind != "point":
         n = len(fired[-1])
         notes.append(f"{rule.name}: judged on {n} step{'s' * (n != 1)} (its window is {rule.window})")
@@ -237,6 +237,11 @@ def _max_response_length(info: Mapping, config: Mapping | None) -> float | None:
     return None if value in (None, ABSENT) else float(value)
 
 
+def _total_steps(info: Mapping, config: Mapping | None) -> int | None:
+    total = info.get("total_steps", lookup(config, "trainer.total_training_steps"))
+    return int(total) if isinstance(total, (int, float)) and not isinstance(total, bool) else None
+
+
 def facts(info: Mapping | None, config: Mapping | None, family: str) -> dict:
     """What the rules may know about a run besides its metrics (run.json, then the config)."""
     info = dict(info or {})
@@ -258,6 +263,7 @@ def facts(info: Mapping | None, config: Mapping | None, family: str) -> dict:
         # the cap response_length/max is checked against (verl V1's clip_ratio is no share of truncation: #7817)
         "max_response_length": _max_response_length(info, config),
         "status": info.get("status"),
+        "total_steps": _total_steps(info, config),  # the steps the run was started for (a running run's "of N")
         "error": info.get("error"),  # the exception a run (or a console log) ended on
         "family": family,
         "score_metric": info.get("score_metric"),
@@ -277,13 +283,16 @@ def diagnose_log(log: Log, family: str, config: Mapping | None = None, notes: Se
         notes.append(f"grad_clip is not in the log: verl's default {VERL_GRAD_CLIP} assumed")
     by_id: dict[str, list[tuple[Rule, list[list[int]]]]] = {}
     judged: set[str] = set()  # ids some rule could judge on this log
+    short: list[TooLittleData] = []  # the rules the log is too short for: one note for them all
     for rule in rules(family):
         fired, rule_notes, was_judged = evaluate(rule, log)
         if was_judged:
             judged.add(rule.id)
-        notes += rule_notes
+        notes += [n for n in rule_notes if not isinstance(n, TooLittleData)]
+        short += [n for n in rule_notes if isinstance(n, TooLittleData)]
         if fired:
             by_id.setdefault(rule.id, []).append((rule, fired))
+    notes += fold_too_little(short)
     findings = [_finding(fid, fired, log, family, config) for fid, fired in by_id.items()]
     findings += verdicts(log, findings, family, notes, config)
     if any(f.id == "inconclusive" for f in findings):  # too little evidence for a verdict is none for a state either

@@ -13,7 +13,8 @@ from playground.metrics import fmt
 from playground.rundir.runs import jsonable
 
 LABELS: dict[str, dict[str, str]] = {
-    "en": {"header": "== {source} (family {family}, {steps} steps)", "none": "no findings", "worst": "worst",
+    "en": {"header": "== {source} (family {family}, {steps})", "n_steps": "{n} steps", "one_step": "1 step",
+           "none": "no findings", "worst": "worst",
            "status": "status", "steps": "steps {range}", "step": "step {range}", "at": "at step {step}",
            "rule": "rule", "why": "why", "fix": "fix", "no_fix": "(no config key: see why)", "notes": "notes",
            "problems": "could not read", "root": "root cause", "because": "a consequence of {root}",
@@ -23,7 +24,8 @@ LABELS: dict[str, dict[str, str]] = {
            "inconclusive": "inconclusive: too few steps for a verdict (see below)", "severity": "severity",
            "when": "steps", "broke": "what broke this run", "in_verl": "in a verl run",
            "lever": "in verl", "in_code": "in your code"},
-    "zh": {"header": "== {source}（任务类型 {family}，{steps} 步）", "none": "没有发现问题", "worst": "最严重",
+    "zh": {"header": "== {source}（任务类型 {family}，{steps}）", "n_steps": "{n} 步", "one_step": "1 步",
+           "none": "没有发现问题", "worst": "最严重",
            "status": "状态", "steps": "第 {range} 步", "step": "第 {range} 步", "at": "第 {step} 步",
            "rule": "规则", "why": "原因", "fix": "修复", "no_fix": "（没有对应的配置项，见原因）", "notes": "说明",
            "problems": "无法读取", "root": "根因", "because": "由 {root} 引起",
@@ -35,6 +37,11 @@ LABELS: dict[str, dict[str, str]] = {
 }
 SEVERITY_WORDS = {"en": {"info": "info", "warning": "warning", "critical": "critical"},
                   "zh": {"info": "信息", "warning": "警告", "critical": "严重"}}
+
+
+def _steps(n: int, lang: str) -> str:
+    """"1 step", "2 steps" (Chinese has one form)."""
+    return LABELS[lang]["one_step"] if n == 1 else LABELS[lang]["n_steps"].format(n=n)
 
 
 def _status_line(report: Report, lang: str) -> str:
@@ -95,7 +102,7 @@ def format_diagnosis(source: str, report: Report, lang: str = "en") -> str:
     """One source's report: a status line, then each diagnosis, its root cause first and the consequences it explains
     indented under it, each with its evidence, cause and fix; the §11.2 checks ruled out; notes."""
     label = LABELS[lang]
-    lines = [label["header"].format(source=source, family=report.family, steps=report.steps),
+    lines = [label["header"].format(source=source, family=report.family, steps=_steps(report.steps, lang)),
              _status_line(report, lang)]
     for diagnosis in report.diagnoses:
         lines += _finding_lines(diagnosis.root, lang, "", None)
@@ -135,7 +142,7 @@ def format_markdown(source: str, report: Report, lang: str = "en") -> str:
     severity, steps, fix), then each root's evidence, cause and consequences, the checks ruled out and the notes."""
     label, words = LABELS[lang], SEVERITY_WORDS[lang]
     status = _status_line(report, lang)
-    lines = [f"## {_md(source)}", "", f"{report.family} · {report.steps} {label['when']} · {status}", ""]
+    lines = [f"## {_md(source)}", "", f"{report.family} · {_steps(report.steps, lang)} · {status}", ""]
     if report.diagnoses:
         lines += [f"| {label['root']} | {label['severity']} | {label['when']} | {label['fix']} |",
                   "|---|---|---|---|"]

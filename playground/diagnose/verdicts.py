@@ -3,7 +3,9 @@ run shows no problem and its score rose, `inconclusive` where it is too short fo
 
 A verdict needs its evidence. A run of fewer training steps than the rules' windows (the guide's §11.4 example 1 is
 one step) is not called healthy: it is `inconclusive`, and each metric outside the guide's range is listed with the
-guide's own reading of that range (a fresh critic's high loss and gradient are "normal only at the start").
+guide's own reading of that range (a fresh critic's high loss and gradient are "normal only at the start"). Its fix
+trains longer than the run has or will have; a run still training (run.json "running") is instead "too early to say
+(step k of N)", with no fix: it is getting its steps.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from playground.diagnose.finding import Finding
 from playground.diagnose.log import SHORTCUT_KEYS, Log, on_policy_shortcut
 from playground.diagnose.series import compile_series
 from playground.metric_names import ACTOR_GROUP, CRITIC_GROUP
+from playground.teach.i18n import LANGS, UI_STRINGS_PATH, text_in
 
 # A record with one of these is a training step; a validation-only record (verl's step 0 with val_before_train) is not.
 TRAINING_PREFIXES = (f"{ACTOR_GROUP}/", f"{CRITIC_GROUP}/")
@@ -55,12 +58,32 @@ def out_of_range(log: Log, family: str) -> list[dict]:
 
 
 def _inconclusive(log: Log, steps: int, needed: int, config: Mapping[str, Any] | None) -> Finding:
-    rows = out_of_range(log, log.facts["family"])
+    rows = out_of_range(log, log.facts["family"]) if log.n else []
+    first, last = (log.steps[0], log.steps[-1]) if log.n else (0, 0)
+    if log.facts.get("status") == "running":  # it is getting its steps: no fix, no "log more steps"
+        total = log.facts.get("total_steps")
+        key = "verdict_too_early" if total else "verdict_too_early_no_total"
+        explanation = {lang: text_in(UI_STRINGS_PATH, key, lang, step=last, total=total, needed=needed)
+                       for lang in LANGS}
+        return Finding(id=INCONCLUSIVE, severity=failures.severity(INCONCLUSIVE), first_step=first, last_step=last,
+                       evidence=rows, explanation=explanation, rule=INCONCLUSIVE, fix="")
     counted = f"{steps} training step{'s' * (steps != 1)}, the rules' windows need {needed}"
     explanation = {lang: text.format(counted=counted) for lang, text in catalogue.explanation(INCONCLUSIVE).items()}
-    return Finding(id=INCONCLUSIVE, severity=failures.severity(INCONCLUSIVE), first_step=log.steps[0],
-                   last_step=log.steps[-1], evidence=rows, explanation=explanation, rule=INCONCLUSIVE,
-                   fix=catalogue.render_fix(INCONCLUSIVE, log.facts["family"], config))
+    return Finding(id=INCONCLUSIVE, severity=failures.severity(INCONCLUSIVE), first_step=first,
+                   last_step=last, evidence=rows, explanation=explanation, rule=INCONCLUSIVE,
+                   fix=catalogue.render_fix(INCONCLUSIVE, log.facts["family"], _with_steps(config, log)))
+
+
+def _with_steps(config: Mapping[str, Any] | None, log: Log) -> dict[str, Any]:
+    """The run's config with `trainer.total_training_steps` (what the fix raises) at the most steps the run has or
+    was to have (its config's, run.json's `total_steps`, its log's last step): the fix starts from there, never below
+    it (a log read without its config was told 10 steps after 60)."""
+    trainer = dict((config or {}).get("trainer") or {})
+    known = [trainer.get("total_training_steps"), log.facts.get("total_steps"), log.steps[-1] if log.n else None]
+    numbers = [int(n) for n in known if isinstance(n, (int, float)) and not isinstance(n, bool)]
+    if numbers:
+        trainer["total_training_steps"] = max(numbers)
+    return {**(config or {}), "trainer": trainer}
 
 
 def verdicts(log: Log, findings: list[Finding], family: str, notes: list[str],
@@ -71,6 +94,9 @@ def verdicts(log: Log, findings: list[Finding], family: str, notes: list[str],
     known = [i for i in range(log.n) if score.value(log, i) is not None]
     out = []
     for spec in catalogue.document().get("verdicts", []):
+        if log.n == 0 and log.facts.get("status") == "running":  # before its first step: too early, not silence
+            out.append(_inconclusive(log, 0, spec["min_steps"], config))
+            continue
         if log.n == 0 or any(f.severity in spec["unless"] for f in findings):
             continue
         if log.facts.get("status") in spec.get("unless_status", ()):

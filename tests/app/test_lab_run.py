@@ -81,3 +81,14 @@ def test_a_broken_reward_functions_card_says_what_to_change_in_the_users_code():
     assert "In your code: guard your reward function" in texts(at)
     assert [c.value for c in at.code] == ["reward.nan_rate=0.0"]  # Apply and rerun still runs the cured config
     assert "在你的代码中：保护奖励函数" in texts(_cards([CRASH], "zh"))
+
+
+def test_the_status_line_of_a_run_its_user_stopped_says_so(tmp_path):
+    run = tmp_path / "cartpole-stopped"
+    run.mkdir()
+    info = {"status": "interrupted", "last_step": 12, "total_steps": 60,
+            "error": "stopped by you (Ctrl-C, or Stop in the explorer)"}
+    (run / "run.json").write_text(json.dumps(info))
+    assert lab_run.status_line(str(run)) == "**cartpole-stopped** · ■ stopped by you · step 12/60"
+    (run / "run.json").write_text(json.dumps({**info, "error": "terminated by signal SIGTERM"}))
+    assert lab_run.status_line(str(run)) == "**cartpole-stopped** · ■ interrupted · step 12/60"

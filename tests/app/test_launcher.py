@@ -1,5 +1,6 @@
 """Tests for `app/launcher.py`: what the explorer refuses to pass on, where it writes, the queue and its limit, and
-stopping a real training process (SIGTERM: the run records `interrupted`, its metrics kept)."""
+stopping a real training process (Stop: SIGINT, the run records `interrupted`, stopped by you, its metrics kept; the
+explorer's exit: SIGTERM)."""
 
 from __future__ import annotations
 
@@ -74,7 +75,7 @@ def test_one_process_at_a_time_the_rest_wait(runs, monkeypatch):
     assert [j.state for j in own.jobs()] == ["running", "queued", "queued"] and own.position(third) == 2
     assert spawn.started[0].kwargs["start_new_session"] and "shell" not in spawn.started[0].kwargs
     own.stop(second.id)  # waiting: cancelled, never started
-    own.stop(first.id)  # running: SIGTERM, then it ends
+    own.stop(first.id)  # running: SIGINT (Ctrl-C), then it ends
     spawn.started[0].finish(-15)
     assert [j.state for j in own.jobs()] == ["stopped", "cancelled", "running"]
     assert len(spawn.started) == 2
@@ -104,8 +105,9 @@ def test_stop_and_shutdown_end_real_runs_as_interrupted(runs):
     assert read_run_info(dirs[0])["pid"] == jobs[0].pid
     own.stop(jobs[0].id)
     own.shutdown()
-    for run_dir, job in zip(dirs, jobs):
+    for run_dir, job, why in zip(dirs, jobs, ("stopped by you (Ctrl-C, or Stop in the explorer)",
+                                              "terminated by signal SIGTERM")):
         info = read_run_info(run_dir)
-        assert info["status"] == "interrupted" and "SIGTERM" in info["error"], info
+        assert info["status"] == "interrupted" and info["error"] == why, info
         assert len(read_metrics_jsonl(run_dir / "metrics.jsonl").records) >= 2  # kept
         assert job.state == "stopped"

@@ -66,6 +66,13 @@ HACKING = {"critic/score/mean": lambda s: 1.25 + 0.007 * s, "val/accuracy": lamb
            "response_length/mean": lambda s: 44.0 - 0.4 * s, "actor/ppo_kl": 0.0005}
 
 
+def short_of(notes: list[str]) -> dict[str, int]:
+    """{rule: the steps it needs} from the one note that lists the rules a log is too short for."""
+    (note,) = [n for n in notes if n.startswith("too little data: ")]
+    groups = note[note.index("(") + 1:-1].split("; ")
+    return {rule: int(needs) for needs, rules in (g.split(" for ") for g in groups) for rule in rules.split(", ")}
+
+
 def ids(records, family="llm", **info) -> list[str]:
     return diagnose(records, family=family, info=info or None).ids()
 
@@ -87,7 +94,8 @@ def test_guide_example1_is_inconclusive_and_lists_what_is_out_of_range():
     assert rows["critic/vf_loss"]["value"] == 14.947 and rows["critic/vf_loss"]["status"] == "warn"
     assert "early" in rows["critic/vf_loss"]["range"] and "start" in rows["critic/grad_norm"]["range"]
     assert "1 training step" in d.findings[0].explanation["en"] and "1 training step" in d.findings[0].explanation["zh"]
-    assert any("too little data (1 step, needs" in n for n in d.notes)  # trend rules say so
+    assert "too little data: 19 rules need more than the 1 step logged (3 for gradient_explosion; " in d.notes[1]
+    assert short_of(d.notes)["plateau"] == 30 and not any("too little data (" in n for n in d.notes)  # one line
 
 
 def test_a_short_run_is_inconclusive_and_a_sparse_log_over_many_steps_is_not():
@@ -100,6 +108,34 @@ def test_a_short_run_is_inconclusive_and_a_sparse_log_over_many_steps_is_not():
     assert ids([{STEP: 0, "val/score": 0.3}, *(step(s) for s in range(1, 5))]) == ["inconclusive"]  # step 0: val only
 
 
+def _short(steps) -> list[dict]:
+    return [{STEP: s, "actor/ppo_kl": 0.003, "actor/pg_clipfrac": 0.1, "critic/score/mean": 0.1} for s in steps]
+
+
+def test_a_run_still_training_is_too_early_to_say_with_no_fix():
+    # issue 49 item 5: Countdown at step 1 of 60 was told "inconclusive, log more steps" with a fix of 10 steps
+    running = {"status": "running", "total_steps": 60}
+    for records, step in ((_short([1]), 1), ([], 0)):  # at step 1, and before its first step
+        d = diagnose(records, info=running, family="token")
+        assert d.ids() == ["inconclusive"] and d.findings[0].fix == ""
+        assert d.findings[0].explanation["en"].startswith(f"Too early to say (step {step} of 60): the run is still")
+        assert f"第 {step} 步，共 60 步" in d.findings[0].explanation["zh"]
+    unknown_total = diagnose(_short([1, 2]), info={"status": "running"}, family="token").findings[0]
+    assert unknown_total.explanation["en"].startswith("Too early to say (step 2): ") and unknown_total.fix == ""
+    assert diagnose(_short([1]), info={"status": "finished", "total_steps": 60}, family="token").findings[0].fix
+
+
+@pytest.mark.parametrize("info, config, steps, fix", [
+    ({"status": "finished", "total_steps": 60}, None, [1], 600),  # run.json's steps, without its config
+    ({"status": "interrupted", "total_steps": 60}, {"trainer": {"total_training_steps": 60}}, [1, 2, 3], 600),
+    (None, None, [1, 2, 3, 4], 40),  # a log alone: its own steps
+    (None, None, [1], 10),  # the floor
+])
+def test_the_inconclusive_fix_trains_longer_than_the_run_has_or_will_have(info, config, steps, fix):
+    d = diagnose(_short(steps), info=info, family="token", config=config)
+    assert d.ids() == ["inconclusive"] and d.findings[0].fix == f"trainer.total_training_steps={fix}"
+
+
 def test_guide_example2_lr_too_high():
     d = _read_fixture("guide_11_4_example2.log")
     assert d.ids() == ["lr_too_high"]
@@ -108,13 +144,13 @@ def test_guide_example2_lr_too_high():
     assert {e["metric"]: e["value"] for e in f.evidence}["actor/pg_clipfrac"] == 0.85
     assert f.fix == "actor_rollout_ref.actor.optim.lr=<current/10>"
     assert "lr_too_high: judged on 1 step (its window is 5)" in d.notes
-    assert "grad_clip_saturation: too little data (1 step, needs 5)" in d.notes
+    assert short_of(d.notes)["grad_clip_saturation"] == 5
 
 
 def test_guide_example3_critic_undertrained():
     d = _read_fixture("guide_11_4_example3.log")
     assert d.ids() == ["critic_undertrained"]
-    assert "value_drift: too little data (1 step, needs 10)" in d.notes
+    assert short_of(d.notes)["value_drift"] == 10
     assert d.findings[0].explanation["zh"] and d.findings[0].explanation["en"]
 
 
@@ -406,10 +442,20 @@ def test_reward_ratio_has_a_floor_on_the_mean():
     assert "reward_variance_too_large" not in ids(near_zero_mean)
 
 
-def test_trend_rules_report_too_little_data():
+def test_trend_rules_report_too_little_data_in_one_line():
+    # issue 49: a one-step log listed some twenty of these, one a line
     d = diagnose(run(3), family="llm")
-    assert "entropy_collapse: too little data (3 steps, needs 5)" in d.notes
-    assert "lr_too_low: too little data (3 steps, needs 10)" in d.notes
+    assert [n for n in d.notes if "too little data" in n][0].startswith("too little data: ")
+    assert short_of(d.notes)["entropy_collapse"] == 5 and short_of(d.notes)["lr_too_low"] == 10
+    assert "rules need more than the 3 steps logged" in next(n for n in d.notes if "too little data" in n)
+
+
+def test_one_rule_short_of_data_keeps_its_own_note():
+    from playground.diagnose.notes import TooLittleData, fold_too_little
+
+    assert fold_too_little([TooLittleData("plateau", 1, 30)]) == ["plateau: too little data (1 step, needs 30)"]
+    assert fold_too_little([TooLittleData("a", 1, 5), TooLittleData("b", 3, 5), TooLittleData("c", 2, 10)]) == [
+        "too little data: 3 rules need more than the 1-3 steps logged (5 for a, b; 10 for c)"]
 
 
 def test_info_findings_never_make_a_run_unhealthy():

@@ -191,6 +191,16 @@ def test_the_cli_prints_the_replay_block_after_the_report(capsys):
     assert "actor_lr" in block and "not in the log" in block and "why this one:" in block
 
 
+def test_the_cli_replay_of_a_one_step_log_says_in_one_line_which_rules_need_more_steps(capsys):
+    # issue 49: it listed some twenty "too little data" notes, one a line, under "(family llm, 1 steps)"
+    assert main([str(FIXTURES / "guide_11_4_example1.log"), "--replay"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].endswith("(family llm, 1 step)")
+    (short,) = [line for line in out.splitlines() if "too little data" in line]
+    assert short.startswith("  - too little data: 19 rules need more than the 1 step logged (3 for gradient_explosion")
+    assert "30 for reward_hacking_length, plateau)" in short
+
+
 def test_the_cli_replay_in_chinese_and_as_json(capsys):
     assert main([str(FIXTURES / "guide_11_4_example3.log"), "--replay", "--lang", "zh"]) == 0
     assert "-- 重放我的训练 --" in capsys.readouterr().out

@@ -50,6 +50,24 @@ def test_pick_another_run_and_a_crash(app, tree):
     assert any("actor_rollout_ref.actor.grad_clip=1.0" in c.value for c in at.code)
 
 
+def test_a_run_its_user_stopped_is_said_as_a_stop_not_in_red(app, tree):
+    # issue 49: the explorer's Stop showed a red "interrupted: terminated by signal SIGTERM"
+    info_path = tree["healthy"] / "run.json"
+    info = json.loads(info_path.read_text())
+    stopped = {**info, "status": "interrupted", "last_step": 60, "total_steps": 200,
+               "error": "stopped by you (Ctrl-C, or Stop in the explorer)"}
+    info_path.write_text(json.dumps(stopped))
+    data.list_runs.clear()
+    at = _diagnosis(app, tree["healthy"])
+    assert not at.error and [i.value for i in at.info if i.value.startswith("Stopped")] == [
+        "Stopped by you at step 60 of 200: the metrics so far are kept, and the diagnosis reads them."]
+    info_path.write_text(json.dumps({**stopped, "error": "terminated by signal SIGTERM"}))  # a kill, no failure
+    data.list_runs.clear()
+    at = _diagnosis(app, tree["healthy"])
+    assert not at.error and any(i.value.startswith("Stopped at step 60 of 200 (terminated by signal SIGTERM)")
+                                for i in at.info)
+
+
 def test_mystery_run_hides_findings_until_the_exercise_is_solved(app, tree):
     at = _diagnosis(app, tree["mystery"])
     assert "entropy_collapse" not in texts(at) and "exercise check" in texts(at)
