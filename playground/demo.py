@@ -4,6 +4,8 @@ Healthy runs and a few failure scenarios of both task families run one after ano
 appear on the explorer's other pages and stream in as they train; the Lab trains what you ask it to. Ctrl-C (or a
 SIGTERM) stops both, and the runs the explorer started, and ends the demo with exit code 0 (a stop is no failure: make
 prints no error) and a line on how to go on: a later `make play` keeps the runs that ended and trains the rest.
+Without a terminal (`make play > log`, a pipe) its lines arrive as printed, with which run trains and its step every
+`--progress-every` seconds, where no progress bar or explorer tab would say it.
 """
 
 from __future__ import annotations
