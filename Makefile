@@ -5,7 +5,6 @@ TORCH ?= torch==2.13.0
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-EDITABLE := --config-settings editable_mode=compat
 PYTEST_ARGS ?=
 # One torch thread: on a shared 2-core machine two threads are slower and not reproducible.
 export OMP_NUM_THREADS ?= 1
@@ -15,8 +14,8 @@ export OMP_NUM_THREADS ?= 1
 setup: $(STAMP)
 
 # pip speaks (its progress bars, what it installs) for the large downloads; only its own upgrade is quiet.
-# editable_mode=compat: the checkout goes on sys.path by a plain .pth file, as `pip install -e` did before setuptools
-# 64, without the meta-path finder and its "Editable installation" warning box.
+# -e: the checkout goes on sys.path by a plain .pth file (package-dir in pyproject.toml picks setuptools' static-pth
+# strategy), with none of the warning boxes that the compat, strict and meta-path-finder modes print.
 $(STAMP): pyproject.toml
 	@echo "== [1/3] a virtual environment in $(VENV), with the newest pip"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,7 +23,7 @@ $(STAMP): pyproject.toml
 	@echo "== [2/3] torch ($(TORCH)): the largest download"
 	$(PY) -m pip install --progress-bar on $(TORCH)
 	@echo "== [3/3] the playground and its dependencies (streamlit, hydra, gymnasium, pytest, ...)"
-	$(PY) -m pip install --progress-bar on -e ".[dev]" $(EDITABLE)
+	$(PY) -m pip install --progress-bar on -e ".[dev]"
 	touch $(STAMP)
 	@echo "== set up: $(VENV) is ready"
 
@@ -70,7 +69,7 @@ wheelhouse: setup
 offline-setup:
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --no-index --find-links wheelhouse --upgrade pip
-	$(PY) -m pip install --no-index --find-links wheelhouse "$(firstword $(TORCH))" -e ".[dev]" $(EDITABLE)
+	$(PY) -m pip install --no-index --find-links wheelhouse "$(firstword $(TORCH))" -e ".[dev]"
 	touch $(STAMP)
 
 # Every exercise's mystery run, ready in outputs/workshop/ before the session (slow laptops).

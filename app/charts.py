@@ -7,7 +7,7 @@ views draw the returned charts as Vega-Lite specs, `st.vega_lite_chart(spec=char
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Literal, TypeVar
 
 import altair as alt
@@ -22,6 +22,12 @@ STATUS_SHAPES = {"warn": "triangle-up", "bad": "diamond"}
 SEVERITY_DOMAIN = list(SEVERITY_ORDER)  # the catalogue's order, mildest first
 SEVERITY_RANGE = ["#4c78a8", "#f58518", "#d62728"]
 HEIGHT = 170
+# A legend lays its labels out in columns that fit a chart's width: two charts a row, at 1400 px with the sidebar
+# open, leave each about LEGEND_WIDTH_PX; an 11 px label takes about LABEL_CHAR_PX a character, its symbol and gap
+# LEGEND_SYMBOL_PX. Long labels (a run's folder name, a seed group's) get a line each, in full.
+LEGEND_WIDTH_PX = 380
+LABEL_CHAR_PX = 6.6
+LEGEND_SYMBOL_PX = 30
 # Series colours: distinct hues without orange and red, which mark warn and bad steps.
 PALETTE = ["#4c78a8", "#54a24b", "#b279a2", "#72b7b2", "#9d755d", "#79706e", "#eeca3b", "#ff9da6", "#1f3b73",
            "#8cd17d"]
@@ -33,8 +39,8 @@ Drawn = TypeVar("Drawn", alt.Chart, alt.LayerChart)  # what `_style` themes: a c
 def _style(chart: Drawn) -> Drawn:
     """The one theme. Set as an attribute: each `configure_*` call would deep-copy the whole chart."""
     chart.config = alt.Config(axis={"labelFontSize": 11, "titleFontSize": 11, "gridOpacity": 0.5},
-                              legend={"orient": "bottom", "labelLimit": 260, "titleFontSize": 11, "labelFontSize": 11,
-                                      "symbolLimit": 30},
+                              legend={"orient": "bottom", "labelLimit": 0, "titleFontSize": 11, "labelFontSize": 11,
+                                      "symbolLimit": 30},  # labelLimit 0: no label cut short
                               title={"fontSize": 13, "anchor": "start"})
     return chart
 
@@ -49,11 +55,18 @@ def to_spec(chart: alt.TopLevelMixin) -> dict:
     return spec
 
 
-def _color(field: str = "series", legend: bool = True, order: Sequence[str] | None = None) -> alt.Color:
-    """The series' colours: PALETTE in `order` when given (a run keeps its colour whatever its label's language
-    sorts it to), else in Vega's sorted order of the labels."""
+def legend(labels: Iterable[object]) -> alt.Legend:
+    """A legend showing each label in full, in as many columns as fit a chart (one when the labels are long)."""
+    texts = [str(label) for label in labels]
+    entry_px = max((len(text) for text in texts), default=0) * LABEL_CHAR_PX + LEGEND_SYMBOL_PX
+    return alt.Legend(columns=max(1, min(len(texts), int(LEGEND_WIDTH_PX // entry_px))))
+
+
+def _color(labels: Iterable[object] | None, order: Sequence[str] | None = None, field: str = "series") -> alt.Color:
+    """The series' colours, with a legend of `labels` (None: no legend): PALETTE in `order` when given (a run keeps
+    its colour whatever its label's language sorts it to), else in Vega's sorted order of the labels."""
     scale = alt.Scale(range=PALETTE, domain=list(order) if order else alt.Undefined)
-    return alt.Color(f"{field}:N", title=None, scale=scale, legend=alt.Legend() if legend else None)
+    return alt.Color(f"{field}:N", title=None, scale=scale, legend=None if labels is None else legend(labels))
 
 
 def _finite(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
@@ -120,7 +133,7 @@ def metric_chart(long: pd.DataFrame, metric: str, *, bands: pd.DataFrame | None 
     has_groups = groups is not None and not groups.empty
     series = set(long["series"]) | (set(groups["series"]) if groups is not None and has_groups else set())
     order = [s for s in dict.fromkeys(order) if s in series] if order else None  # only what is drawn: the legend
-    color = _color(legend=len(series) > 1 or has_groups, order=order)  # a group's legend says how many seeds it holds
+    color = _color(series if len(series) > 1 or has_groups else None, order)  # a group's says how many seeds it holds
     tooltip = ["series:N", alt.Tooltip("step:Q", format="d"), alt.Tooltip("value:Q", format=".4g"),
                alt.Tooltip("smoothed:Q", format=".4g")]
     layers: list[alt.Chart | alt.LayerChart | alt.FacetChart] = []
@@ -188,7 +201,7 @@ def pair_chart(long: pd.DataFrame, title: str, *, x_title: str = "step", height:
     drawn = _finite(long, ["smoothed"])
     drawn["lone"] = _lone(drawn, "smoothed", ("metric", "series"))
     around = _span(drawn["smoothed"])
-    color = alt.Color("metric:N", title=None, scale=alt.Scale(range=PALETTE), legend=alt.Legend(columns=3))
+    color = alt.Color("metric:N", title=None, scale=alt.Scale(range=PALETTE), legend=legend(drawn["metric"].unique()))
     encoding = {"x": _x(drawn, x_title, zero=False), "color": color,
                 "y": alt.Y("smoothed:Q", title=None, scale=alt.Scale(zero=False, domain=around or alt.Undefined)),
                 "tooltip": ["metric:N", "series:N", alt.Tooltip("step:Q", format="d"),
@@ -211,7 +224,7 @@ def range_chart(frame: pd.DataFrame, title: str, *, x_title: str = "step", y_tit
         frame: columns series, step, x, mean, lo, hi.
     """
     drawn = _finite(frame, ["mean", "lo", "hi"])
-    base = alt.Chart(drawn).encode(x=_x(drawn, x_title), color=_color())
+    base = alt.Chart(drawn).encode(x=_x(drawn, x_title), color=_color(drawn["series"].unique()))
     chart = alt.layer(
         base.mark_area(opacity=0.18).encode(y=alt.Y("lo:Q", title=y_title), y2="hi:Q"),
         base.mark_line(strokeWidth=1.8).encode(
@@ -231,7 +244,7 @@ def step_rule_chart(long: pd.DataFrame, metric: str, step: float, *, sample_step
     around = _span(drawn["value"])  # a constant line: a range around its value, not an axis of 0.000000 ticks
     scale = alt.Scale(zero=False) if around is None else alt.Scale(domain=around)
     line = alt.Chart(drawn).mark_line(strokeWidth=1.8, point=len(drawn) == 1).encode(
-        x=x, y=alt.Y("value:Q", title=None, scale=scale), color=_color(legend=False), tooltip=tooltip)
+        x=x, y=alt.Y("value:Q", title=None, scale=scale), color=_color(None), tooltip=tooltip)
     ticks = alt.Chart(pd.DataFrame({"x": list(sample_steps)})).mark_tick(color="#888", thickness=1, size=8).encode(
         x=x, y=alt.value(height - 4))
     rule = alt.Chart(pd.DataFrame({"x": [step]})).mark_rule(color="#444", strokeDash=[4, 3]).encode(x=x)

@@ -6,6 +6,7 @@ base, the two runs are drawn on the same panels and their diagnoses side by side
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 from typing import Any
 
@@ -133,6 +134,22 @@ def usable_fix(finding: dict) -> str:
     return "" if "<" in fix else fix
 
 
+# inline code that wraps where the text allows it (Streamlit's own code styles break a word anywhere)
+_FIX_CODE = "white-space:normal;word-break:normal;overflow-wrap:normal"
+
+
+def show_fix(fix: str) -> None:
+    """The fix's overrides in full, however narrow the column: each wraps only after a dot of its key or between
+    overrides, never inside its value. A code block would either scroll (the value cut off at the card's edge) or
+    wrap anywhere (`lr=0.` over `005`)."""
+    items = []
+    for item in fix.split():
+        key, eq, value = item.partition("=")
+        value_html = f'<span style="white-space:nowrap">{html.escape(eq + value)}</span>'
+        items.append(f'<code style="{_FIX_CODE}">{html.escape(key).replace(".", ".<wbr>")}{value_html}</code>')
+    st.markdown(" ".join(items), unsafe_allow_html=True)
+
+
 def _finding(run: str, f: dict, key: str) -> None:
     """One finding in a card keyed `<key>` (its fix's button: `<key>-apply`), e.g. lab_run-lr_too_high."""
     with st.container(border=True, key=key):
@@ -142,8 +159,8 @@ def _finding(run: str, f: dict, key: str) -> None:
         for line in widgets.injected_lines(f):  # the cause, apart from the fix: a knob no verl run has
             st.markdown(line)
         fix = usable_fix(f)
-        if fix:  # unwrapped: a narrow column scrolls it rather than break a value (`lr=0.` over `005`)
-            st.code(fix, language="bash")
+        if fix:
+            show_fix(fix)
         for line in widgets.lever_lines(f):  # the fix as a verl user pulls it
             st.caption(line)
         if fix:
@@ -196,8 +213,8 @@ def draw_comparison(base: str, run: str, active: bool) -> None:
         draw_findings(base, before, "lab_before", False)
     with right:
         st.markdown(f"**{widgets.t('after')}** · {Path(run).name}")
-        if fix:  # in a code block that does not wrap: inline code in half a column broke the value mid-number
-            st.code(fix, language="bash")
+        if fix:
+            show_fix(fix)
         still = set(_bad_ids(after))
         for fid in _bad_ids(before):
             if fid in still:

@@ -55,6 +55,26 @@ def _add_root() -> None:
     st.session_state["new_root"] = ""
 
 
+def _language_from_url() -> None:
+    """A page opened or reloaded with `?lang=zh` starts in that language (the radio's own state is per session: a
+    reload would reset it to English). An unknown code is said, not silently replaced."""
+    if "lang" in st.session_state:
+        return
+    wanted = st.query_params.get("lang")
+    if wanted in LANGS:
+        st.session_state["lang"] = wanted
+    elif wanted is not None:
+        st.session_state["unknown_lang"] = wanted
+
+
+def _language_to_url() -> None:
+    """The chosen language into the URL, so that a reload or a shared link keeps it; English, the default, as none."""
+    if st.session_state["lang"] != "en":
+        st.query_params["lang"] = st.session_state["lang"]
+    elif "lang" in st.query_params:
+        del st.query_params["lang"]
+
+
 def _relabel_on_language_change() -> None:
     current = widgets.lang()
     if st.session_state.get("lang_shown", current) != current:
@@ -66,9 +86,13 @@ def _relabel_on_language_change() -> None:
 
 def show() -> None:
     """Language, the shown runs, chart settings and the runs folders; shared by every page."""
+    _language_from_url()
     _relabel_on_language_change()
     with st.sidebar:
         st.radio("Language / 语言", list(LANGS), format_func=widgets.label_of(LANGS), key="lang", horizontal=True)
+        _language_to_url()
+        if "unknown_lang" in st.session_state:
+            st.warning(widgets.t("unknown_lang", lang=st.session_state.pop("unknown_lang"), langs=", ".join(LANGS)))
         table, _ = widgets.runs_table()
         options = list(table["run"])
         if "runs" not in st.session_state:

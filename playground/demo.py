@@ -4,6 +4,8 @@ Healthy runs and a few failure scenarios of both task families run one after ano
 appear on the explorer's other pages and stream in as they train; the Lab trains what you ask it to. Ctrl-C (or a
 SIGTERM) stops both, and the runs the explorer started, and ends the demo with exit code 0 (a stop is no failure: make
 prints no error) and a line on how to go on: a later `make play` keeps the runs that ended and trains the rest.
+Without a terminal (`make play > log`, a pipe) its lines arrive as printed, with which run trains and its step every
+`--progress-every` seconds, where no progress bar or explorer tab would say it.
 """
 
 from __future__ import annotations
@@ -75,12 +77,16 @@ def to_train(root: Path) -> list[list[str]]:
     commands = []
     for command in demo_commands(root):
         run_dir = run_dir_of(command)
-        if (read_run_info(run_dir) or {}).get("status") in DONE:
+        if _status(run_dir) in DONE:
             continue
         if run_dir.is_dir() and run_dir.parent == root:
             shutil.rmtree(run_dir)
         commands.append(command)
     return commands
+
+
+def _status(run_dir: Path) -> str | None:
+    return (read_run_info(run_dir) or {}).get("status")
 
 
 class StopRequests:
@@ -103,11 +109,18 @@ class StopRequests:
         raise KeyboardInterrupt
 
 
-def run_demo_sweep(root: Path, stops: StopRequests) -> None:
-    """Train the demo runs not yet finished, one process at a time, until done or `stops` hears a stop."""
+PROGRESS_EVERY_S = 30.0  # how often a demo without a terminal says how far its run has come
+
+
+def run_demo_sweep(root: Path, stops: StopRequests, progress_every_s: float | None = None) -> None:
+    """Train the demo runs not yet finished, one process at a time, until done or `stops` hears a stop. With
+    `progress_every_s` (stdout no terminal: a log, a pipe, where no explorer is watched) it prints which run trains,
+    its step every so often, and how it ended."""
+    commands = demo_commands(root)
     for command in to_train(root):
         if stops.asked:
             stops.raise_it()
+        label = f"demo run {commands.index(command) + 1}/{len(commands)} {run_dir_of(command).name}"
         stops.starting = True
         try:
             run = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -116,9 +129,26 @@ def run_demo_sweep(root: Path, stops: StopRequests) -> None:
         try:
             if stops.asked:  # asked while it started: the child may have missed the terminal's Ctrl-C
                 stops.raise_it()
-            run.wait()
+            if progress_every_s is None:
+                run.wait()
+                continue
+            print(f"{label}: started", flush=True)
+            while True:
+                try:
+                    run.wait(timeout=progress_every_s)
+                    break
+                except subprocess.TimeoutExpired:
+                    print(f"{label}: {_progress(run_dir_of(command))}", flush=True)
+            print(f"{label}: {_status(run_dir_of(command)) or 'ended'} ({_progress(run_dir_of(command))})", flush=True)
         finally:
             _stop(run)  # stopped early: the run records `interrupted` and keeps its metrics
+
+
+def _progress(run_dir: Path) -> str:
+    info = read_run_info(run_dir)
+    if info is None or "total_steps" not in info:  # its process still starting (torch's import, the config)
+        return "starting"
+    return f"step {info['last_step']} of {info['total_steps']}"
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -132,9 +162,19 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 def stopped_line(root: Path) -> str:
-    """What a stopped demo says: where its runs are and how to go on."""
-    return (f"stopped: the demo runs that ended are kept in {root}; `make play` trains the rest (the one stopped "
-            f"starts over), and deleting {root} trains them all afresh")
+    """What a stopped demo says, from the state its runs were left in: which are kept, which a later `make play`
+    trains, and whether one of them (stopped while it trained) starts over."""
+    run_dirs = [run_dir_of(c) for c in demo_commands(root)]
+    ended = sum(_status(d) in DONE for d in run_dirs)
+    if ended == len(run_dirs):
+        return f"stopped: all {ended} demo runs had finished and are kept in {root}; deleting {root} trains them afresh"
+    cut = [d.name for d in run_dirs if d.is_dir() and _status(d) not in DONE]
+    again = f" ({', '.join(cut)} stopped while training: {'it starts' if len(cut) == 1 else 'they start'} over)" \
+        if cut else ""
+    if ended == 0:
+        return f"stopped: no demo run had ended yet; `make play` trains all {len(run_dirs)} in {root}{again}"
+    return (f"stopped: {ended} of {len(run_dirs)} demo runs ended and are kept in {root}; `make play` trains the "
+            f"other {len(run_dirs) - ended}{again}, and deleting {root} trains them all afresh")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,7 +182,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", default="outputs/demo", help="where the demo runs are written")
     parser.add_argument("--no-explorer", action="store_true", help="only train the demo runs, in the foreground")
     parser.add_argument("--behind-explorer", action="store_true", help=argparse.SUPPRESS)  # the demo's own: quiet
+    parser.add_argument("--progress-every", type=float, default=PROGRESS_EVERY_S, metavar="SECONDS",
+                        help="without a terminal, how often the demo prints its run's step (default: %(default)s)")
     args = parser.parse_args(argv)
+    if args.progress_every <= 0:
+        parser.error(f"--progress-every must be positive, got {args.progress_every}")
+    # a line at a time, also into a pipe or a log: a demo's lines otherwise arrive only as it exits
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+    progress_every_s = None if sys.stdout.isatty() else args.progress_every
     root = (ROOT / args.runs).resolve()
     root.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -155,11 +202,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.no_explorer:
             if not args.behind_explorer:
                 print(f"training the demo runs into {root} (Ctrl-C stops)", flush=True)
-            run_demo_sweep(root, stops)
+            run_demo_sweep(root, stops, progress_every_s)
             print(f"demo runs written to {root}")
             return 0
         started.append(subprocess.Popen([sys.executable, "-m", "playground.demo", "--runs", args.runs,
-                                         "--no-explorer", "--behind-explorer"], cwd=ROOT, env=env))
+                                         "--no-explorer", "--behind-explorer",
+                                         "--progress-every", str(args.progress_every)], cwd=ROOT, env=env))
         print(f"training the demo runs in the background into {root}; the explorer shows them as they stream in")
         env["PLAYGROUND_RUNS"] = explorer_roots(root)
         # headless (the config's default), and the browser opened here: a non-headless first start of Streamlit asks

@@ -111,3 +111,77 @@ def test_a_stop_swallowed_on_its_way_up_still_stops_the_next_run(tmp_path, monke
     with pytest.raises(KeyboardInterrupt):
         demo.run_demo_sweep(tmp_path, stops)
     assert _StartingRun.made == []  # no run was started
+
+
+def test_without_a_terminal_the_demo_prints_its_lines_and_progress_as_it_goes(tmp_path):
+    """Into a pipe (a log, `make play > log`) each line arrives as printed, not at exit, and the demo says which run
+    trains and how far it has come: read here while the demo still runs."""
+    proc = subprocess.Popen([sys.executable, "-m", "playground.demo", "--no-explorer", "--runs", str(tmp_path),
+                             "--progress-every", "0.5"],
+                            cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    total = len(demo_commands(tmp_path))
+    first = run_dir_of(demo_commands(tmp_path)[0]).name
+    try:
+        lines = [proc.stdout.readline() for _ in range(2)]
+        assert lines[0].startswith("training the demo runs into")
+        assert lines[1] == f"demo run 1/{total} {first}: started\n"
+        while not (line := proc.stdout.readline()).startswith(f"demo run 1/{total} {first}: step "):
+            assert line, "the demo ended without a progress line"
+        done, _, steps = line.removeprefix(f"demo run 1/{total} {first}: step ").strip().partition(" of ")
+        assert int(done) >= 0 and int(steps) > 0
+        assert proc.poll() is None  # the lines came while it ran
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert stopped_line(tmp_path) in out and "no demo run had ended yet" in out
+    assert f"({first} stopped while training: it starts over)" in out
+
+
+def test_the_stop_line_says_what_is_left(tmp_path):
+    run_dirs = [run_dir_of(c) for c in demo_commands(tmp_path)]
+    for run_dir in run_dirs[:-1]:
+        RunRecorder(run_dir, {}).finish("finished")
+    RunRecorder(run_dirs[-1], {}).finish("interrupted")
+    line = stopped_line(tmp_path)
+    assert f"{len(run_dirs) - 1} of {len(run_dirs)} demo runs ended" in line and "trains the other 1" in line
+    assert f"({run_dirs[-1].name} stopped while training: it starts over)" in line
+    RunRecorder(run_dirs[-1], {}).finish("diverged")  # every run ended: nothing starts over, nothing is left to train
+    line = stopped_line(tmp_path)
+    assert f"all {len(run_dirs)} demo runs had finished" in line
+    assert "starts over" not in line and "trains the other" not in line
+    assert "make play" not in line
+
+
+class _FinishingRun:
+    """A run's process that has trained its 4 steps once waited for a first time."""
+
+    def __init__(self, command, **kwargs):
+        self.recorder = RunRecorder(run_dir_of(command), {"total_steps": 4})
+        self.waited = False
+
+    def poll(self):
+        return 0 if self.waited else None
+
+    def wait(self, timeout=None):
+        if not self.waited:
+            self.waited = True
+            self.recorder.log({"training/global_step": 2})
+            self.recorder.update()  # run.json, as a run rewrites it every second
+            raise subprocess.TimeoutExpired("train", timeout)
+        self.recorder.log({"training/global_step": 4})
+        self.recorder.finish("finished")
+        return 0
+
+
+def test_the_progress_lines_say_which_run_how_far_and_how_it_ended(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(demo.subprocess, "Popen", _FinishingRun)
+    demo.run_demo_sweep(tmp_path, demo.StopRequests(), progress_every_s=0.01)
+    names = [run_dir_of(c).name for c in demo_commands(tmp_path)]
+    first, last = f"demo run 1/{len(names)} {names[0]}", f"demo run {len(names)}/{len(names)} {names[-1]}"
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:3] == [f"{first}: started", f"{first}: step 2 of 4", f"{first}: finished (step 4 of 4)"]
+    assert len(lines) == 3 * len(names) and lines[-1] == f"{last}: finished (step 4 of 4)"
+    demo.run_demo_sweep(tmp_path, demo.StopRequests())  # all ended, and quiet on a terminal
+    assert capsys.readouterr().out == ""

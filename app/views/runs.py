@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import streamlit as st
 
@@ -89,11 +91,37 @@ def _selected_section(table: pd.DataFrame) -> None:
         st.caption(widgets.t("no_param_diff"))
 
 
-def _fit(texts: pd.Series) -> int:
-    """A column's width in pixels that shows its longest text whole (about 6.5 px a character, an emoji two)."""
+def _text_px(text: str) -> float:
+    """About how wide a cell's text is drawn: 6.5 px a character, an emoji two."""
     icons = [*widgets.SEVERITY_ICON.values(), *widgets.VERDICT_ICON.values()]
-    longest = max((len(t) + sum(t.count(icon) for icon in icons) for t in texts.astype(str)), default=8)
-    return min(640, round(24 + 6.5 * longest))
+    return 6.5 * (len(text) + sum(text.count(icon) for icon in icons))
+
+
+def _fit(texts: pd.Series) -> int:
+    """A column's width in pixels that shows its longest text whole."""
+    return min(640, round(24 + max((_text_px(t) for t in texts.astype(str)), default=52)))
+
+
+TABLE_PX = 900  # the table's width at 1400 px with the sidebar open: what its columns share before it scrolls
+LINE_PX, CELL_PAD_PX = 20, 16  # a wrapped cell's line and its padding
+MIN_WIDE_PX = 160  # a wrapped column at its narrowest
+WRAP_MIN_ROW_PX = 65  # Streamlit wraps a cell's text only in rows taller than 4rem (64 px)
+
+
+def _layout(view: pd.DataFrame, wide: list[str]) -> tuple[dict[str, int], int | None]:
+    """Column widths that show every cell whole within TABLE_PX, and the row height: the `wide` columns (the run's
+    name, its findings) get what the others leave, and wrap onto as many lines as their longest cell needs when
+    one line does not fit."""
+    widths = {c: 56 if view[c].dtype == bool or str(view[c].dtype) == "Int64"
+              else _fit(pd.concat([view[c].astype(str), pd.Series([c])])) for c in view}  # the header whole too
+    left = max(MIN_WIDE_PX * len(wide), TABLE_PX - sum(w for c, w in widths.items() if c not in wide))
+    if sum(widths[c] for c in wide) <= left:
+        return widths, None
+    for i, column in enumerate(wide):  # each its fair share of what is left, the last what the others leave
+        widths[column] = min(widths[column], left // (len(wide) - i))
+        left -= widths[column]
+    lines = max(math.ceil(_text_px(str(t)) / (widths[c] - 24)) for c in wide for t in view[c])
+    return widths, max(WRAP_MIN_ROW_PX, CELL_PAD_PX + LINE_PX * lines)
 
 
 def render() -> None:
@@ -132,12 +160,13 @@ def render() -> None:
     })
     if metric:
         view[metric] = listed["metric"].to_numpy()
-    widths = {widgets.t(c): st.column_config.Column(width=56) for c in ("col_shown", "col_step", "col_seed")}
-    for column in ("col_run", "col_scenario"):
-        widths[widgets.t(column)] = st.column_config.Column(width=_fit(view[widgets.t(column)]))
-    widths[widgets.t("col_findings")] = st.column_config.TextColumn(width=_fit(view[widgets.t("col_findings")]),
-                                                                   help=widgets.t("col_findings_help"))
-    st.dataframe(view, hide_index=True, width="stretch", key="runs_table", column_config=widths)
+    wide = [widgets.t("col_run"), widgets.t("col_findings")]
+    widths, row_height = _layout(view, wide)
+    config = {c: st.column_config.Column(width=w) for c, w in widths.items()}
+    config[widgets.t("col_findings")] = st.column_config.TextColumn(width=widths[widgets.t("col_findings")],
+                                                                    help=widgets.t("col_findings_help"))
+    st.dataframe(view, hide_index=True, width="stretch", key="runs_table", column_config=config, row_height=row_height)
+
 
 if __name__ == "__main__":
     render()

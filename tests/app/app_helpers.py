@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import html
 import json
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,3 +59,8 @@ def texts(at) -> str:
     for kind in ("markdown", "caption", "info", "warning", "error", "success", "title", "subheader"):
         parts += [str(e.value) for e in getattr(at, kind)]
     return "\n".join(parts)
+
+
+def fixes(at) -> list[str]:
+    """The fixes the Lab's cards show (`lab_run.show_fix`), as the text a reader sees."""
+    return [html.unescape(re.sub(r"<[^>]+>", "", m.value)) for m in at.markdown if m.value.startswith("<code")]

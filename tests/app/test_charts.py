@@ -117,3 +117,18 @@ def test_a_one_step_series_is_a_dot_on_readable_axes():
     pair = charts.pair_chart(phases, "timing_s/* (gen, adv)")
     pair.to_dict()
     assert mark_types(charts.to_spec(pair)) == ["line", "point"]
+
+
+def test_a_legend_shows_every_label_in_full_in_the_columns_that_fit():
+    """A run's folder name or a seed group's label was cut at the legend's labelLimit (and a row of them at the
+    chart's edge): no label is cut, and long labels take a line each."""
+    spec = charts.to_spec(charts.metric_chart(pd.concat([
+        _long([1.0, 2.0], "18-42-59-cartpole-lr_too_high-fix"), _long([2.0, 3.0], "healthy ×3 seeds (09-00-00…)")]),
+        "critic/score/mean"))
+    legends = [u["encoding"]["color"]["legend"] for u in units(spec) if u["encoding"]["color"].get("legend")]
+    assert legends and all(lg["columns"] == 1 for lg in legends)
+    assert spec["config"]["legend"]["labelLimit"] == 0  # Vega: no limit
+    short = charts.to_spec(charts.metric_chart(pd.concat([_long([1.0], "a"), _long([2.0], "b")]), "x"))
+    assert [u["encoding"]["color"]["legend"]["columns"] for u in units(short) if "color" in u["encoding"]][0] == 2
+    phases = pd.concat([_long([1.0, 2.0]).assign(metric=m) for m in ("timing_s/gen", "timing_s/update_actor")])
+    assert charts.to_spec(charts.pair_chart(phases, "phases"))["encoding"]["color"]["legend"]["columns"] == 2

@@ -7,6 +7,7 @@ import os
 import time
 
 import lab_run
+from app_helpers import fixes
 
 
 def test_the_status_line_of_a_run_building_its_base_says_how_far_the_base_is(tmp_path):
@@ -65,7 +66,7 @@ def test_the_fix_card_says_what_broke_the_run_apart_from_the_lever():
     page = texts(at)
     assert "What broke this run: `reward.noise_std=3.0` (in a verl run: a noisy reward function)" in page
     assert "In verl: `reward.clip`: clip in your reward function" in page
-    assert [c.value for c in at.code] == ["reward.clip=1.0"]
+    assert fixes(at) == ["reward.clip=1.0"]
     assert at.button(key="lab_run-reward_variance_too_large-apply")
     assert "In your code" not in page  # the fix is a lever, not the cause removed
     zh = texts(_cards([NOISY], "zh"))
@@ -79,7 +80,7 @@ def test_a_broken_reward_functions_card_says_what_to_change_in_the_users_code():
     at = _cards([CRASH], "en")
     assert "What broke this run: `reward.nan_rate=0.01` (in a verl run: NaN rewards)" in texts(at)
     assert "In your code: guard your reward function" in texts(at)
-    assert [c.value for c in at.code] == ["reward.nan_rate=0.0"]  # Apply and rerun still runs the cured config
+    assert fixes(at) == ["reward.nan_rate=0.0"]  # Apply and rerun still runs the cured config
     assert "在你的代码中：保护奖励函数" in texts(_cards([CRASH], "zh"))
 
 

@@ -84,3 +84,24 @@ def test_a_link_to_a_run_that_is_not_there_shows_none(app, tree):
     at = app.run().switch_page("views/panels.py").run()
     assert at.multiselect(key="runs").value == []
     assert "outputs/2026-11-30/23-59-59, which is not under the runs folders" in texts(at)
+
+
+def test_the_language_is_kept_in_the_url_and_read_on_load(app):
+    """A reload starts a new session: only the URL remembers the language (`?lang=zh`); English leaves none."""
+    at = app.run()
+    assert "lang" not in at.query_params
+    at.radio(key="lang").set_value("zh").run()
+    assert at.query_params["lang"] == "zh"
+    reloaded = AppTest.from_file(ENTRY, default_timeout=60)
+    reloaded.query_params.update(at.query_params)
+    reloaded.run()
+    assert reloaded.radio(key="lang").value == "zh" and reloaded.title[0].value == "实验台"
+    reloaded.radio(key="lang").set_value("en").run()
+    assert "lang" not in reloaded.query_params and reloaded.title[0].value == "Lab"
+
+
+def test_an_unknown_language_in_the_url_is_said(app):
+    app.query_params["lang"] = "fr"
+    at = app.run()
+    assert at.radio(key="lang").value == "en" and "lang" not in at.query_params
+    assert "The link asks for language fr" in texts(at)

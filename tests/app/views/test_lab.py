@@ -17,7 +17,7 @@ from streamlit.testing.v1 import AppTest
 from playground.config import ConfigError, compose, validate
 
 import data
-from app_helpers import ENTRY, chart_data, charts_of, spec_title, texts, units
+from app_helpers import ENTRY, chart_data, charts_of, fixes, spec_title, texts, units
 from fake_procs import run_dir_of
 from fake_runs import LR_TOO_HIGH, diagnosis, finding, write_run
 
@@ -135,18 +135,18 @@ def test_before_and_after_keep_their_colours_in_both_languages(lab, runs, spawn)
         assert [json.loads(s)["domain"] for s in scales] == [[f"{before} · {first}", f"{after} · {rerun}"]], lang
 
 
-def test_a_fix_is_shown_in_code_that_never_breaks_a_value(lab, runs, spawn):
-    """A wrapped code block (or inline code) in half a column broke `lr=0.005` into `lr=0.` and `005`: the fix's
-    overrides are in blocks that scroll instead of wrapping."""
+def test_a_fix_is_shown_in_full_and_never_breaks_a_value(lab, runs, spawn):
+    """At 1400 px with the sidebar open a card is narrow: a code block that scrolls cut the override before its value
+    (`actor_rollout_ref.actor.o`), one that wraps broke `lr=0.005` into `lr=0.` and `005`. The fix wraps only after
+    the dots of its key; its value stays whole."""
     at = _short_lr_too_high(lab)
     at.button(key="lab_train").click().run()
     at.button(key="lab_run-lr_too_high-apply").click().run()
-    fixes = [c for c in at.code if c.value == "actor_rollout_ref.actor.optim.lr=0.005"]
-    assert len(fixes) == 2  # the rerun's fix under "After the fix", and the first run's card
-    assert all(not c.proto.wrap_lines for c in fixes)
-    assert "`actor_rollout_ref.actor.optim.lr=0.005`" not in texts(at)  # no longer inline code in the heading
-
-
+    assert fixes(at) == ["actor_rollout_ref.actor.optim.lr=0.005"] * 2  # under "After the fix", and the first card
+    shown = [m.value for m in at.markdown if m.value.startswith("<code")]
+    assert shown and all('actor_rollout_ref.<wbr>actor.<wbr>optim.<wbr>lr<span style="white-space:nowrap">=0.005'
+                         '</span>' in v for v in shown)
+    assert not [c for c in at.code if "optim.lr=0.005" in c.value and "playground.train" not in c.value]
 def test_a_fix_that_leaves_the_runs_folder_is_refused(lab, runs, spawn):
     run = write_run(runs / "lab" / "2026-12-01" / "09-00-00-cartpole-lr_too_high", scenario="lr_too_high",
                     unstable=True, overrides=["task=cartpole", "scenario=lr_too_high"],

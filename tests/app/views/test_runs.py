@@ -106,3 +106,27 @@ def test_a_run_building_its_sft_base_says_how_far_it_is(tmp_path, monkeypatch):
     at = _runs(AppTest.from_file(ENTRY, default_timeout=60))
     status = _table(at)["status"].iloc[0]
     assert status == "▶ running · building its SFT base: 12% (~12 min left; once, later runs load it)"
+
+
+def test_the_table_fits_its_width_and_wraps_long_findings_whole():
+    """At 1400 px with the sidebar open a Lab run's folder name and a findings cell with its notes made the table
+    scroll sideways, the findings cut at its edge: the two share what the other columns leave, and wrap."""
+    import math
+
+    import pandas as pd
+
+    from views import runs
+
+    view = pd.DataFrame({"shown": [True, False], "run": ["outputs/lab/2026-12-07/18-42-59-cartpole-lr_too_high-fix",
+                                                        "outputs/x"],
+                         "task": ["cartpole"] * 2, "scenario": ["lr_too_high"] * 2, "status": ["✓ finished"] * 2,
+                         "findings": ["🟠 lr_too_high +2 · 🔴 entropy_collapse · notes: low_mfu, update_bottleneck, "
+                                      "value_drift", "✅ healthy"],
+                         "step": pd.array([30, 30], dtype="Int64"), "seed": pd.array([1, 1], dtype="Int64")})
+    widths, row_height = runs._layout(view, ["run", "findings"])
+    assert sum(widths.values()) <= runs.TABLE_PX
+    longest = runs._text_px(view["findings"][0]) / (widths["findings"] - 24)
+    assert row_height is not None and row_height >= runs.CELL_PAD_PX + runs.LINE_PX * math.ceil(longest) > 64
+    short = view.assign(run="outputs/x", findings="✅ healthy")
+    widths, row_height = runs._layout(short, ["run", "findings"])
+    assert row_height is None and widths["findings"] == runs._fit(pd.Series(["✅ healthy", "findings"]))
