@@ -404,6 +404,32 @@ def test_a_band_is_not_a_failure_while_the_run_improves():
     assert "lr_too_low" in ids(run(20, **still, **FLAT), "gym", **TARGET)
 
 
+def _cartpole(end: float, kl: float = 1e-6) -> list[dict[str, float]]:
+    """80 CartPole steps whose score climbs linearly from 20 to `end` (target 475), nothing clipped, |ppo_kl| `kl`:
+    the shape of the lr sweep's 2.5e-5 point (end 76) and of a healthy run (end 500)."""
+    return run(80, **{"critic/score/mean": lambda s: 20.0 + (end - 20.0) * (s - 1) / 79, "actor/pg_clipfrac": 0.0,
+                      "actor/ppo_kl": kl})
+
+
+def test_a_slow_learner_far_below_its_target_is_lr_too_low_not_healthy():
+    """The lr sweep's 2.5e-5 point: the score still creeps up, but at its best it has covered an eighth of the way
+    from its start to its target: lr_too_low (rule lr_too_low_slow_progress), not healthy."""
+    report = diagnose(_cartpole(76.0), family="gym", info={"score_target": 475.0})
+    assert "lr_too_low" in report.roots() and "healthy" not in report.ids()
+    assert {f.rule for f in report.findings if f.id == "lr_too_low"} == {"lr_too_low_slow_progress"}
+    # the same creep that has covered more than half of the way is not this rule's (0.55 of it at the end)
+    assert "lr_too_low" not in ids(_cartpole(20.0 + 0.55 * 455), "gym", score_target=475.0)
+    # gym only: measured there
+    assert "lr_too_low" not in ids(_cartpole(76.0), "token", score_target=475.0)
+
+
+def test_a_run_that_reaches_its_target_with_a_still_policy_is_healthy():
+    """A healthy CartPole run ends with its annealed lr near 0 (|ppo_kl| ~1e-6, nothing clipped): at its target,
+    it is healthy, not lr_too_low."""
+    report = diagnose(_cartpole(500.0), family="gym", info={"score_target": 475.0})
+    assert "lr_too_low" not in report.ids() and "healthy" in report.ids()
+
+
 def test_a_single_spike_is_not_an_explosion():
     spikes = {"actor/grad_norm": lambda s: 40.0 if s in (6, 11) else 0.8}
     assert "gradient_explosion" not in ids(run(**spikes))

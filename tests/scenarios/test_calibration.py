@@ -85,8 +85,20 @@ def check_kl_low(healthy, entry) -> None:
         assert share < 0.3, (task, share)  # the rule needs 8 of 10 steps
 
 
+def check_progress(healthy, entry) -> None:
+    """Every healthy run's best score covers the whole way from its first score to its target (progress >= 1),
+    far above lr_too_low_slow_progress's share."""
+    targets = {"cartpole": 475.0, "acrobot": -100.0, "pendulum": -200.0}
+    for task, runs in healthy.items():
+        for run in runs:
+            scores = [r["critic/score/mean"] for r in run if "critic/score/mean" in r]
+            progress = (max(scores) - scores[0]) / (targets[task] - scores[0])
+            assert progress >= 2 * entry.value, (task, progress)
+
+
 CHECKS = {("lr_too_high", "clipfrac_high"): check_clipfrac_high, ("critic_undertrained", "ev_bad"): check_ev_bad,
-          ("lr_too_high", "kl_high"): check_kl_high, ("lr_too_low", "kl_low"): check_kl_low}
+          ("lr_too_high", "kl_high"): check_kl_high, ("lr_too_low", "kl_low"): check_kl_low,
+          ("lr_too_low_slow_progress", "progress"): check_progress}
 GYM = [e for e in (*CALIBRATION, *GUIDE_CHECKED) if e.family == "gym"]
 
 

@@ -118,6 +118,8 @@ def test_lr_sweep_yields_lr_too_low_healthy_and_lr_too_high(tmp_path):
         roots.setdefault(lr, []).append(report.roots())
     assert sorted(roots) == [2.5e-6, 2.5e-5, 2.5e-4, 2.5e-3, 2.5e-2, 5e-2] and all(len(v) == 3 for v in roots.values())
     assert sum("lr_too_low" in r for r in roots[2.5e-6]) >= 2, roots[2.5e-6]
+    # lr/100 still creeps up (to about 76 of 475): too slowly to be healthy (rule lr_too_low_slow_progress)
+    assert sum("lr_too_low" in r for r in roots[2.5e-5]) >= 2, roots[2.5e-5]
     assert sum("lr_too_high" in r for r in roots[5e-2]) >= 2, roots[5e-2]
     assert sum(r[:1] == ["healthy"] for r in roots[2.5e-3]) >= 2, roots[2.5e-3]
 
