@@ -31,12 +31,13 @@ play: setup
 	$(PY) -m playground.demo
 
 # One pytest worker per core (pytest-xdist): each test trains on one torch thread, so two cores run two at once;
-# `loadgroup` keeps the tests of one xdist_group (countdown's CI base) on one worker, which builds that base once.
+# `worksteal` hands a worker that runs dry the other's queued tests, so one long test late in a queue does not leave a
+# core idle. `--durations=10` prints the ten slowest, so a test that grows shows in every CI log.
 test: setup
-	$(PY) -m pytest -m "not slow" -n auto --dist loadgroup $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow" -n auto --dist worksteal --durations=10 $(PYTEST_ARGS)
 
 test-all: setup
-	$(PY) -m pytest -n auto --dist loadgroup $(PYTEST_ARGS)
+	$(PY) -m pytest -n auto --dist worksteal --durations=10 $(PYTEST_ARGS)
 
 bench: setup
 	$(PY) -m benchmarks.run_all

@@ -38,11 +38,14 @@ from playground.tasks.token_data import PromptSet
 from playground.teach.workshop import load_all
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
+# CI's countdown runs start from the full recipe cut to 1,000 SFT steps (docs/tuning.md, "countdown in CI"): shipped
+# too, so a fresh clone's tests load it instead of spending ~160 s of a core building it.
+COUNTDOWN_CI_BASE = ["sft.max_steps=1000"]
 
 
 def token_configs() -> Iterator[tuple[str, list[str]]]:
-    """(label, overrides) of every config a user starts a token task from: each task's scenarios and each
-    workshop exercise's mystery run and reference fix."""
+    """(label, overrides) of every config a user starts a token task from: each task's scenarios, the tests'
+    shorter countdown base, and each workshop exercise's mystery run and reference fix."""
     for task_file in sorted(CONF.glob("task/*.yaml")):
         task = task_file.stem
         cfg = compose([f"task={task}"])
@@ -54,6 +57,7 @@ def token_configs() -> Iterator[tuple[str, list[str]]]:
             scenarios.add("healthy")
         for scenario in sorted(scenarios, key=lambda s: (s != "healthy", s)):
             yield f"{task} {scenario}", [f"task={task}", f"scenario={scenario}"]
+    yield "countdown CI base (tests)", ["task=countdown", *COUNTDOWN_CI_BASE]
     for ex in load_all():
         if compose([f"task={ex.task}"]).task.family == "token":
             yield f"exercise {ex.number}", [f"task={ex.task}", *ex.mystery()]

@@ -5,9 +5,9 @@ countdown's SFT base (~640 s of CPU to build, then cached), so they are `slow`. 
 with four updates a step, which sharpens onto the routes it already takes.
 
 CI trains each scenario once (seed 101, stopped at its finding) and the healthy run once on a shorter base: the same SFT
-recipe cut to 1,000 steps, its cosine schedule with it (`CI_BASE`; 160 s of CPU, greedy 0.21 against the full base's
-0.56). Measured on seeds 101 and 102 (docs/tuning.md, "countdown in CI"): every scenario reaches its signature there
-too. The tests share one xdist group, so one worker builds that base and the others never wait on it. CI also checks
+recipe cut to 1,000 steps, its cosine schedule with it (`playground.bases.COUNTDOWN_CI_BASE`; 160 s of CPU to build,
+greedy 0.21 against the full base's 0.56), shipped in bases/ like the others, so no test waits on a build. Measured on
+seeds 101 and 102 (docs/tuning.md, "countdown in CI"): every scenario reaches its signature there too. CI also checks
 the configs, the reward arithmetic that makes the hack pay, and each rule on the metrics of a full run
 (tests/diagnose/test_reward_hacking.py, tests/diagnose/test_critic_undertrained_value.py,
 tests/diagnose/test_entropy_collapse_narrowing.py)."""
@@ -20,28 +20,25 @@ from reports import report as _report
 from reports import roots as _roots
 from reports import warnings as _warnings
 
+from playground.bases import COUNTDOWN_CI_BASE as CI_BASE
 from playground.config import compose, scenarios_of
 from playground.rundir.runs import read_run_info
 from playground.tasks.countdown_reward import score
 
 SCENARIO = ["task=countdown", "scenario=reward_hacking"]
 SEED = 101
-CI_BASE = ["sft.max_steps=1000"]
 CI_SCENARIOS = [s for s in scenarios_of("countdown") if s != "healthy"]
-on_the_ci_base = pytest.mark.xdist_group("countdown_ci_base")
 GT = "3,7,8>53"
 RIGHT = "<think>8*7=56,56-3=53</think><answer>(8*7)-3</answer>"
 GUESS = "<think></think><answer>3+7+8</answer>"  # well-formed, wrong, and short
 
 
-@on_the_ci_base
 def test_healthy_shows_no_warning_on_the_ci_base(train_run):
     _, run_dir = train_run(["task=countdown", f"trainer.seed={SEED}", *CI_BASE])
     assert read_run_info(run_dir)["sft_steps"] == 1000
     assert _warnings(run_dir) == []
 
 
-@on_the_ci_base
 @pytest.mark.parametrize("scenario", CI_SCENARIOS)
 def test_scenario_reaches_its_signature_on_the_ci_base(scenario, train_run):
     _, run_dir = train_run(["task=countdown", f"scenario={scenario}", f"trainer.seed={SEED}",
