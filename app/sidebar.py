@@ -40,6 +40,10 @@ def _initial_runs(table: pd.DataFrame) -> list[str]:
     return chosen
 
 
+def _runs_chosen() -> None:
+    st.session_state[widgets.SHOWN] = list(st.session_state["runs"])
+
+
 def _add_root() -> None:
     text = st.session_state.get("new_root", "").strip()
     if not text:
@@ -95,15 +99,17 @@ def show() -> None:
             st.warning(widgets.t("unknown_lang", lang=st.session_state.pop("unknown_lang"), langs=", ".join(LANGS)))
         table, _ = widgets.runs_table()
         options = list(table["run"])
-        if "runs" not in st.session_state:
-            st.session_state["runs"] = _initial_runs(table)
-        gone = [r for r in st.session_state["runs"] if r not in options]
-        if gone:
-            st.session_state["runs"] = [r for r in st.session_state["runs"] if r in options]
+        if widgets.SHOWN not in st.session_state:
+            st.session_state[widgets.SHOWN] = _initial_runs(table)
+        chosen = st.session_state[widgets.SHOWN]
+        if gone := [r for r in chosen if r not in options]:
+            chosen = st.session_state[widgets.SHOWN] = [r for r in chosen if r in options]
             st.session_state["gone_runs"] = gone
+        # set on each run, and its default too, so the browser shows the choice whatever it held (see `widgets.SHOWN`)
+        st.session_state["runs"] = list(chosen)
         labels = widgets.run_options(table)  # a run deleted since the browser last sent its choice keeps its path
-        st.multiselect(widgets.t("runs_shown"), options, key="runs", format_func=lambda run: labels.get(run, str(run)),
-                       placeholder=widgets.t("runs_placeholder"))
+        st.multiselect(widgets.t("runs_shown"), options, list(chosen), key="runs", on_change=_runs_chosen,
+                       format_func=lambda run: labels.get(run, str(run)), placeholder=widgets.t("runs_placeholder"))
         shown = set(st.session_state["runs"])
         st.query_params["run"] = [n for r, n in zip(table["run"], table["name"], strict=True) if r in shown]
         st.slider(widgets.t("smoothing"), 0.0, 0.99, widgets.DEFAULT_SMOOTHING, 0.01, key="smoothing",

@@ -30,6 +30,10 @@ STATUS_ICON = {"running": "▶", "finished": "✓", "diverged": "✗", "oom": "�
                "stopped": "■", "gone": "✗"}
 LIVE_S = 2.0  # a running run's charts refresh this often
 DEFAULT_SMOOTHING = 0.6  # TensorBoard's default
+# The shown runs, kept under a key no widget has: the sidebar's picker (key "runs") is drawn from it on every run. A
+# widget's own key holding the choice lost it: a value set in an earlier run is not sent to the browser, which then
+# shows (and sends back) the picker's default, none.
+SHOWN = "shown_runs"
 
 
 def lang() -> str:
@@ -117,7 +121,7 @@ def selected_runs(table: pd.DataFrame) -> pd.DataFrame:
 
 def set_runs(runs: list[str]) -> None:
     """Replace the shown runs (for buttons' on_click callbacks, which run before the sidebar is drawn)."""
-    st.session_state["runs"] = list(runs)
+    st.session_state[SHOWN] = list(runs)
 
 
 def page_with_selection(title_key: str) -> tuple[pd.DataFrame, pd.DataFrame] | None:

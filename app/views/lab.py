@@ -18,7 +18,7 @@ import launcher
 import running
 import widgets
 
-EXTRA = "lab_extra"  # overrides an applied fix set that no field shows (e.g. algorithm.norm_adv=True)
+FORM = "lab_form"  # the form's values, kept under a key no widget has: {"task", "scenario", "knobs", "extra"}
 
 
 def _default_scenario(task: str) -> str:
@@ -31,100 +31,122 @@ def _typed(knob: knobs.Knob, value: Any) -> object:
     return int(value) if knob.kind == "int" else float(value)
 
 
-def _load_scenario() -> None:
-    """Fill every field with the chosen scenario's values, with its short run's on top (a callback: before the fields
-    are drawn)."""
-    task, scenario = st.session_state["lab_task"], st.session_state.get("lab_scenario")
+def _scenario_form(task: str, scenario: str | None = None) -> dict:
+    """The form at a scenario's values (its short run's on top; the task's default scenario unless one of its own is
+    given)."""
     if scenario not in knobs.scenario_of(task).scenarios:
         scenario = _default_scenario(task)
-    config = knobs.lab_config(task, scenario)  # composed before any field is written: the slow part
-    st.session_state["lab_scenario"] = scenario
-    for knob in knobs.KNOBS:
-        st.session_state[f"knob_{knob.name}"] = _typed(knob, config.value(knob))
-    st.session_state[EXTRA] = []
+    config = knobs.lab_config(task, scenario)
+    return {"task": task, "scenario": scenario, "knobs": {k.name: _typed(k, config.value(k)) for k in knobs.KNOBS},
+            "extra": []}
+
+
+def _loaded_form(overrides: list[str]) -> dict:
+    """The form of a run's config (knobs; other overrides kept as applied fixes)."""
+    task, scenario, values, extra = knobs.form_from(overrides)
+    fallback = knobs.scenario_config(task, scenario)
+    return {"task": task, "scenario": scenario, "extra": list(extra),
+            "knobs": {k.name: _typed(k, fallback.value(k) if values.get(k.name) is None else values[k.name])
+                      for k in knobs.KNOBS}}
+
+
+def _valid(form: object) -> bool:
+    return (isinstance(form, dict) and form.get("task") in knobs.tasks()
+            and form.get("scenario") in knobs.scenario_of(form["task"]).scenarios
+            and set(form.get("knobs", {})) == {k.name for k in knobs.KNOBS} and isinstance(form.get("extra"), list))
+
+
+def _form() -> dict:
+    return st.session_state[FORM]
+
+
+def _set(**changes: object) -> None:
+    """Change the form: a new dict in one assignment, so a run Streamlit stops midway leaves the old form or the new
+    one, never half of each."""
+    st.session_state[FORM] = {**_form(), **changes}
 
 
 def _on_task() -> None:
-    st.session_state["lab_scenario"] = _default_scenario(st.session_state["lab_task"])
-    _load_scenario()
+    st.session_state[FORM] = _scenario_form(st.session_state["lab_task"])
 
 
-def _load(overrides: list[str]) -> None:
-    """The fields of a run's config (knobs; other overrides kept as applied fixes), before the fields are drawn."""
-    task, scenario, values, extra = knobs.form_from(overrides)
-    fallback = knobs.scenario_config(task, scenario)  # composed before any field is written
-    st.session_state["lab_task"], st.session_state["lab_scenario"] = task, scenario
-    for knob in knobs.KNOBS:
-        value = values.get(knob.name)
-        st.session_state[f"knob_{knob.name}"] = _typed(knob, fallback.value(knob) if value is None else value)
-    st.session_state[EXTRA] = extra
+def _on_scenario() -> None:
+    st.session_state[FORM] = _scenario_form(_form()["task"], st.session_state["lab_scenario"])
 
 
-def _set_up() -> bool:
-    """Whether every field the form draws holds a value (the task, the scenario, each of the task's knobs)."""
-    task = st.session_state.get("lab_task")
-    if task not in knobs.tasks():
-        return False
-    keys = ["lab_scenario", *(f"knob_{k.name}" for k in knobs.shown_knobs(knobs.scenario_of(task).family))]
-    return all(key in st.session_state for key in keys)
+def _on_knob(name: str) -> None:
+    _set(knobs={**_form()["knobs"], name: st.session_state[f"knob_{name}"]})
 
 
 def _init() -> None:
-    """Give the fields their values before they are drawn: an applied fix's, else, when any field has none, the
-    shown Lab run's config or the task's default scenario.
+    """The form's values, then each field's, before any field is drawn.
 
-    Every read or write of session state lets Streamlit stop the run for a rerun the browser asked for, and the
-    first run after start-up, slow while nothing is composed yet, could stop here after setting the task and before
-    the knobs: when the task alone said "set up", the next run drew each knob at its widget default, 0, under the
-    right "task default". So set-up is judged on every field, and a cut-short one is done again whole."""
+    The form lives under `FORM`, a key no widget has: Streamlit deletes a widget's key when a run does not draw the
+    widget (another page), and a field drawn from a value set in an earlier run is not sent to the browser, which
+    then shows the widget's default (the first task, 0) while the command, built from session state, says otherwise.
+    So the form is whole or absent (an applied fix's, else the shown Lab run's config, else the task's default
+    scenario), and every run writes each field's value from it before drawing it: Streamlit sends a value set this
+    run to the browser, whatever the browser held (a reconnect, a reload, a page switch, a run stopped midway). Each
+    field's default is that value too (`_field`): a browser draws a field at its default for a frame before it takes
+    the value sent with it, which was the 0s a fresh load showed."""
     if lab_run.LOAD in st.session_state:
-        _load(st.session_state.pop(lab_run.LOAD))
-    elif not _set_up():
+        st.session_state[FORM] = _loaded_form(st.session_state.pop(lab_run.LOAD))
+    elif not _valid(st.session_state.get(FORM)):
         if view := lab_run.current_view():
-            _load(lab_run.run_overrides(view["run"]))  # the run shown, with its own config in the fields
-            return
-        tasks, task = knobs.tasks(), st.session_state.get("lab_task")
-        st.session_state["lab_task"] = task if task in tasks else "cartpole" if "cartpole" in tasks else tasks[0]
-        _load_scenario()  # the task's default scenario unless one of its own is already chosen
+            form = _loaded_form(lab_run.run_overrides(view["run"]))  # the run shown, with its own config
+        else:
+            tasks, task = knobs.tasks(), st.session_state.get("lab_task")  # a task chosen before the form was kept
+            form = _scenario_form(task if task in tasks else "cartpole" if "cartpole" in tasks else tasks[0])
+        st.session_state[FORM] = form
+    form = _form()
+    st.session_state["lab_task"], st.session_state["lab_scenario"] = form["task"], form["scenario"]
+    for knob in knobs.KNOBS:
+        st.session_state[f"knob_{knob.name}"] = form["knobs"][knob.name]
+
+
+def _index(options: list | tuple, value: object) -> int:
+    return list(options).index(value) if value in options else 0
 
 
 def _disabled(knob: knobs.Knob, config: knobs.Checked) -> bool:
     if knob.needs == "critic":
         return not config.critic
-    return knob.needs is not None and not st.session_state.get(f"knob_{knob.needs}")
+    return knob.needs is not None and not _form()["knobs"].get(knob.needs)
 
 
 def form_overrides() -> tuple[list[str], knobs.Checked]:
-    """The overrides the fields say now (from session state), and their check."""
-    task, scenario = st.session_state["lab_task"], st.session_state["lab_scenario"]
+    """The overrides the form says now, and their check."""
+    form = _form()
+    task, scenario = form["task"], form["scenario"]
     config = knobs.scenario_config(task, scenario)
-    chosen = {k.name: st.session_state.get(f"knob_{k.name}") for k in knobs.shown_knobs(config.family)
-              if not _disabled(k, config)}
-    overrides = knobs.overrides_for(task, scenario, chosen, st.session_state.get(EXTRA, []))
+    chosen = {k.name: form["knobs"].get(k.name) for k in knobs.shown_knobs(config.family) if not _disabled(k, config)}
+    overrides = knobs.overrides_for(task, scenario, chosen, form["extra"])
     return overrides, knobs.check(tuple(overrides))
 
 
 def _train() -> None:
     overrides, _ = form_overrides()
-    name = f"{st.session_state['lab_task']}-{st.session_state['lab_scenario']}"
+    name = f"{_form()['task']}-{_form()['scenario']}"
     lab_run.start(overrides, name)
 
 
 def _clear_extra() -> None:
-    st.session_state[EXTRA] = []
+    _set(extra=[])
 
 
 def _field(knob: knobs.Knob, config: knobs.Checked, defaults: knobs.Checked, error: str | None) -> None:
     key, label = f"knob_{knob.name}", widgets.t(f"knob_{knob.name}")
     disabled, help_text = _disabled(knob, config), f"`{knob.key}`"
+    value, changed = _form()["knobs"][knob.name], {"on_change": _on_knob, "args": (knob.name,)}
     if knob.kind == "bool":
-        st.toggle(label, key=key, help=help_text)
+        st.toggle(label, bool(value), key=key, help=help_text, **changed)
     elif knob.kind == "choice":
-        st.selectbox(label, knob.options, key=key, help=help_text)
+        st.selectbox(label, knob.options, _index(knob.options, value), key=key, help=help_text, **changed)
     elif knob.kind == "int":
-        st.number_input(label, step=1, key=key, disabled=disabled, help=help_text)
+        st.number_input(label, value=value, step=1, key=key, disabled=disabled, help=help_text, **changed)
     else:
-        st.number_input(label, step=knob.step, format="%g", key=key, disabled=disabled, help=help_text)
+        st.number_input(label, value=value, step=knob.step, format="%g", key=key, disabled=disabled, help=help_text,
+                        **changed)
     note = widgets.t("knob_default", value=knobs.text(defaults.value(knob)))
     if knob.fallback and config.values.get(knob.key) is None:
         note += " · " + widgets.t("knob_fallback", name=knob.fallback.rsplit(".", 1)[-1])
@@ -138,10 +160,11 @@ def _field(knob: knobs.Knob, config: knobs.Checked, defaults: knobs.Checked, err
 def form() -> None:
     """Task, scenario, the knobs, Train, the command and the queue."""
     tasks = knobs.tasks()
-    st.selectbox(widgets.t("lab_task"), tasks, key="lab_task", on_change=_on_task)
-    scenarios = list(knobs.scenario_of(st.session_state["lab_task"]).scenarios)
-    st.selectbox(widgets.t("lab_scenario"), scenarios, key="lab_scenario", on_change=_load_scenario)
-    task, scenario = st.session_state["lab_task"], st.session_state["lab_scenario"]
+    task, scenario = _form()["task"], _form()["scenario"]
+    st.selectbox(widgets.t("lab_task"), tasks, _index(tasks, task), key="lab_task", on_change=_on_task)
+    scenarios = list(knobs.scenario_of(task).scenarios)
+    st.selectbox(widgets.t("lab_scenario"), scenarios, _index(scenarios, scenario), key="lab_scenario",
+                 on_change=_on_scenario)
     config, defaults = knobs.scenario_config(task, scenario), knobs.task_defaults(task)
     short = knobs.short_run(task, scenario)
     if short:
@@ -165,8 +188,8 @@ def form() -> None:
     for i, knob in enumerate(knobs.shown_knobs(config.family)):
         with cells[i % 2]:
             _field(knob, config, defaults, checked.error if knob.name == at_field else None)
-    if st.session_state.get(EXTRA):
-        st.caption(widgets.t("lab_extra", overrides=" ".join(st.session_state[EXTRA])))
+    if _form()["extra"]:
+        st.caption(widgets.t("lab_extra", overrides=" ".join(_form()["extra"])))
         st.button(widgets.t("lab_extra_clear"), key="lab_extra_clear", on_click=_clear_extra)
     with st.expander(widgets.t("queue_title"), expanded=True):
         running.queue_section()
