@@ -137,16 +137,18 @@ def _clear_extra() -> None:
 def _field(knob: knobs.Knob, config: knobs.Checked, defaults: knobs.Checked, error: str | None) -> None:
     key, label = f"knob_{knob.name}", widgets.t(f"knob_{knob.name}")
     disabled, help_text = _disabled(knob, config), f"`{knob.key}`"
-    value, changed = _form()["knobs"][knob.name], {"on_change": _on_knob, "args": (knob.name,)}
+    value, args = _form()["knobs"][knob.name], (knob.name,)
     if knob.kind == "bool":
-        st.toggle(label, bool(value), key=key, help=help_text, **changed)
+        st.toggle(label, bool(value), key=key, help=help_text, on_change=_on_knob, args=args)
     elif knob.kind == "choice":
-        st.selectbox(label, knob.options, _index(knob.options, value), key=key, help=help_text, **changed)
+        st.selectbox(label, knob.options, _index(knob.options, value), key=key, help=help_text, on_change=_on_knob,
+                     args=args)
     elif knob.kind == "int":
-        st.number_input(label, value=value, step=1, key=key, disabled=disabled, help=help_text, **changed)
+        st.number_input(label, value=value, step=1, key=key, disabled=disabled, help=help_text, on_change=_on_knob,
+                        args=args)
     else:
         st.number_input(label, value=value, step=knob.step, format="%g", key=key, disabled=disabled, help=help_text,
-                        **changed)
+                        on_change=_on_knob, args=args)
     note = widgets.t("knob_default", value=knobs.text(defaults.value(knob)))
     if knob.fallback and config.values.get(knob.key) is None:
         note += " · " + widgets.t("knob_fallback", name=knob.fallback.rsplit(".", 1)[-1])
