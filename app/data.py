@@ -190,9 +190,9 @@ def run_log(run: str) -> LogRead:
     """A run's metrics as read by `playground.rundir.runs` (records in step order, problems in words)."""
     path = Path(run) / METRICS
     stamp = _stamp(path)
-    if stamp is None:  # a run starting (no run.json yet) or before its first step has none: nothing is wrong with it
-        info = run_info(run)
-        starting = not info or run_status(info) == "running"
+    if stamp is None:  # a run starting (no run.json yet) or before its first step has none: nothing is wrong with it;
+        info = run_info(run)  # a run whose folder is gone was deleted, and says so
+        starting = Path(run).is_dir() and (not info or run_status(info) == "running")
         return LogRead(records=[], problems=[] if starting else [f"{path}: no such file (deleted, or not written yet)"],
                        source=str(path))
     return _read_log(str(path), stamp)
