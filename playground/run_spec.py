@@ -175,7 +175,7 @@ def _agent(cfg: DictConfig) -> AgentSpec:
                   str(trainer.get("wandb_mode", "offline")), bool(trainer.progress_bar))
     clip = cfg.actor_rollout_ref.actor.grad_clip
     watched = WatchedRun(str(cfg.task.family), float(cfg.task.score_target), None if clip is None else float(clip),
-                         int(cfg.data.max_response_length))
+                         int(cfg.data.max_response_length), int(trainer.total_training_steps))
     stop = StopSpec(trainer.get("stop_on_score"), bool(trainer.get("stop_on_score_validated")),  # as written (30)
                     trainer.stop_on_finding, watched)
     limit = trainer.memory_limit_gb

@@ -364,6 +364,7 @@ class WatchedRun:
     score_target: float  # task.score_target
     grad_clip: float | None  # actor_rollout_ref.actor.grad_clip (None: not clipped)
     max_response_length: int | None  # data.max_response_length (None: no cap to check responses against)
+    total_steps: int  # trainer.total_training_steps (what a verdict on a run too short to judge says it was to have)
 
 
 class FindingWatcher:
@@ -380,7 +381,8 @@ class FindingWatcher:
             raise ValueError(f"unknown finding id {finding_id!r}: one of {failures.FAILURE_IDS}")
         self.finding_id = finding_id
         info = {**(task_facts or {}), "family": run.family, "score_target": run.score_target,
-                "grad_clip_actor": run.grad_clip, "max_response_length": run.max_response_length}
+                "grad_clip_actor": run.grad_clip, "max_response_length": run.max_response_length,
+                "total_steps": run.total_steps}
         self.family = resolve_family(None, info, None)
         self.log = Log(facts(info, None, self.family))
         self.rules = [r for r in rules(self.family) if r.id == finding_id and r.kind != "run"]

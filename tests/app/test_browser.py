@@ -159,11 +159,11 @@ def test_lab_trains_watches_it_break_and_fixes_it(tmp_path, shots):
             expect(page.get_by_text("lr_too_high: gone in the rerun").first).to_be_visible(timeout=180_000)
             expect(page.get_by_text("After the fix", exact=False).first).to_be_visible()
             page.wait_for_timeout(2000)
-            # the fix, under "After the fix" and in the first run's card, half a column wide: on one line each, not
-            # broken into "lr=0." and "005" (the line tops of its text)
-            lines = page.evaluate("""fix => [...document.querySelectorAll('[data-testid="stCode"] code')]
+            # the fix, under "After the fix" and in the first run's card, half a column wide: shown in full, its value
+            # never broken into "lr=0." and "005" (the line tops of the value's text; the key may wrap after a dot)
+            lines = page.evaluate("""fix => [...document.querySelectorAll('[data-testid="stMarkdownContainer"] code')]
                 .filter(c => c.textContent.trim() === fix).map(c => {
-                    const r = document.createRange(); r.selectNodeContents(c);
+                    const r = document.createRange(); r.selectNodeContents(c.querySelector('span'));
                     return new Set([...r.getClientRects()].map(x => Math.round(x.top))).size; })""",
                                   "actor_rollout_ref.actor.optim.lr=0.005")
             assert len(lines) >= 2 and set(lines) == {1}, lines

@@ -555,7 +555,7 @@ def test_diagnose_run_dir_writes_findings_with_the_runs_own_values(tmp_path):
 def test_watcher_fires_at_the_step_the_diagnosis_first_sees_it():
     records = run(14, **FLAT, **{"actor/pg_clipfrac": lambda s: 0.6 if s > 6 else 0.15,
                                  "actor/ppo_kl": lambda s: 0.08 if s > 6 else 0.003})
-    watcher = FindingWatcher("lr_too_high", WatchedRun("gym", 475.0, grad_clip=None, max_response_length=None))
+    watcher = FindingWatcher("lr_too_high", WatchedRun("gym", 475.0, grad_clip=None, max_response_length=None, total_steps=80))
     fired = [watcher.update(r) for r in records]
     first = diagnose(records, family="gym", info={"score_target": 475.0}).findings[0]
     assert first.id == "lr_too_high" and fired.index(True) + 1 == first.first_step == 9  # 3 of the last 5
@@ -563,7 +563,7 @@ def test_watcher_fires_at_the_step_the_diagnosis_first_sees_it():
 
 
 def test_watcher_finds_healthy_and_refuses_an_unknown_id():
-    run_facts = WatchedRun("token", 0.9, grad_clip=None, max_response_length=None)
+    run_facts = WatchedRun("token", 0.9, grad_clip=None, max_response_length=None, total_steps=60)
     watcher = FindingWatcher("healthy", run_facts)
     records = run(20, **{"val/score": lambda s: 0.3 + 0.02 * s})
     assert [watcher.update(r) for r in records][9] is True
