@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -91,11 +91,14 @@ LABELS = {"en": {"good": "last good step: {step}", "none": "last good step: no g
                  "checkpoint": "（检查点：{name}）", "since": "自第 {step} 步起"}}
 
 
-def last_good_line(good: LastGood | None, lang: str = "en") -> str | None:
+def last_good_line(good: LastGood | Mapping[str, Any] | None, lang: str = "en") -> str | None:
     """"last good step: 41 (checkpoint: global_step_40)"; "no good step" where the problem holds from the first
-    step; None where no finding is a problem."""
+    step; None where no finding is a problem (or a `findings.json` `last_good`, read back, says none)."""
     if good is None:
         return None
+    if not isinstance(good, LastGood):  # read back: its fields, whatever else a later writer adds
+        known: dict[str, Any] = {f.name: good.get(f.name) for f in fields(LastGood)}
+        good = LastGood(**known)
     label = LABELS[lang]
     if good.step is None:
         return label["none"].format(onset=good.onset_step)

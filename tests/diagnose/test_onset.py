@@ -14,6 +14,7 @@ from playground.diagnose.__main__ import main
 from playground.diagnose.engine import diagnose
 from playground.diagnose.finding import Finding
 from playground.diagnose.report import format_diagnosis, format_markdown
+from playground.diagnose.run_summary import summary_lines
 from playground.diagnose.sources import diagnose_run_dir
 from playground.metrics import to_json_value
 from playground.rundir.runs import read_findings
@@ -70,6 +71,9 @@ def test_the_last_checkpoint_at_or_before_the_last_good_step_is_named(tmp_path):
     assert {f["id"]: f["onset_step"] for f in written["findings"]}["training_crash"] == 26
     assert "last good step: 25 (checkpoint: global_step_20)" in format_diagnosis(str(run_dir), report).splitlines()
     assert "**last good step: 25 (checkpoint: global_step_20)**" in format_markdown(str(run_dir), report)
+    lines = summary_lines(run_dir)  # what the run says in the terminal as it ends, read back from findings.json
+    (at,) = [i for i, line in enumerate(lines) if line.startswith("diagnosis: training_crash")]
+    assert lines[at + 1] == "last good step: 25 (checkpoint: global_step_20)"
 
 
 def test_checkpoints_in_verls_default_local_dir_beside_a_console_log_are_found(tmp_path, capsys):
@@ -92,6 +96,7 @@ def test_a_run_without_a_warning_has_no_last_good_step(tmp_path):
     assert all(f.severity == "info" for f in report.findings) and report.last_good is None
     text = format_diagnosis("run", report)
     assert "last good step" not in text and "last good step" not in format_markdown("run", report)
+    assert not any(line.startswith("last good step") for line in summary_lines(tmp_path / "run"))
     assert (read_findings(tmp_path / "run") or {})["last_good"] is None
 
 
