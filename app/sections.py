@@ -18,7 +18,7 @@ import streamlit as st
 import tokens
 
 from playground.config.overrides import fix_command
-from playground.diagnose import root_causes
+from playground.diagnose import onset, root_causes
 from playground.metric_names import (
     ENTROPY,
     ENTROPY_LOSS,
@@ -313,6 +313,11 @@ def draw_findings(report: dict | None, overrides: Sequence[str] | None, *, key: 
         if healthy is None:
             st.success(widgets.t("no_findings"))
         return
+    if isinstance(good := report.get("last_good"), dict):  # where to go back to (absent from older findings.json)
+        fields = {"onset": good.get("onset_step"), "finding": good.get("finding")}
+        st.markdown(widgets.t("no_good_step", **fields) if good.get("step") is None else
+                    widgets.t("last_good_checkpoint" if good.get("checkpoint") else "last_good_step",
+                              step=good["step"], checkpoint=good.get("checkpoint"), **fields))
     table = pd.DataFrame([{"id": i["finding"].get("id", "?"), "severity": i["finding"].get("severity", "info"),
                            "first_step": i["finding"].get("first_step"), "last_step": i["finding"].get("last_step"),
                            "cause": i["cause"] or "", "label": _timeline_label(i)} for i in items])
@@ -331,6 +336,8 @@ def draw_findings(report: dict | None, overrides: Sequence[str] | None, *, key: 
         assert box is not None  # the items are diagnoses, root first: a consequence goes in its root's box
         with box:
             steps = widgets.t("finding_steps", first=f.get("first_step"), last=f.get("last_step"))
+            if f.get("first_step") is not None:
+                steps += " · " + widgets.t("finding_since", step=onset.onset_step(f))
             role = {"root": widgets.t("root_cause"), "consequence": widgets.t("consequence_of", cause=item["cause"]),
                     "alone": ""}[item["role"]]
             indent = "↳ " if item["role"] == "consequence" else ""

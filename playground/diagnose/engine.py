@@ -15,7 +15,7 @@ from typing import Any
 
 from playground import failures
 from playground.config.overrides import ABSENT, lookup
-from playground.diagnose import catalogue, causes, injected
+from playground.diagnose import catalogue, causes, injected, onset
 from playground.diagnose.artifacts import artifact_notes
 from playground.diagnose.calibration import FAMILIES, family_band_status, has_band, ok_range, resolved_thresholds
 from playground.diagnose.conditions import Node, compile_condition
@@ -46,6 +46,7 @@ class Report:
     family: str = "llm"
     source: str = ""
     steps: int = 0  # how many records were read
+    last_good: onset.LastGood | None = None  # the step before the first problem, and its checkpoint (diagnose.onset)
 
     def worst_severity(self) -> str | None:
         ranks = [failures.SEVERITY_ORDER.index(f.severity) for f in self.findings]
@@ -62,7 +63,8 @@ class Report:
         return {"diagnoses": [d.to_dict() for d in self.diagnoses], "findings": [f.to_dict() for f in self.findings],
                 "ruled_out": [dict(c) for c in self.ruled_out], "notes": list(self.notes),
                 "problems": list(self.problems), "family": self.family, "source": self.source,
-                "steps": self.steps, "worst_severity": self.worst_severity()}
+                "steps": self.steps, "worst_severity": self.worst_severity(),
+                "last_good": self.last_good.to_dict() if self.last_good else None}
 
 
 # ---- rules --------------------------------------------------------------------------------------------------
@@ -304,7 +306,8 @@ def diagnose_log(log: Log, family: str, config: Mapping | None = None, notes: Se
                      "rules on their size judge them per update")
     return Report(findings=findings, diagnoses=causes.group(findings),
                   ruled_out=causes.ruled_out((f.id for f in findings), judged), notes=list(dict.fromkeys(notes)),
-                  problems=list(problems), family=family, source=source, steps=log.n)
+                  problems=list(problems), family=family, source=source, steps=log.n,
+                  last_good=onset.last_good(findings, log.steps))
 
 
 def diagnose(records: Sequence[Mapping[str, float]], *, info: dict | None = None, family: str | None = None,

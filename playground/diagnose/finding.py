@@ -27,5 +27,15 @@ class Finding:
     injected: list[dict] = field(default_factory=list)
     levers: list[dict] = field(default_factory=list)
 
+    @property
+    def onset_step(self) -> int:
+        """The first step of what the rule first saw hold (docs/diagnose.md, `diagnose.onset`)."""
+        return self.first_step if self.since_step is None else self.since_step
+
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "onset_step": self.onset_step}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Finding:
+        """A finding read back from its `to_dict` (the onset, derived from its steps, is not a field)."""
+        return cls(**{key: value for key, value in data.items() if key != "onset_step"})

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from playground import failures
+from playground.diagnose import onset
 from playground.diagnose.engine import Finding, Report
 from playground.diagnose.readers import ConsoleParser
 from playground.diagnose.report import SEVERITY_WORDS
@@ -101,19 +102,22 @@ def _rank(f: Finding) -> int:
 
 
 def finding_line(f: Finding, lang: str = "en") -> str:
-    """One finding as the watcher says it: step, severity, id and title, its strongest evidence, and its fix."""
+    """One finding as the watcher says it: step, severity, id and title, its onset, its strongest evidence, and its
+    fix."""
     title = failures.TITLES.get(f.id, {}).get(lang, f.id)
     bad = next((e for e in f.evidence if e.get("status") == "bad"), f.evidence[0] if f.evidence else None)
     said = f" | {bad['metric']}: {bad['range'] or bad['value']}" if bad else ""
     fix = f" | fix: {f.fix}" if f.fix else ""
-    return f"[step {f.first_step}] {SEVERITY_WORDS[lang][f.severity]} {f.id}: {title}{said}{fix}"
+    since = f" | {onset.since_text(f, lang)}"
+    return f"[step {f.first_step}] {SEVERITY_WORDS[lang][f.severity]} {f.id}: {title}{since}{said}{fix}"
 
 
 @dataclass
 class Watch:
-    """What the watcher has said: each finding id with the severity it was said at."""
+    """What the watcher has said: each finding id with the severity it was said at, and the run's last good step."""
 
     said: dict[str, int] = field(default_factory=dict)
+    good: str | None = None
 
     def news(self, report: Report) -> list[Finding]:
         """The findings that are new since the last report, or graver than when they were said."""
@@ -151,6 +155,10 @@ def follow(path: str | Path, *, interval: float = 2.0, idle_exit: float | None =
             report = diagnose_read(read, **(diagnose_kwargs or {}))
             for finding in watch.news(report):
                 echo(finding_line(finding, lang))
+            good = onset.last_good_line(report.last_good, lang)
+            if good and good != watch.good:  # said once, and again only where an earlier problem moves it
+                watch.good = good
+                echo(good)
 
     try:
         while True:

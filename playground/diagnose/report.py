@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from playground import failures
-from playground.diagnose import injected
+from playground.diagnose import injected, onset
 from playground.diagnose.engine import Finding, Report, findings_document
 from playground.metrics import fmt
 from playground.rundir.runs import jsonable
@@ -23,7 +23,7 @@ LABELS: dict[str, dict[str, str]] = {
            "low_confidence": "low confidence: read from wandb's sparklines, not from the logged numbers",
            "inconclusive": "inconclusive: too few steps for a verdict (see below)", "severity": "severity",
            "when": "steps", "broke": "what broke this run", "in_verl": "in a verl run",
-           "lever": "in verl", "in_code": "in your code"},
+           "lever": "in verl", "in_code": "in your code", "onset": "since step"},
     "zh": {"header": "== {source}（任务类型 {family}，{steps}）", "n_steps": "{n} 步", "one_step": "1 步",
            "none": "没有发现问题", "worst": "最严重",
            "status": "状态", "steps": "第 {range} 步", "step": "第 {range} 步", "at": "第 {step} 步",
@@ -33,7 +33,7 @@ LABELS: dict[str, dict[str, str]] = {
            "low_confidence": "置信度低：依据 wandb 的 sparkline 形状，而不是记录的数值",
            "inconclusive": "无法判断：步数太少，不足以下结论（见下）", "severity": "严重程度", "when": "步",
            "broke": "本次运行的故障来源", "in_verl": "在 verl 运行中", "lever": "在 verl 中",
-           "in_code": "在你的代码中"},
+           "in_code": "在你的代码中", "onset": "起始步"},
 }
 SEVERITY_WORDS = {"en": {"info": "info", "warning": "warning", "critical": "critical"},
                   "zh": {"info": "信息", "warning": "警告", "critical": "严重"}}
@@ -80,7 +80,8 @@ def _finding_lines(f: Finding, lang: str, indent: str, cause: str | None) -> lis
     steps = label["step" if one else "steps"].format(range=f.first_step if one else f"{f.first_step}-{f.last_step}")
     head = f"{label['root']}: " if cause is None and f.severity != "info" else ""
     tail = f"; {label['because'].format(root=cause)}" if cause else ""
-    lines = [f"{indent}[{words[f.severity]}] {head}{f.id}: {title}, {steps} ({label['rule']} {f.rule}{tail})"]
+    since = onset.since_text(f, lang)
+    lines = [f"{indent}[{words[f.severity]}] {head}{f.id}: {title}, {steps}, {since} ({label['rule']} {f.rule}{tail})"]
     if f.confidence == "low":
         lines.append(f"{indent}    ({label['low_confidence']})")
     for item in f.evidence:
@@ -104,6 +105,8 @@ def format_diagnosis(source: str, report: Report, lang: str = "en") -> str:
     label = LABELS[lang]
     lines = [label["header"].format(source=source, family=report.family, steps=_steps(report.steps, lang)),
              _status_line(report, lang)]
+    if good := onset.last_good_line(report.last_good, lang):
+        lines.append(good)
     for diagnosis in report.diagnoses:
         lines += _finding_lines(diagnosis.root, lang, "", None)
         for consequence in diagnosis.consequences:
@@ -143,15 +146,17 @@ def format_markdown(source: str, report: Report, lang: str = "en") -> str:
     label, words = LABELS[lang], SEVERITY_WORDS[lang]
     status = _status_line(report, lang)
     lines = [f"## {_md(source)}", "", f"{report.family} · {_steps(report.steps, lang)} · {status}", ""]
+    if good := onset.last_good_line(report.last_good, lang):
+        lines += [f"**{good}**", ""]
     if report.diagnoses:
-        lines += [f"| {label['root']} | {label['severity']} | {label['when']} | {label['fix']} |",
-                  "|---|---|---|---|"]
+        lines += [f"| {label['root']} | {label['severity']} | {label['when']} | {label['onset']} | {label['fix']} |",
+                  "|---|---|---|---|---|"]
         for d in report.diagnoses:
             f = d.root
             title = failures.TITLES.get(f.id, {}).get(lang, f.id)
             fix = f"`{f.fix}`" if f.fix else "–"
             lines.append(f"| **{f.id}**: {_md(title)} | {words[f.severity]} | {f.first_step}-{f.last_step} | "
-                         f"{_md(fix)} |")
+                         f"{f.onset_step} | {_md(fix)} |")
         lines.append("")
     for d in report.diagnoses:
         f = d.root

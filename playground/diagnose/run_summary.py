@@ -7,7 +7,7 @@ from pathlib import Path
 
 from playground import PYTHON, STREAMLIT
 from playground.config.overrides import fix_command
-from playground.diagnose import root_causes
+from playground.diagnose import onset, root_causes
 from playground.failures import TITLES
 from playground.metrics import STEP, fmt
 from playground.rundir.runs import METRICS, read_findings, read_metrics_jsonl, read_run_info
@@ -15,7 +15,8 @@ from playground.rundir.score import records_score, score_metric
 
 
 def summary_lines(run_dir: str | Path) -> list[str]:
-    """A few lines: status and steps, the score against its target, the root cause, its fix as a command to paste
+    """A few lines: status and steps, the score against its target, the root cause, the last good step before the
+    first problem (and its checkpoint), its fix as a command to paste
     (the run's own overrides with the fix's replacing theirs), and where to read more."""
     run_dir = Path(run_dir)
     info = read_run_info(run_dir) or {}
@@ -28,10 +29,13 @@ def summary_lines(run_dir: str | Path) -> list[str]:
     target = info.get("score_target")
     lines.append(f"score: {metric} {fmt(records_score(records, info), none='-')}"
                  + (f" (target {fmt(target)})" if target is not None else ""))
-    items = root_causes.chain(read_findings(run_dir))
+    report = read_findings(run_dir)
+    items = root_causes.chain(report)
     root = root_causes.run_root(items)
     title = TITLES.get(root, {}).get("en", "")
     lines.append(f"diagnosis: {root}" + (f" ({title})" if title else ""))
+    if good := onset.last_good_line((report or {}).get("last_good")):
+        lines.append(good)
     fix = next((item["finding"].get("fix") for item in items if item["finding"].get("id") == root), "")
     if fix:
         lines.append(f"fix: {fix_command(info.get('overrides') or [], fix)}")

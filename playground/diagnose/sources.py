@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from playground.diagnose import onset
 from playground.diagnose.engine import Report, diagnose, findings_document, plain_config
 from playground.metric_names import KL_LOSS, PG_LOSS
 
@@ -44,6 +45,7 @@ def diagnose_run_dir(run_dir: str | Path, *, family: str | None = None, config: 
     config = plain_config(config) if config is not None else _read_config(run_dir)
     diagnosis = diagnose(records, info=info, family=family, config=config)
     diagnosis.problems, diagnosis.source = problems, str(run_dir)
+    onset.attach_checkpoint(diagnosis.last_good, run_dir)
     if read is not None and (note := read.skipped_note()):
         diagnosis.notes.append(note)
     if write:
@@ -72,6 +74,10 @@ def diagnose_read(read: LogRead, *, family: str | None = None, loss_updates: flo
         info.update(shape_only=True, unscaled=list(read.unscaled))
     diagnosis = diagnose(read.records, info=info or None, family=family)
     diagnosis.problems, diagnosis.source = list(read.problems), read.source
+    # a log file's checkpoints lie beside it, a log dir's in it; pasted text has none
+    source = Path(read.source) if read.source else None
+    folder = source if source and source.is_dir() else source.parent if source and source.is_file() else None
+    onset.attach_checkpoint(diagnosis.last_good, folder)
     if read.out_of_memory:
         diagnosis.notes.append("the log reports an out-of-memory error")
     if read.ended_with:

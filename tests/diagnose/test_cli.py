@@ -39,7 +39,7 @@ def test_human_report_on_a_fixture(capsys):
     code, out, _ = _cli(capsys, FIXTURES / "guide_11_4_example2.log")
     assert code == 0
     assert "status: 1 warning (worst: warning)" in out
-    assert "[warning] root cause: lr_too_high: learning rate too high, step 5 (rule lr_too_high)" in out
+    assert "[warning] root cause: lr_too_high: learning rate too high, step 5, since step 5 (rule lr_too_high)" in out
     assert "actor/pg_clipfrac = 0.85 (at step 5)" in out
     assert "fix: actor_rollout_ref.actor.optim.lr=<current/10>" in out
     assert re.search(r"too little data: \d+ rules need more than the 1 step logged \(.*5 for [^;]*grad_clip_saturation",
@@ -173,11 +173,11 @@ def test_fail_on_critical_fails_a_crash_and_passes_a_healthy_run(capsys):
 def test_markdown_report_has_a_table_of_roots_and_their_fixes(capsys):
     code, out, _ = _cli(capsys, REAL / "qwen3_8b_grpo_dapo17k_verl07_megatron_truncation.log", "--format", "markdown")
     assert code == 0 and out.startswith("## ")
-    assert "| root cause | severity | steps | fix |" in out and "| **response_truncation**" in out
+    assert "| root cause | severity | steps | since step | fix |" in out and "| **response_truncation**" in out
     assert "`data.max_response_length=" in out
     code, out, _ = _cli(capsys, REAL / "qwen3_8b_grpo_dapo17k_verl07_megatron_truncation.log", "--format", "markdown",
                         "--lang", "zh")
-    assert "| 根因 | 严重程度 | 步 | 修复 |" in out
+    assert "| 根因 | 严重程度 | 步 | 起始步 | 修复 |" in out
 
 
 def _grow(path, lines, pause):

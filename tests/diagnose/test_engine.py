@@ -523,7 +523,7 @@ def test_finding_and_document_json_round_trip():
     assert doc["version"] == 2 and doc["worst_severity"] == "critical" and "diagnosed_at" in doc
     assert doc["diagnoses"][0]["root"]["id"] == "training_crash" and doc["findings"]
     for f in d.findings:
-        assert Finding(**json.loads(json.dumps(f.to_dict(), allow_nan=True))) == f
+        assert Finding.from_dict(json.loads(json.dumps(f.to_dict(), allow_nan=True))) == f
     assert isinstance(d, Report) and d.to_dict()["worst_severity"] == "critical"
 
 

@@ -8,7 +8,7 @@ import pandas as pd
 
 import data
 from app_helpers import chart_data, chart_titles, charts_of, show, texts
-from fake_runs import diagnosis, finding, write_report
+from fake_runs import LR_TOO_HIGH, diagnosis, finding, write_report
 
 
 def _diagnosis(app, *runs):
@@ -113,3 +113,21 @@ def test_a_root_cause_with_its_consequences_under_it(app, tree):
     assert "↳ **1.1.** :orange-badge[grad_clip_saturation]" in shown and "*a consequence of lr_too_high*" in shown
     assert "Checked and ruled out (guide §11.2): critic (vf_explained_var)" in shown
     assert shown.index("lr_too_high]") < shown.index("grad_clip_saturation]")
+
+
+def test_the_last_good_step_its_checkpoint_and_each_findings_onset(app, tree):
+    """issue 50: since which step, and which checkpoint to go back to."""
+    root = {**LR_TOO_HIGH, "since_step": 3}  # a window rule's: held first on the window of steps 3-5
+    write_report(tree["unstable"], [root], diagnoses=[diagnosis(root)])
+    path = tree["unstable"] / "findings.json"
+    good = {"onset_step": 3, "finding": "lr_too_high", "step": 2, "checkpoint": "global_step_2",
+            "checkpoint_path": None}
+    path.write_text(json.dumps({**json.loads(path.read_text()), "last_good": good}))
+    at = _diagnosis(app, tree["unstable"])
+    assert not at.exception
+    assert ("Last good step: **2**, before the first problem (lr_too_high, since step 3). Go back to checkpoint "
+            "`global_step_2`.") in texts(at)
+    assert ":orange-badge[lr_too_high] · steps 5–60 · since step 3" in texts(at)
+    path.write_text(json.dumps({**json.loads(path.read_text()), "last_good": {**good, "step": None}}))
+    at = _diagnosis(app, tree["unstable"])
+    assert "No good step: the first problem (lr_too_high) holds from step 3, the run's first." in texts(at)
