@@ -167,13 +167,17 @@ def batch_threads(setting: Any, num_agents: int) -> int | None:
     `trainer.num_threads`).
 
     "auto" gives a batch of two or more agents every core this process may use: its tensors are large enough to
-    split (measured in docs/tuning.md), and a given thread count still gives the same metrics on every run. A lone
-    agent keeps its config's threads.
+    split (measured in docs/tuning.md), and a given thread count still gives the same metrics on every run. Where
+    `OMP_NUM_THREADS` is set (`make` sets 1), it caps them: on cores that other work keeps busy, threads that wait for
+    each other at OpenMP's barriers made an 18-run sweep take 21 min instead of 1 (docs/sweeps.md), and the variable
+    is how a shell says so. A lone agent keeps its config's threads.
     """
     if setting is None or (setting == "auto" and num_agents < 2):
         return None
     if setting == "auto":
-        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        cap = os.environ.get("OMP_NUM_THREADS", "")
+        return min(cores, int(cap)) if cap.isdigit() and int(cap) >= 1 else cores
     if isinstance(setting, bool) or not isinstance(setting, int) or setting < 1:
         raise ValueError(f"hydra.launcher.num_threads={setting!r}: expected auto, null or an integer >= 1")
     return setting

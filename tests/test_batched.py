@@ -120,9 +120,16 @@ def test_jobs_with_config_errors_get_a_line_and_no_batch():
     assert plan.lines[-1] == f"job 1: error: {CLIP}=1.5 is out of range: allowed in (0, 1)"
 
 
-def test_batch_threads_auto_gives_a_batch_every_core_and_a_lone_agent_its_own_setting():
+def test_batch_threads_auto_gives_a_batch_every_core_and_a_lone_agent_its_own_setting(monkeypatch):
     cores = len(os.sched_getaffinity(0))
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     assert batch_threads("auto", 64) == batch_threads("auto", 2) == cores
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # a shell that asks for one thread (make) caps auto
+    assert batch_threads("auto", 64) == 1
+    monkeypatch.setenv("OMP_NUM_THREADS", "64")
+    assert batch_threads("auto", 64) == cores
+    monkeypatch.setenv("OMP_NUM_THREADS", "")  # unset in effect
+    assert batch_threads("auto", 64) == cores
     assert batch_threads("auto", 1) is None and batch_threads(None, 64) is None and batch_threads(3, 1) == 3
     for bad in (0, -1, "many", 1.5, True):
         with pytest.raises(ValueError, match="hydra.launcher.num_threads"):
