@@ -555,7 +555,8 @@ def test_diagnose_run_dir_writes_findings_with_the_runs_own_values(tmp_path):
 def test_watcher_fires_at_the_step_the_diagnosis_first_sees_it():
     records = run(14, **FLAT, **{"actor/pg_clipfrac": lambda s: 0.6 if s > 6 else 0.15,
                                  "actor/ppo_kl": lambda s: 0.08 if s > 6 else 0.003})
-    watcher = FindingWatcher("lr_too_high", WatchedRun("gym", 475.0, grad_clip=None, max_response_length=None, total_steps=80))
+    watcher = FindingWatcher("lr_too_high", WatchedRun("gym", 475.0, grad_clip=None, max_response_length=None,
+                                                        total_steps=80))
     fired = [watcher.update(r) for r in records]
     first = diagnose(records, family="gym", info={"score_target": 475.0}).findings[0]
     assert first.id == "lr_too_high" and fired.index(True) + 1 == first.first_step == 9  # 3 of the last 5
