@@ -2,7 +2,9 @@
 `--replay`: and name the playground scenario that reproduces it small, with its fix: `diagnose/replay.py`);
 `python -m playground.diagnose LOG --follow`: watch a running log and say each finding once, when it first appears or
 worsens (`diagnose/follow.py`); `python -m playground.diagnose --catalogue`: print the rules as one Markdown table
-(docs/catalogue.md).
+(docs/catalogue.md); `python -m playground.diagnose compare A B`: where two runs diverge, their config difference and
+the artefacts that make a difference unreal (`diagnose/compare.py`; exit 0 with no divergence, 1 with one, 2 when a
+run could not be read).
 
 Exit code 0, or 1 where `--fail-on warning|critical` names a severity that was found (at that severity or graver);
 2 when nothing could be read.
@@ -19,6 +21,7 @@ from pathlib import Path
 from playground import PYTHON
 from playground.diagnose import catalogue_table
 from playground.diagnose.calibration import FAMILIES
+from playground.diagnose.compare import compare_paths, format_comparison
 from playground.diagnose.follow import follow
 from playground.diagnose.readers import parse_verl_text, path_kind, read_any
 from playground.diagnose.replay import format_replay, replay, replay_read
@@ -33,7 +36,7 @@ def _parser() -> argparse.ArgumentParser:
         prog=f"{PYTHON} -m playground.diagnose",
         description="Diagnose PPO training metrics: a run dir (writes its findings.json), a multirun dir, "
                     "a metrics.jsonl, a TensorBoard log, a verl console log, wandb's end-of-run block, "
-                    "or a wandb CSV export.")
+                    "or a wandb CSV export. `compare A B`: compare two runs (see `compare --help`).")
     parser.add_argument("path", nargs="?", help="what to diagnose (omit with --text or --catalogue)")
     parser.add_argument("--text", help='verl console lines pasted as text, e.g. "step:5 - actor/pg_loss:0.5 - ...", '
                                        "or wandb's end-of-run block")
@@ -111,7 +114,35 @@ def _print(results: list, replays: list, form: str, lang: str) -> None:
     print("\n\n".join(blocks))
 
 
+def _compare(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog=f"{PYTHON} -m playground.diagnose compare",
+        description="Compare two runs (run dirs, metrics files or logs, one of each): the first step where they "
+                    "diverge and on which metrics, their config difference, and the artefacts that make a "
+                    "difference unreal. Exit 0: no divergence; 1: they diverge; 2: a run could not be read.")
+    parser.add_argument("a", help="the first run (the baseline)")
+    parser.add_argument("b", help="the second run (the candidate)")
+    parser.add_argument("--json", action="store_true", help="print one JSON document instead of the text")
+    args = parser.parse_args(argv)
+    try:
+        result = compare_paths(args.a, args.b)
+    except (FileNotFoundError, PermissionError, IsADirectoryError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(jsonable(result.document()), ensure_ascii=False, indent=1, allow_nan=False))
+    else:
+        print(format_comparison(result))
+    if not result.shared_steps:
+        print(f"error: {args.a} and {args.b} share no step with metrics", file=sys.stderr)
+        return 2
+    return 0 if result.divergence_step is None else 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["compare"]:  # a file named `compare` is `./compare`
+        return _compare(argv[1:])
     parser = _parser()
     args = parser.parse_args(argv)
     if args.catalogue:

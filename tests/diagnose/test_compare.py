@@ -1,0 +1,149 @@
+"""Tests for `python -m playground.diagnose compare A B` (`diagnose/compare.py`): logs and run dirs written here."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from playground.diagnose.__main__ import main
+from playground.diagnose.compare import compare_paths, compare_records, format_comparison, tolerance
+from playground.metric_names import ACTOR_GRAD_NORM, ENTROPY, PG_CLIPFRAC, PPO_KL, SCORE_MEAN, STEP
+
+STEPS = 12
+
+
+def _records(clipfrac_from: dict[int, float] | None = None, seed: int = 0) -> list[dict[str, float]]:
+    """A run's records: a little deterministic noise on each metric; `clipfrac_from` {step: value} overrides."""
+    out = []
+    for s in range(1, STEPS + 1):
+        wobble = math.sin(3.7 * s + seed)
+        record = {STEP: float(s), PG_CLIPFRAC: 0.10 + 0.01 * wobble, PPO_KL: 0.002 + 0.0002 * wobble,
+                  SCORE_MEAN: 0.05 * s + 0.01 * wobble, ACTOR_GRAD_NORM: 1.0 + 0.05 * wobble}
+        if clipfrac_from and s >= min(clipfrac_from):
+            record[PG_CLIPFRAC] = clipfrac_from[min(clipfrac_from)]
+        out.append(record)
+    return out
+
+
+def _console(path, records) -> None:
+    lines = [f"step:{int(r[STEP])} - " + " - ".join(f"{k}:{v!r}" for k, v in r.items() if k != STEP)
+             for r in records]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _run_dir(path, records, lr: float = 1e-6, strategy: str | None = None, agg: str = "token-mean"):
+    path.mkdir(parents=True)
+    (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    (path / ".hydra").mkdir()
+    strategy_line = f"    strategy: {strategy}\n" if strategy else ""
+    (path / ".hydra" / "config.yaml").write_text(
+        f"actor_rollout_ref:\n  actor:\n{strategy_line}    loss_agg_mode: {agg}\n    optim:\n      lr: {lr}\n"
+        "trainer:\n  seed: 1\n", encoding="utf-8")
+    return path
+
+
+def _cli(capsys, *argv) -> tuple[int, str]:
+    code = main(["compare", *[str(a) for a in argv]])
+    return code, capsys.readouterr().out
+
+
+def test_identical_runs_do_not_diverge(tmp_path, capsys):
+    a, b = tmp_path / "a.log", tmp_path / "b.log"
+    _console(a, _records())
+    _console(b, _records())
+    code, out = _cli(capsys, a, b)
+    assert code == 0
+    assert "no divergence" in out
+    assert f"shared steps: {STEPS} (1..{STEPS})" in out
+    assert "config not in the log" in out
+
+
+def test_runs_diverging_at_step_7_on_pg_clipfrac(tmp_path, capsys):
+    a, b = tmp_path / "a.log", tmp_path / "b.log"
+    _console(a, _records())
+    _console(b, _records(clipfrac_from={7: 0.35}))
+    code, out = _cli(capsys, a, b, "--json")
+    assert code == 1
+    document = json.loads(out)
+    assert document["divergence_step"] == 7
+    assert [d["metric"] for d in document["at_divergence"]] == [PG_CLIPFRAC]
+    assert document["later"] == []
+    assert document["config_diff"] is None
+
+
+def test_other_seed_noise_is_no_divergence_but_a_small_shift_is():
+    """The tolerance follows each metric's own noise: another seed's wobble passes, a shift of 10 noise sds does not."""
+    base = _records()
+    assert compare_records(base, _records(seed=1)).divergence_step is None
+    shifted = [{**r, PPO_KL: r[PPO_KL] + (0.002 if r[STEP] >= 9 else 0.0)} for r in base]
+    result = compare_records(base, shifted)
+    assert (result.divergence_step, [d.metric for d in result.at_divergence]) == (9, [PPO_KL])
+
+
+def test_tolerance_has_a_relative_floor_for_a_metric_without_noise():
+    assert tolerance([2.0] * 10, [2.0] * 10) == pytest.approx(0.1)  # 5 % of the level
+    assert tolerance([0.0] * 10, [0.0] * 10) > 0
+
+
+def test_nan_against_a_number_diverges_and_ranks_first():
+    a = _records()
+    b = [{**r, ENTROPY: math.nan if r[STEP] == 5 else 1.0, PG_CLIPFRAC: 0.9 if r[STEP] >= 5 else r[PG_CLIPFRAC]}
+         for r in a]
+    a = [{**r, ENTROPY: 1.0} for r in a]
+    result = compare_records(a, b)
+    assert result.divergence_step == 5
+    assert [d.metric for d in result.at_divergence] == [ENTROPY, PG_CLIPFRAC]
+
+
+def test_config_difference_between_two_run_dirs(tmp_path, capsys):
+    a = _run_dir(tmp_path / "a", _records(), lr=1e-6)
+    b = _run_dir(tmp_path / "b", _records(), lr=3e-6)
+    code, out = _cli(capsys, a, b)
+    assert code == 0
+    assert "config: 1 key differ (A -> B):" in out
+    assert "  actor_rollout_ref.actor.optim.lr: 1e-06 -> 3e-06" in out
+    assert "artefacts" not in out
+
+
+def test_one_log_and_one_run_dir(tmp_path, capsys):
+    a = tmp_path / "a.log"
+    _console(a, _records())
+    b = _run_dir(tmp_path / "b", _records(clipfrac_from={7: 0.35}))
+    code, out = _cli(capsys, a, b)
+    assert code == 1
+    assert "first divergence: step 7, on 1 metric:" in out
+    assert f"  {PG_CLIPFRAC} at step 7: A " in out
+    assert f"{a}: config not in the log" in out
+
+
+def test_backend_artefact_marks_grad_norm(tmp_path):
+    a = _run_dir(tmp_path / "fsdp", _records(), strategy="fsdp2")
+    b = _run_dir(tmp_path / "megatron", [{**r, ACTOR_GRAD_NORM: 3 * r[ACTOR_GRAD_NORM]} for r in _records()],
+                 strategy="megatron")
+    result = compare_paths(a, b)
+    assert [x.name for x in result.artefacts] == ["backend"]
+    assert [(d.metric, d.artefact) for d in result.at_divergence] == [(ACTOR_GRAD_NORM, "backend")]
+    assert [k for k, _, _ in result.config_diff or []] == ["actor_rollout_ref.actor.strategy"]
+    text = format_comparison(result)
+    assert "(may be the backend artefact)" in text and "verl #4710" in text
+
+
+def test_loss_agg_mode_and_metric_sets_are_artefacts(tmp_path):
+    a = _run_dir(tmp_path / "a", _records(), agg="token-mean")
+    b = _run_dir(tmp_path / "b", [{k: v for k, v in r.items() if k != PPO_KL} for r in _records()],
+                 agg="seq-mean-token-sum-norm")
+    result = compare_paths(a, b)
+    assert [x.name for x in result.artefacts] == ["loss_agg_mode", "metric_sets"]
+    assert (result.only_in_a, result.only_in_b) == ([PPO_KL], [])
+
+
+def test_unreadable_and_disjoint_runs_exit_2(tmp_path, capsys):
+    a = tmp_path / "a.log"
+    _console(a, _records())
+    assert _cli(capsys, a, tmp_path / "missing.log")[0] == 2
+    b = tmp_path / "b.log"
+    _console(b, [{**r, STEP: r[STEP] + 100} for r in _records()])
+    code, out = _cli(capsys, a, b)
+    assert code == 2 and "no step in common" in out
