@@ -204,6 +204,14 @@ def compare_paths(a: str | Path, b: str | Path) -> Comparison:
     result = compare_records(reads[0].records, reads[1].records, config_a=config_a, config_b=config_b,
                              names=(str(a), str(b)), config_note="; ".join(w for w in (why_a, why_b) if w))
     result.problems = [p for r in reads for p in r.problems]
+    sketched = sorted({m for r in reads if r.kind == "wandb_history" for m in _metric_names(r.records)})
+    if sketched:  # every value of such a run is a sparkline's level (8 of them), its steps the sparkline's positions
+        result.artefacts.append(Artefact("wandb_sparklines", "a wandb end-of-run block's history is sparklines: "
+                                         "values rebuilt from 8 levels (without a scale where the summary lacks "
+                                         "the metric), steps from their positions: a difference is coarse at best",
+                                         tuple(sketched)))
+        for d in result.at_divergence + result.later:
+            d.artefact = d.artefact or ("wandb_sparklines" if d.metric in sketched else "")
     return result
 
 

@@ -139,6 +139,20 @@ def test_loss_agg_mode_and_metric_sets_are_artefacts(tmp_path):
     assert (result.only_in_a, result.only_in_b) == ([PPO_KL], [])
 
 
+def test_a_wandb_block_is_a_sparkline_artefact(tmp_path):
+    a, b = tmp_path / "a.log", tmp_path / "wandb_footer.txt"
+    _console(a, [{STEP: float(s), SCORE_MEAN: 0.2 * s} for s in range(5)])
+    b.write_text("wandb: Run history:\n"
+                 f"wandb: {SCORE_MEAN} ▁▂▄▆█\n"
+                 "wandb:\nwandb: Run summary:\n"
+                 f"wandb: {SCORE_MEAN} 0.8\n"
+                 f"wandb: {STEP} 4\n", encoding="utf-8")
+    result = compare_paths(a, b)
+    assert result.shared_steps[-1] == 4
+    assert [(x.name, x.metrics) for x in result.artefacts] == [("wandb_sparklines", (SCORE_MEAN,))]
+    assert {d.artefact for d in result.at_divergence + result.later} <= {"wandb_sparklines"}
+
+
 def test_unreadable_and_disjoint_runs_exit_2(tmp_path, capsys):
     a = tmp_path / "a.log"
     _console(a, _records())
