@@ -1,6 +1,6 @@
 """Compare two runs (`python -m playground.diagnose compare A B`): the first step where their metrics diverge, on which
 metrics, how their configs differ, and the artefacts that make a difference unreal (a backend's scale, a loss
-aggregation, metrics only one run logs).
+aggregation, metrics only one run logs, a wandb block's sparklines).
 
 A and B are whatever `readers.read_any` reads: run dirs, metrics files, TensorBoard logs, verl console logs, wandb
 exports, one of each. Records are aligned by step; only the steps and metrics both runs logged are compared.
