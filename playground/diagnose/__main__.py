@@ -6,8 +6,9 @@ worsens (`diagnose/follow.py`); `python -m playground.diagnose --catalogue`: pri
 the artefacts that make a difference unreal (`diagnose/compare.py`; exit 0 with no divergence, 1 with one, 2 when a
 run could not be read).
 
-Exit code 0, or 1 where `--fail-on warning|critical` names a severity that was found (at that severity or graver);
-2 when nothing could be read.
+Exit code 0 (judged), or 1 where `--fail-on warning|critical` names a severity that was found (at that severity or
+graver); 2 when it could not judge (no step read: a missing or unreadable file, a format it does not know), with its
+reason on stderr. `--json` prints the document that report.schema.json describes.
 """
 
 from __future__ import annotations
@@ -176,8 +177,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                for read, (_, report) in zip(reads, results)] if args.replay else []
     _print(results, replays, form, args.lang)
     readable = any(d.steps or d.findings for _, d in results)
-    if not readable:
-        print(f"error: no metrics could be read from {args.path or 'the text'}", file=sys.stderr)
+    if not readable:  # 2: no verdict, which a script must not take for a pass (0) or a finding (1)
+        why = next((" ".join(p.split()) for _, d in results for p in d.problems), "")
+        print(f"error: no metrics could be read from {args.path or 'the text'}{f': {why}' if why else ''}",
+              file=sys.stderr)
         return 2
     return 1 if _failed([report for _, report in results], args.fail_on) else 0
 

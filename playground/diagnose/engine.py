@@ -23,6 +23,7 @@ from playground.diagnose.finding import Finding
 from playground.diagnose.log import SHORTCUT_KEYS, Log, on_policy_shortcut
 from playground.diagnose.notes import TooLittleData, fold_too_little
 from playground.diagnose.series import Series, compile_series
+from playground.diagnose.skipped import skipped_rule
 from playground.diagnose.verdicts import verdicts
 from playground.metric_names import ACTOR_GRAD_NORM, ACTOR_GROUP, ADVANTAGES, EPISODE_GROUP, REWARDS, SCORE
 from playground.metrics import canonicalize
@@ -47,6 +48,7 @@ class Report:
     source: str = ""
     steps: int = 0  # how many records were read
     last_good: onset.LastGood | None = None  # the step before the first problem, and its checkpoint (diagnose.onset)
+    skipped_rules: list[dict] = field(default_factory=list)  # the rules that did not run, why (diagnose.skipped)
 
     def worst_severity(self) -> str | None:
         ranks = [failures.SEVERITY_ORDER.index(f.severity) for f in self.findings]
@@ -64,7 +66,8 @@ class Report:
                 "ruled_out": [dict(c) for c in self.ruled_out], "notes": list(self.notes),
                 "problems": list(self.problems), "family": self.family, "source": self.source,
                 "steps": self.steps, "worst_severity": self.worst_severity(),
-                "last_good": self.last_good.to_dict() if self.last_good else None}
+                "last_good": self.last_good.to_dict() if self.last_good else None,
+                "skipped_rules": [dict(s) for s in self.skipped_rules]}
 
 
 # ---- rules --------------------------------------------------------------------------------------------------
@@ -286,10 +289,13 @@ def diagnose_log(log: Log, family: str, config: Mapping | None = None, notes: Se
     by_id: dict[str, list[tuple[Rule, list[list[int]]]]] = {}
     judged: set[str] = set()  # ids some rule could judge on this log
     short: list[TooLittleData] = []  # the rules the log is too short for: one note for them all
+    skipped: list[dict] = []
     for rule in rules(family):
         fired, rule_notes, was_judged = evaluate(rule, log)
         if was_judged:
             judged.add(rule.id)
+        if idle := skipped_rule(rule, log, rule_notes, was_judged):
+            skipped.append(idle)
         notes += [n for n in rule_notes if not isinstance(n, TooLittleData)]
         short += [n for n in rule_notes if isinstance(n, TooLittleData)]
         if fired:
@@ -307,7 +313,7 @@ def diagnose_log(log: Log, family: str, config: Mapping | None = None, notes: Se
     return Report(findings=findings, diagnoses=causes.group(findings),
                   ruled_out=causes.ruled_out((f.id for f in findings), judged), notes=list(dict.fromkeys(notes)),
                   problems=list(problems), family=family, source=source, steps=log.n,
-                  last_good=onset.last_good(findings, log.steps))
+                  last_good=onset.last_good(findings, log.steps), skipped_rules=skipped)
 
 
 def diagnose(records: Sequence[Mapping[str, float]], *, info: dict | None = None, family: str | None = None,

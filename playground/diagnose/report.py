@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from playground import failures
 from playground.diagnose import injected, onset
 from playground.diagnose.engine import Finding, Report, findings_document
+from playground.diagnose.skipped import skipped_line
 from playground.metrics import fmt
 from playground.rundir.runs import jsonable
 
@@ -35,6 +37,9 @@ LABELS: dict[str, dict[str, str]] = {
            "broke": "本次运行的故障来源", "in_verl": "在 verl 运行中", "lever": "在 verl 中",
            "in_code": "在你的代码中", "onset": "起始步"},
 }
+# the `--json` document's schema (report.schema.json, shipped beside this module) and its MAJOR.MINOR version
+SCHEMA_PATH = Path(__file__).with_name("report.schema.json")
+SCHEMA_VERSION = "1.0"
 SEVERITY_WORDS = {"en": {"info": "info", "warning": "warning", "critical": "critical"},
                   "zh": {"info": "信息", "warning": "警告", "critical": "严重"}}
 
@@ -114,11 +119,17 @@ def format_diagnosis(source: str, report: Report, lang: str = "en") -> str:
     if report.steps:
         checks = ", ".join(check["title"][lang] for check in report.ruled_out) or label["none_ruled_out"]
         lines.append(f"{label['ruled_out']}: {checks}")
-    for title, items in ((label["notes"], report.notes), (label["problems"], report.problems)):
+    for title, items in ((label["notes"], _notes(report)), (label["problems"], report.problems)):
         if items:
             lines.append(f"{title}:")
             lines += [f"  - {item}" for item in items]
     return "\n".join(lines)
+
+
+def _notes(report: Report) -> list[str]:
+    """The report's notes, and one line for the rules that lacked an input (where any step was read)."""
+    line = skipped_line(report.skipped_rules) if report.steps else None
+    return [*report.notes, line] if line else list(report.notes)
 
 
 def format_report(results: Sequence[tuple[str, Report]], lang: str = "en") -> str:
@@ -126,8 +137,9 @@ def format_report(results: Sequence[tuple[str, Report]], lang: str = "en") -> st
 
 
 def json_document(results: Sequence[tuple[str, Report]]) -> dict:
-    """Every source's `findings.json` content, with its source and step count, in one document."""
-    return {"version": 1, "results": [
+    """Every source's `findings.json` content, with its source and step count, in one document (its schema:
+    report.schema.json)."""
+    return {"schema_version": SCHEMA_VERSION, "version": 1, "results": [
         {"source": source, "steps": d.steps, **findings_document(d)} for source, d in results]}
 
 
@@ -176,7 +188,7 @@ def format_markdown(source: str, report: Report, lang: str = "en") -> str:
     if report.steps:
         checks = ", ".join(check["title"][lang] for check in report.ruled_out) or label["none_ruled_out"]
         lines += [f"**{label['ruled_out']}**: {checks}", ""]
-    for title, items in ((label["notes"], report.notes), (label["problems"], report.problems)):
+    for title, items in ((label["notes"], _notes(report)), (label["problems"], report.problems)):
         if items:
             lines += [f"**{title}**", "", *[f"- {item}" for item in items], ""]
     return "\n".join(lines).rstrip() + "\n"
