@@ -19,6 +19,7 @@ from playground.failures import SEVERITY_ORDER
 OK_BAND = "#2ca02c"
 STATUS_COLORS = {"warn": "#f58518", "bad": "#d62728"}
 STATUS_SHAPES = {"warn": "triangle-up", "bad": "diamond"}
+ONSET_COLOR = "#8c2d04"  # the rule where a run's first problem began: dark, apart from the warn/bad marks
 SEVERITY_DOMAIN = list(SEVERITY_ORDER)  # the catalogue's order, mildest first
 SEVERITY_RANGE = ["#4c78a8", "#f58518", "#d62728"]
 HEIGHT = 170
@@ -107,9 +108,22 @@ def _lone(frame: pd.DataFrame, value: str, by: Sequence[str] = ("series",)) -> p
     return finite & (counts == 1)
 
 
+def _onset_layers(onsets: pd.DataFrame | None, x: alt.X) -> list[alt.Chart]:
+    """A dashed rule at each run's onset (columns x, text: where its first warning or worse began), labelled at
+    the top of the plot."""
+    if onsets is None or onsets.empty:
+        return []
+    rule = alt.Chart(onsets).mark_rule(color=ONSET_COLOR, strokeDash=[6, 3], strokeWidth=1.5).encode(
+        x=x, tooltip=["text:N"])
+    label = alt.Chart(onsets).mark_text(align="left", baseline="top", dx=3, color=ONSET_COLOR, fontSize=10).encode(
+        x=x, y=alt.value(2), text="text:N")
+    return [rule, label]
+
+
 def metric_chart(long: pd.DataFrame, metric: str, *, bands: pd.DataFrame | None = None,
                  groups: pd.DataFrame | None = None, x_title: str = "step", smoothed: bool = True,
-                 title: str | None = None, height: int = HEIGHT, order: Sequence[str] | None = None) -> alt.LayerChart:
+                 title: str | None = None, height: int = HEIGHT, order: Sequence[str] | None = None,
+                 onsets: pd.DataFrame | None = None) -> alt.LayerChart:
     """One metric over steps (or wall time) for several runs.
 
     Layers, back to front: the guide's normal range (shaded), each seed group's min-max band and mean line,
@@ -127,6 +141,7 @@ def metric_chart(long: pd.DataFrame, metric: str, *, bands: pd.DataFrame | None 
         smoothed: draw the raw line faint behind a smoothed one.
         order: the series (and groups) in the order the page lists them: each takes PALETTE's colour in turn
             (the Lab's "before" the first, "after the fix" the second, in every language); default: sorted labels.
+        onsets: columns x, text: a labelled rule where a run's first problem began (`sections.onset_marks`).
     """
     x = _x(pd.concat([long, groups if groups is not None else long.iloc[:0]]), x_title, zero=False)
     y = "smoothed:Q" if smoothed else "value:Q"
@@ -187,16 +202,18 @@ def metric_chart(long: pd.DataFrame, metric: str, *, bands: pd.DataFrame | None 
         layers.append(alt.layer(*run_layers, data=drawn))
     if not layers:
         layers.append(alt.Chart(pd.DataFrame({"x": [], "value": []})).mark_line().encode(x=x, y="value:Q"))
+    layers += _onset_layers(onsets, x)
     return _style(alt.layer(*layers).properties(title=title or metric, height=height))
 
 
-def pair_chart(long: pd.DataFrame, title: str, *, x_title: str = "step", height: int = HEIGHT
-               ) -> alt.Chart | alt.LayerChart:
+def pair_chart(long: pd.DataFrame, title: str, *, x_title: str = "step", height: int = HEIGHT,
+               onsets: pd.DataFrame | None = None) -> alt.Chart | alt.LayerChart:
     """Metrics on one axis (the guide's `vpred_mean` vs `returns/mean`, a log's phase timings): colour = metric,
     dash = run.
 
     Args:
         long: columns metric, series, step, x, smoothed.
+        onsets: columns x, text: a labelled rule where a run's first problem began (as `metric_chart`'s).
     """
     drawn = _finite(long, ["smoothed"])
     drawn["lone"] = _lone(drawn, "smoothed", ("metric", "series"))
@@ -208,12 +225,14 @@ def pair_chart(long: pd.DataFrame, title: str, *, x_title: str = "step", height:
                             alt.Tooltip("smoothed:Q", format=".4g")]}
     line = alt.Chart().mark_line(strokeWidth=1.8).encode(strokeDash=alt.StrokeDash("series:N", title=None),
                                                          **encoding)
-    if not drawn["lone"].any():
+    marks = _onset_layers(onsets, encoding["x"])
+    if not drawn["lone"].any() and not marks:
         return _style(line.properties(data=drawn, title=title, height=height))
     # a one-step log: a dot where each line would be
     dots = alt.Chart().transform_filter("datum.lone").mark_point(filled=True, size=60, opacity=1).encode(
         shape=alt.Shape("series:N", title=None, legend=None), **encoding)
-    return _style(alt.layer(line, dots, data=drawn).properties(title=title, height=height))
+    lines = alt.layer(line, dots, data=drawn) if drawn["lone"].any() else alt.layer(line, data=drawn)
+    return _style(alt.layer(lines, *marks).properties(title=title, height=height))
 
 
 def range_chart(frame: pd.DataFrame, title: str, *, x_title: str = "step", y_title: str = "",

@@ -190,6 +190,8 @@ def draw_findings(run: str, report: dict | None, key: str, active: bool) -> None
         widgets.show_healthy(healthy)
     elif not bad:
         st.success(widgets.t("lab_no_warning"))
+    if good := widgets.last_good_text(report):  # where to go back to, as the Diagnosis page says it
+        st.markdown(good)
     for f, k in bad:
         _finding(run, f, k)
     info = [(f, k) for f, k in zip(findings, keys) if not is_problem(f) and not widgets.is_verdict(f)]

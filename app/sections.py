@@ -70,6 +70,7 @@ class Source:
     key: tuple  # identity for the chart cache: (path, records, last step) or (source, records, digest)
     group: str  # seed group: runs with the same group are drawn as one mean line with a min-max band
     family: str = ""  # gym | token | "" (unknown: the guide's bands)
+    onset: tuple[int, str] | None = None  # where its first warning or worse began: (step, finding id)
 
 
 def metrics_by_group(columns: Sequence[str]) -> dict[str, list[str]]:
@@ -136,7 +137,7 @@ def data_range(long: pd.DataFrame) -> tuple[float, float]:
 
 
 @st.cache_data(max_entries=4096, show_spinner=False)
-def _metric_spec(keys: tuple, metric: str | tuple, settings: tuple, x_title: str, title: str,
+def _metric_spec(keys: tuple, metric: str | tuple, settings: tuple, x_title: str, title: str, marks: tuple,
                  _frames: Mapping[str, pd.DataFrame], _statuses: Mapping[str, dict | None]) -> dict | None:
     x_mode, weight, grouped = settings
     labels = {label: group for label, _, group, _ in keys}
@@ -145,11 +146,13 @@ def _metric_spec(keys: tuple, metric: str | tuple, settings: tuple, x_title: str
     if isinstance(metric, tuple):
         parts = [series.metric_long(_frames, m, x_mode=x_mode, weight=weight, max_points=MAX_POINTS).assign(metric=m)
                  for m in metric]
-        long = pd.concat(parts, ignore_index=True).rename(columns={"run": "series"})
-        return None if long.empty else charts.to_spec(charts.pair_chart(long, title, x_title=x_title))
+        long = pd.concat(parts, ignore_index=True)
+        return None if long.empty else charts.to_spec(charts.pair_chart(
+            long.rename(columns={"run": "series"}), title, x_title=x_title, onsets=onset_marks(long, marks)))
     long = series.metric_long(_frames, metric, x_mode=x_mode, weight=weight, max_points=MAX_POINTS)
     if long.empty:
         return None
+    onsets = onset_marks(long, marks)
     groups, grouped_runs = None, set()
     if grouped:
         groups = series.group_stats(long, labels)
@@ -162,8 +165,19 @@ def _metric_spec(keys: tuple, metric: str | tuple, settings: tuple, x_title: str
     drawn = long if groups is None else pd.concat([long, groups.rename(columns={"mean": "smoothed"})])
     bands = series.ok_bands(metric, *data_range(drawn), family=family)
     chart = charts.metric_chart(long, metric, bands=bands, groups=groups, x_title=x_title, smoothed=weight > 0,
-                                title=title, order=order)
+                                title=title, order=order, onsets=onsets)
     return charts.to_spec(chart)
+
+
+def onset_marks(long: pd.DataFrame, marks: Sequence[tuple[str, int, str]]) -> pd.DataFrame:
+    """Where each run's rule goes on a chart of `long` (`series.metric_long`), for `marks` (run label, onset step,
+    text): at the onset step, or the first step drawn after it (the metric not logged, or thinned out, there)."""
+    rows = []
+    for label, step, text in marks:
+        after = long[(long["run"] == label) & (pd.to_numeric(long["step"], errors="coerce") >= step)]
+        if not after.empty:
+            rows.append({"x": float(after.sort_values("step")["x"].iloc[0]), "text": text})
+    return pd.DataFrame(rows, columns=["x", "text"])
 
 
 def chart_name(metric: str | tuple[str, ...]) -> str:
@@ -190,6 +204,8 @@ def draw_panels(sources: Sequence[Source], frame_by_label: Mapping[str, pd.DataF
         st.caption(widgets.t("wall_fallback"))
     x_title = widgets.t(f"x_{x_mode}")
     keys = tuple((s.label, s.key, s.group, s.family) for s in sources)
+    marks = tuple((s.label, s.onset[0], widgets.t("onset_mark", step=s.onset[0], finding=s.onset[1]))
+                  for s in sources if s.onset is not None)
     columns = sorted({c for df in frame_by_label.values() for c in df.columns})
     drawn = 0
     for title, metrics in panel_list(choice, columns):
@@ -200,7 +216,7 @@ def draw_panels(sources: Sequence[Source], frame_by_label: Mapping[str, pd.DataF
         cells = st.columns(2)
         for i, metric in enumerate(metrics):
             chart_title = chart_name(metric)
-            spec = _metric_spec(keys, metric, (x_mode, weight, grouped), x_title, chart_title,
+            spec = _metric_spec(keys, metric, (x_mode, weight, grouped), x_title, chart_title, marks,
                                 frame_by_label, status_by_label)
             if spec is not None:
                 with cells[i % 2], st.container(key=chart_key(key, metric)):
@@ -248,10 +264,11 @@ def run_sources(rows: pd.DataFrame, grouped: bool) -> tuple[list[Source], dict, 
         widgets.show_problems(row["name"], log.problems)
         if frame.empty or len(frame.columns) <= 1:
             continue
-        _, status, why = data.run_diagnosis(row["run"], report=False)
+        # the written report of an ended run, for its onset (a live run's report would cost the engine each refresh)
+        report, status, why = data.run_diagnosis(row["run"], report=row.get("status") != "running")
         group = group_names[row["label"]]
         key = (row["run"], len(log.records), log.records[-1].get(STEP))
-        sources.append(Source(row["label"], key, group, row["family"]))
+        sources.append(Source(row["label"], key, group, row["family"], widgets.onset_of(report)))
         frame_by_label[row["label"]] = frame
         status_by_label[row["label"]] = status
     return sources, frame_by_label, status_by_label, why
@@ -294,8 +311,8 @@ def draw_findings(report: dict | None, overrides: Sequence[str] | None, *, key: 
             the fix's overrides alone.
         key: a unique prefix for element keys.
         max_step: where the timeline's axis ends (the run's last step); default the last finding's.
-        inspect_run: a run with token records: each finding offers the Step inspector at its first step, on the
-            tokens that fired it (`tokens.FINDING_FOCUS`).
+        inspect_run: a run with token records: each finding offers the Step inspector at its onset, on the tokens
+            that fired it (`tokens.FINDING_FOCUS`).
     """
     if report is None:
         return
@@ -313,11 +330,8 @@ def draw_findings(report: dict | None, overrides: Sequence[str] | None, *, key: 
         if healthy is None:
             st.success(widgets.t("no_findings"))
         return
-    if isinstance(good := report.get("last_good"), dict):  # where to go back to (absent from older findings.json)
-        fields = {"onset": good.get("onset_step"), "finding": good.get("finding")}
-        st.markdown(widgets.t("no_good_step", **fields) if good.get("step") is None else
-                    widgets.t("last_good_checkpoint" if good.get("checkpoint") else "last_good_step",
-                              step=good["step"], checkpoint=good.get("checkpoint"), **fields))
+    if good := widgets.last_good_text(report):  # where to go back to (absent from older findings.json)
+        st.markdown(good)
     table = pd.DataFrame([{"id": i["finding"].get("id", "?"), "severity": i["finding"].get("severity", "info"),
                            "first_step": i["finding"].get("first_step"), "last_step": i["finding"].get("last_step"),
                            "cause": i["cause"] or "", "label": _timeline_label(i)} for i in items])
@@ -366,10 +380,11 @@ def draw_findings(report: dict | None, overrides: Sequence[str] | None, *, key: 
 
 
 def _inspect_button(run: str, finding: dict, key: str) -> None:
-    """Open the Step inspector at the finding's first step, coloured by what its tokens show."""
-    step = int(finding["first_step"])
+    """Open the Step inspector at the finding's onset (where its rule first saw it hold), coloured by what its
+    tokens show."""
+    step = onset.onset_step(finding)
     if st.button(widgets.t("inspect_tokens", step=step), key=key, icon=":material/frame_inspect:"):
-        st.session_state["inspect"] = {"run": run, "step": step,
+        st.session_state["inspect"] = {"run": run, "step": step, "finding": finding.get("id", "?"),
                                        "focus": tokens.FINDING_FOCUS.get(finding.get("id", ""), "advantage")}
         st.switch_page("views/inspector.py")
 

@@ -193,6 +193,28 @@ def healthy_of(report: dict | None) -> dict | None:
                  if isinstance(f, dict) and f.get("id") == HEALTHY and is_verdict(f)), None)
 
 
+def last_good_text(report: dict | None) -> str | None:
+    """The report's last good step, said as the Diagnosis page and the Lab say it (None: no finding is a problem, or
+    a `findings.json` older than `last_good`)."""
+    good = (report or {}).get("last_good")
+    if not isinstance(good, dict):
+        return None
+    fields = {"onset": good.get("onset_step"), "finding": good.get("finding")}
+    if good.get("step") is None:
+        return t("no_good_step", **fields)
+    return t("last_good_checkpoint" if good.get("checkpoint") else "last_good_step", step=good["step"],
+             checkpoint=good.get("checkpoint"), **fields)
+
+
+def onset_of(report: dict | None) -> tuple[int, str] | None:
+    """Where the report's first warning or worse began (`last_good`'s onset step and finding id), for the rule on a
+    run's charts; None where there is none."""
+    good = (report or {}).get("last_good")
+    if not isinstance(good, dict) or good.get("onset_step") is None:
+        return None
+    return int(good["onset_step"]), str(good.get("finding") or "?")
+
+
 def show_healthy(finding: dict) -> None:
     """The healthy verdict as the run's verdict: a success box, with the engine's reason under it."""
     st.success(f"{verdict_badge(finding)} {t('verdict_healthy')}")

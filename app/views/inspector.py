@@ -2,8 +2,8 @@
 chosen (advantage, the ratio π_θ/π_old, where the clip bound, entropy, the KL term, rollout − trainer), its reward,
 its group, and how its advantage came (the run's estimator with its settings: recomputed from the records where they
 hold what it read, else the recorded advantages and why); the step's distributions beside them. A finding on the
-Diagnosis page (or a chapter of the learning path) opens it at the finding's step, on the tokens that fired it
-(`st.session_state["inspect"]`: run, step, focus)."""
+Diagnosis page opens it at the finding's onset (a chapter of the learning path: at its step), on the tokens that
+fired it (`st.session_state["inspect"]`: run, step, focus, and the finding's id where a finding asked)."""
 
 from __future__ import annotations
 
@@ -22,8 +22,9 @@ import widgets
 PER_PAGE = 8  # responses drawn at once (a step recording every response has hundreds)
 
 
-def _asked(runs: list[str]) -> int | None:
-    """Take what another page asked to inspect: select its run and quantity; returns its step (None: nothing)."""
+def _asked(runs: list[str]) -> dict | None:
+    """Take what another page asked to inspect: select its run and quantity; returns what it asked (None:
+    nothing)."""
     asked = st.session_state.pop("inspect", None)
     if not asked or asked.get("run") not in runs:
         return None
@@ -31,7 +32,27 @@ def _asked(runs: list[str]) -> int | None:
     focus = asked.get("focus") or "advantage"
     st.session_state["inspector_quantity"] = "advantage" if focus == "zero_adv" else focus
     st.session_state["inspector_alike"] = focus == "zero_adv"
-    return int(asked["step"]) if asked.get("step") is not None else None
+    return asked if asked.get("step") is not None else None
+
+
+def _open_at(asked: dict, steps: list[int]) -> None:
+    """Put the slider on the asked step, or the nearest recorded one after it (a capped file: before); a finding's
+    onset is remembered for the header (`_onset_header`)."""
+    wanted = int(asked["step"])
+    step = min(steps, key=lambda s: (s < wanted, abs(s - wanted)))
+    st.session_state["inspector_step"] = step
+    st.session_state["inspector_onset"] = ({"run": asked["run"], "onset": wanted, "step": step,
+                                            "finding": asked["finding"]} if asked.get("finding") else None)
+
+
+def _onset_header(run: str, step: int) -> None:
+    """Say which finding's onset the inspector opened at, while its run and step are the ones shown."""
+    opened = st.session_state.get("inspector_onset")
+    if not opened or opened["run"] != run or opened["step"] != step:
+        return
+    same = opened["step"] == opened["onset"]
+    st.info(widgets.t("inspector_at_onset" if same else "inspector_near_onset", finding=opened["finding"],
+                      onset=opened["onset"], step=opened["step"]), icon=":material/flag:")
 
 
 def _distributions(every: pd.DataFrame, band: tuple[float, float] | None) -> None:
@@ -69,7 +90,7 @@ def render() -> None:
     if not runs:
         st.info(widgets.t("inspector_no_runs"))
         return
-    asked_step = _asked(runs)
+    asked = _asked(runs)
     run = st.selectbox(widgets.t("pick_run"), runs, format_func=widgets.label_of(widgets.run_options(table)),
                        key="inspector_run")
     records, problems = data.token_records(run)
@@ -79,8 +100,8 @@ def render() -> None:
         st.code(f"{PYTHON} -m playground.train <task and overrides> trainer.token_records.enable=true", language="bash")
         return
     steps = sorted({int(r["step"]) for r in records})
-    if asked_step is not None:  # the finding's step, or the nearest recorded one after it (a capped file: before)
-        st.session_state["inspector_step"] = min(steps, key=lambda s: (s < asked_step, abs(s - asked_step)))
+    if asked is not None:
+        _open_at(asked, steps)
     elif st.session_state.get("inspector_step") not in steps:
         st.session_state["inspector_step"] = steps[-1]
     c1, c2, c3 = st.columns([3, 2, 2])
@@ -88,6 +109,7 @@ def render() -> None:
     quantity = widgets.picked(c2.selectbox(widgets.t("inspector_quantity"), tokens.QUANTITIES, key="inspector_quantity",
                                            format_func=lambda q: widgets.t(f"inspector_q_{q}")))
     alike = c3.toggle(widgets.t("inspector_alike"), key="inspector_alike")
+    _onset_header(run, step)
     at_step = tokens.responses([r for r in records if int(r["step"]) == step])
     frame = data.metrics_frame(run)
     row = frame[frame[STEP] == step] if STEP in frame else frame.iloc[0:0]

@@ -8,6 +8,7 @@ last line, which no writer leaves) are written by hand.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -112,6 +113,16 @@ def write_report(run_dir: str | Path, findings: list[dict[str, Any]], diagnoses:
                                for d in diagnoses or ()],
                     ruled_out=list(ruled_out or ()), family=family)
     write_findings(run_dir, findings_document(report))
+
+
+def write_last_good(run_dir: str | Path, onset_step: int, fid: str, step: int | None,
+                    checkpoint: str | None = None) -> None:
+    """Add the engine's `last_good` (`diagnose.onset.LastGood`) to the run's findings.json: its first warning or
+    worse, `fid`, began at `onset_step`; `step` the last good one before it."""
+    path = Path(run_dir) / "findings.json"
+    good = {"onset_step": onset_step, "finding": fid, "step": step, "checkpoint": checkpoint,
+            "checkpoint_path": None if checkpoint is None else str(Path(run_dir) / checkpoint)}
+    path.write_text(json.dumps({**json.loads(path.read_text()), "last_good": good}))
 
 
 def write_run(run_dir: str | Path, *, family: str = "gym", task: str = "cartpole", scenario: str = "healthy",

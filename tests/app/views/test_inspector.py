@@ -69,6 +69,20 @@ def test_a_finding_on_the_diagnosis_page_opens_the_inspector_on_its_tokens(app, 
     assert at.select_slider(key="inspector_step").value == 2
     assert at.selectbox(key="inspector_quantity").value == "clipped"  # lr_too_high's tokens: the clipped ones
     assert "clipped (" in texts(at)  # the step's clipped share, from its records
+    assert "Opened at the onset of **lr_too_high**: step **2**" in texts(at)
+
+
+def test_a_finding_opens_the_inspector_at_its_onset_not_its_first_step(app, token_run):
+    """A window rule's finding reported from step 2 whose condition first held on the window from step 1."""
+    write_report(token_run, [{**finding("lr_too_high", "warning", 2, 2), "since_step": 1}], family="token")
+    at = show(app.run(), token_run).switch_page("views/diagnosis.py").run()
+    (button,) = [b for b in at.button if b.label == "Inspect the tokens at step 1"]
+    at = button.click().run()
+    assert not at.exception
+    assert at.select_slider(key="inspector_step").value == 1
+    assert "Opened at the onset of **lr_too_high**: step **1**" in texts(at)
+    at.select_slider(key="inspector_step").set_value(2).run()
+    assert not at.exception and "Opened at the onset" not in texts(at)  # the header names the onset's step alone
 
 
 def test_a_token_run_without_records_says_how_to_get_them(app, tree):

@@ -19,7 +19,7 @@ from playground.config import ConfigError, compose, validate
 import data
 from app_helpers import ENTRY, chart_data, charts_of, fixes, spec_title, texts, units
 from fake_procs import run_dir_of
-from fake_runs import LR_TOO_HIGH, diagnosis, finding, write_run
+from fake_runs import LR_TOO_HIGH, diagnosis, finding, write_last_good, write_run
 
 TRAIN = [sys.executable, "-m", "playground.train"]
 
@@ -102,6 +102,20 @@ def test_train_starts_the_entry_with_the_overrides_as_arguments(lab, runs, spawn
     assert "hydra.run.dir=" in " ".join(c.value for c in at.code)  # the exact command of the run shown
     assert any(spec_title(json.loads(c.proto.spec)) == "actor/pg_clipfrac" for c in charts_of(at))
     assert ":orange-badge[lr_too_high]" in texts(at)
+
+
+def test_the_lab_says_the_last_good_step_and_marks_the_onset_on_its_charts(lab, runs, spawn):
+    at = _short_lr_too_high(lab)
+    at.button(key="lab_train").click().run()
+    (run_dir,) = _lab_dirs(runs)
+    write_last_good(run_dir, 5, "lr_too_high", 4, checkpoint="global_step_4")
+    at.run()
+    assert not at.exception
+    assert ("Last good step: **4**, before the first problem (lr_too_high, since step 5). Go back to checkpoint "
+            "`global_step_4`") in texts(at)
+    clipfrac = next(c for c in charts_of(at) if spec_title(json.loads(c.proto.spec)) == "actor/pg_clipfrac")
+    marks = [r for f in chart_data(clipfrac) if {"x", "text"} <= set(f) for r in f[["x", "text"]].to_dict("records")]
+    assert marks == [{"x": 5.0, "text": "since step 5: lr_too_high"}]
 
 
 def test_apply_and_rerun_overlays_both_runs_and_shows_the_finding_gone(lab, runs, spawn):

@@ -9,6 +9,7 @@ import shutil
 from streamlit.testing.v1 import AppTest
 
 from app_helpers import chart_data, chart_titles, charts_of, mark_types, show, spec_title, texts, units
+from fake_runs import write_last_good
 
 
 def _panels(app, *runs, choice="recommended"):
@@ -53,6 +54,28 @@ def test_every_group_and_seed_grouping(app, tree):
     at.button_group(key="panel_choice").set_value("critic").run()
     assert sorted(chart_titles(at)) == ["critic/grad_norm", "critic/lr", "critic/vf_explained_var", "critic/vf_loss",
                                         "critic/vpred_mean"]
+
+
+def _onset_rows(chart) -> list[dict]:
+    """The onset rules' rows (x, text) among a drawn chart's datasets."""
+    return [row for frame in chart_data(chart) if "text" in frame and "x" in frame
+            for row in frame[["x", "text"]].to_dict("records")]
+
+
+def test_every_chart_of_a_run_marks_where_its_first_problem_began(app, tree):
+    write_last_good(tree["unstable"], 7, "lr_too_high", 6)  # its window from step 7 first held
+    at = _panels(app, tree["healthy"], tree["unstable"])
+    assert not at.exception
+    charts = charts_of(at)
+    assert len(charts) == 11  # the pair chart (vpred_mean vs returns/mean) among them
+    for chart in charts:
+        title = spec_title(json.loads(chart.proto.spec))
+        assert "rule" in mark_types(json.loads(chart.proto.spec)), title
+        assert _onset_rows(chart) == [{"x": 7.0, "text": "since step 7: lr_too_high"}], title
+    at.radio(key="lang").set_value("zh").run()
+    assert _onset_rows(_element(at, "actor/pg_clipfrac"))[0]["text"] == "自第 7 步起：lr_too_high"
+    alone = _panels(app, tree["healthy"])  # a run with no problem: no rule
+    assert not any(_onset_rows(c) for c in charts_of(alone))
 
 
 def test_smoothing_and_wall_time(app, tree):
