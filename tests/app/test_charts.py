@@ -53,6 +53,20 @@ def test_metric_chart_colours_follow_the_given_order_not_the_labels_sort():
     assert all("domain" not in u["encoding"]["color"]["scale"] for u in units(default) if "color" in u["encoding"])
 
 
+def test_an_onset_is_a_labelled_rule_on_the_run_charts_x_axis():
+    onsets = pd.DataFrame({"x": [3.0], "text": ["since step 3: lr_too_high"]})
+    for chart in (charts.metric_chart(_long([0.1, 0.2, 0.3, 0.4]), "actor/pg_clipfrac", onsets=onsets),
+                  charts.pair_chart(_long([1.0, 2.0, 3.0]).assign(metric="critic/vpred_mean"), "pair", onsets=onsets)):
+        chart.to_dict()  # valid Vega-Lite
+        spec = charts.to_spec(chart)
+        assert mark_types(spec)[-2:] == ["rule", "text"]  # in front of the lines
+        rule, label = units(spec)[-2:]
+        assert rule["encoding"]["x"]["field"] == label["encoding"]["x"]["field"] == "x"  # the lines' own x scale
+        assert spec["datasets"][rule["data"]["name"]] == [{"x": 3.0, "text": "since step 3: lr_too_high"}]
+    assert "rule" not in mark_types(charts.to_spec(charts.metric_chart(_long([0.1, 0.2]), "m",
+                                                                      onsets=onsets.iloc[:0])))
+
+
 def test_pair_range_rule_timeline_heatmap_parallel_build():
     pair = _long([1.0, 2.0]).assign(metric="critic/vpred_mean")
     assert charts.to_spec(charts.pair_chart(pair, "vpred vs returns"))["mark"]["type"] == "line"
