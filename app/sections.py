@@ -204,8 +204,9 @@ def draw_panels(sources: Sequence[Source], frame_by_label: Mapping[str, pd.DataF
         st.caption(widgets.t("wall_fallback"))
     x_title = widgets.t(f"x_{x_mode}")
     keys = tuple((s.label, s.key, s.group, s.family) for s in sources)
-    marks = tuple((s.label, s.onset[0], widgets.t("onset_mark", step=s.onset[0], finding=s.onset[1]))
-                  for s in sources if s.onset is not None)
+    named = len(sources) > 1  # several runs: each rule says whose it is
+    marks = tuple((s.label, s.onset[0], (f"{s.label} · " if named else "")
+                   + widgets.t("onset_mark", step=s.onset[0], finding=s.onset[1])) for s in sources if s.onset)
     columns = sorted({c for df in frame_by_label.values() for c in df.columns})
     drawn = 0
     for title, metrics in panel_list(choice, columns):

@@ -71,11 +71,13 @@ def test_every_chart_of_a_run_marks_where_its_first_problem_began(app, tree):
     for chart in charts:
         title = spec_title(json.loads(chart.proto.spec))
         assert "rule" in mark_types(json.loads(chart.proto.spec)), title
-        assert _onset_rows(chart) == [{"x": 7.0, "text": "since step 7: lr_too_high"}], title
+        assert _onset_rows(chart) == [{"x": 7.0, "text": "09-10-00 · since step 7: lr_too_high"}], title
     at.radio(key="lang").set_value("zh").run()
-    assert _onset_rows(_element(at, "actor/pg_clipfrac"))[0]["text"] == "自第 7 步起：lr_too_high"
-    alone = _panels(app, tree["healthy"])  # a run with no problem: no rule
-    assert not any(_onset_rows(c) for c in charts_of(alone))
+    assert _onset_rows(_element(at, "actor/pg_clipfrac"))[0]["text"] == "09-10-00 · 自第 7 步起：lr_too_high"
+    alone = _panels(app, tree["unstable"])  # one run: its rule needs no name (the page is still in Chinese)
+    assert _onset_rows(_element(alone, "actor/pg_clipfrac"))[0]["text"] == "自第 7 步起：lr_too_high"
+    healthy = _panels(app, tree["healthy"])  # a run with no problem: no rule
+    assert not any(_onset_rows(c) for c in charts_of(healthy))
 
 
 def test_smoothing_and_wall_time(app, tree):
