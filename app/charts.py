@@ -219,13 +219,14 @@ def pair_chart(long: pd.DataFrame, title: str, *, x_title: str = "step", height:
     drawn["lone"] = _lone(drawn, "smoothed", ("metric", "series"))
     around = _span(drawn["smoothed"])
     color = alt.Color("metric:N", title=None, scale=alt.Scale(range=PALETTE), legend=legend(drawn["metric"].unique()))
-    encoding = {"x": _x(drawn, x_title, zero=False), "color": color,
+    x = _x(drawn, x_title, zero=False)
+    encoding = {"x": x, "color": color,
                 "y": alt.Y("smoothed:Q", title=None, scale=alt.Scale(zero=False, domain=around or alt.Undefined)),
                 "tooltip": ["metric:N", "series:N", alt.Tooltip("step:Q", format="d"),
                             alt.Tooltip("smoothed:Q", format=".4g")]}
     line = alt.Chart().mark_line(strokeWidth=1.8).encode(strokeDash=alt.StrokeDash("series:N", title=None),
                                                          **encoding)
-    marks = _onset_layers(onsets, encoding["x"])
+    marks = _onset_layers(onsets, x)
     if not drawn["lone"].any() and not marks:
         return _style(line.properties(data=drawn, title=title, height=height))
     # a one-step log: a dot where each line would be
