@@ -33,7 +33,7 @@ from playground.rundir.runs import read_findings, read_run_info
 
 import data
 import series
-from fake_runs import LR_TOO_HIGH, diagnosis, finding, write_report, write_run
+from fake_runs import LR_TOO_HIGH, diagnosis, finding, write_last_good, write_report, write_run
 
 pytestmark = pytest.mark.browser
 STEPS = 30  # CartPole lr_too_high at a constant lr shows the failure from about step 12 (checked at 20 to 40)
@@ -88,6 +88,7 @@ def test_browse_to_panels_and_see_charts(server, tree, shots):
     from playwright.sync_api import expect, sync_playwright
 
     query = "&".join(f"run=outputs/2026-11-30/{t}" for t in ("09-00-00", "09-10-00"))
+    write_last_good(tree["unstable"], 7, "lr_too_high", 6)  # each chart draws the onset's labelled rule too
     with sync_playwright() as p:
         browser, page = open_page(p, f"{server}/runs?{query}")
         try:
