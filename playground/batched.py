@@ -14,6 +14,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from playground.config.keys import config_diff, flatten
 from playground.config.schema import as_plain_dict
 
 # Hyperparameters that may differ between agents trained together as one batch (`hydra/launcher=batched`).
@@ -37,23 +38,13 @@ PER_AGENT_KEYS = (
     "trainer.experiment_name", "trainer.mystery", "scenario",
 )
 MAX_LISTED_KEYS = 3  # a reason line names at most this many differing keys, then "and N more"
-ABSENT = "(absent)"  # a key one config has and the other lacks
-
-
-def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(node, dict):
-        out: dict[str, Any] = {}
-        for key, value in node.items():
-            out.update(_flatten(value, f"{prefix}{key}."))
-        return out if out or not prefix else {prefix[:-1]: {}}
-    return {prefix[:-1]: node}
 
 
 def leaf_values(cfg: DictConfig) -> dict[str, Any]:
     """The resolved config as `dotted.key -> value` (lists stay whole), without the `hydra` node."""
     plain = as_plain_dict(cfg, resolve=True)
     plain.pop("hydra", None)
-    return _flatten(plain)
+    return flatten(plain)
 
 
 def structural_values(leaves: dict[str, Any]) -> dict[str, Any]:
@@ -80,12 +71,6 @@ def unbatchable_reason(cfg: DictConfig) -> str | None:
     if not uses_torch_port(backend, env_id):
         return f"env.backend={backend} steps {env_id} with gymnasium on the host (batches need a torch port)"
     return None
-
-
-def config_diff(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, Any, Any]]:
-    """Keys whose values differ between two flattened configs: `(key, value in a, value in b)`, sorted."""
-    keys = sorted(set(a) | set(b))
-    return [(k, a.get(k, ABSENT), b.get(k, ABSENT)) for k in keys if a.get(k, ABSENT) != b.get(k, ABSENT)]
 
 
 def _job_list(job_ids: Sequence[int]) -> str:

@@ -20,13 +20,13 @@ import pytest
 from playground.batched import (
     batch_signature,
     batch_threads,
-    config_diff,
     leaf_values,
     plan_batches,
     train_batch,
     unbatchable_reason,
 )
 from playground.config import compose
+from playground.config.keys import config_diff
 
 ROOT = Path(__file__).resolve().parents[1]
 # A small CartPole run: 8 envs × 16 steps, 2 mini-batches of 64 × 2 epochs, 10 steps, 10 eval episodes.

@@ -32,8 +32,9 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.types import RunMode
 
-from playground.batched import config_diff, leaf_values
+from playground.batched import leaf_values
 from playground.config import CONF_DIR, check_scenario_applies, compose, validate
+from playground.config.keys import config_diff
 from playground.rundir.runs import read_metrics_jsonl, read_run_info
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -105,3 +105,22 @@ def _group_variants(chosen: Sequence[Override]) -> list[tuple[str, ...]]:
         if o.sweep:
             variants += [tuple([*first[:i], text(o, value), *first[i + 1:]]) for value in o.choices[1:]]
     return variants
+
+
+ABSENT = "(absent)"  # a key one config has and the other lacks
+
+
+def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
+    """A plain nested config as `dotted.key -> value` (lists stay whole; an empty mapping stays a key)."""
+    if isinstance(node, dict):
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            out.update(flatten(value, f"{prefix}{key}."))
+        return out if out or not prefix else {prefix[:-1]: {}}
+    return {prefix[:-1]: node}
+
+
+def config_diff(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """Keys whose values differ between two flattened configs: `(key, value in a, value in b)`, sorted."""
+    keys = sorted(set(a) | set(b))
+    return [(k, a.get(k, ABSENT), b.get(k, ABSENT)) for k in keys if a.get(k, ABSENT) != b.get(k, ABSENT)]

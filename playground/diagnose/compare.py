@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from playground.batched import _flatten, config_diff
+from playground.config.keys import config_diff, flatten
 from playground.diagnose.robust import spread
 from playground.metric_names import ACTOR_GRAD_NORM, ACTOR_LOSS, ENTROPY, KL_LOSS, PG_LOSS, STEP
 
@@ -127,7 +127,7 @@ def _metric_names(records: list[dict[str, float]]) -> set[str]:
 def _flat(config: dict | None) -> dict[str, Any] | None:
     if config is None:
         return None
-    return _flatten({k: v for k, v in config.items() if k != "hydra"})
+    return flatten({k: v for k, v in config.items() if k != "hydra"})
 
 
 def artefacts(config_a: dict[str, Any] | None, config_b: dict[str, Any] | None, only_in_a: list[str],

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from playground.diagnose import catalogue
 from playground.diagnose.log import Log
 from playground.diagnose.notes import TooLittleData
 
 if TYPE_CHECKING:
-    from playground.diagnose.engine import Rule
     from playground.diagnose.series import Series
 
 # where each run fact a rule can need comes from (engine.facts): what to set so that the rule runs
@@ -61,7 +60,20 @@ def required_facts() -> dict[str, frozenset[str]]:
     return {spec["name"]: frozenset(_required_facts(spec["when"])) for spec in catalogue.document()["rules"]}
 
 
-def skipped_rule(rule: Rule, log: Log, notes: Sequence[str], judged: bool) -> dict | None:
+class RuleLike(Protocol):
+    """What this module reads of a compiled rule (`engine.Rule`), named here so the engine can import this module."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def needs(self) -> Sequence[Series]: ...
+    @property
+    def after_step(self) -> int: ...
+
+
+def skipped_rule(rule: RuleLike, log: Log, notes: Sequence[str], judged: bool) -> dict | None:
     """A rule that did not run on `log` (None where it ran), as the report lists it: {id, rule, needs, reason};
     `notes` are the rule's own (a `TooLittleData` says it was short of steps), `judged` whether the log gave it
     steps with its metrics. A judged rule did not run either where its condition needs a fact the log lacks."""
