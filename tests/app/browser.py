@@ -14,6 +14,8 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -22,6 +24,15 @@ MISSING = "headless Chromium not found: install it with `apt-get install -y chro
 
 def chromium() -> str | None:
     return shutil.which("chromium")
+
+
+def require_chromium() -> None:
+    """A browser test's first line, through each file's autouse fixture: under CI=true a missing Chromium fails the
+    test (CI must install it), elsewhere it skips."""
+    if chromium() is None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(MISSING)
+        pytest.skip(MISSING)
 
 
 def free_port() -> int:

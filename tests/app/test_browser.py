@@ -17,14 +17,13 @@ from pathlib import Path
 
 import pytest
 from browser import (
-    MISSING,
     choose,
     choose_and_click,
-    chromium,
     explorer,
     explorer_env,
     number,
     open_page,
+    require_chromium,
     screenshot,
     start_lab_run,
 )
@@ -42,10 +41,7 @@ BLUE, GREEN = (0x4C, 0x78, 0xA8), (0x54, 0xA2, 0x4B)  # the first two series col
 
 @pytest.fixture(autouse=True)
 def needs_chromium():
-    if chromium() is None:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(MISSING)
-        pytest.skip(MISSING)
+    require_chromium()
 
 
 @pytest.fixture

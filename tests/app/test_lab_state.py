@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from browser import CHROMIUM_ARGS, MISSING, chromium, explorer, explorer_env, number
+from browser import CHROMIUM_ARGS, chromium, explorer, explorer_env, number, require_chromium
 
 import launcher
 from fake_runs import finding, write_run
@@ -57,10 +57,7 @@ window.WebSocket = class extends Native {
 
 @pytest.fixture(autouse=True)
 def needs_chromium():
-    if chromium() is None:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(MISSING)
-        pytest.skip(MISSING)
+    require_chromium()
 
 
 def _shown(value: object) -> str:
