@@ -182,12 +182,12 @@ def compare_records(a: list[dict[str, float]], b: list[dict[str, float]], *, con
 def _run_config(path: Path) -> tuple[dict | None, str]:
     """A run dir's `.hydra/config.yaml` (plain), or None and why not."""
     from playground.diagnose.readers import path_kind
-    from playground.diagnose.sources import _read_config
+    from playground.diagnose.sources import read_config
 
     if path_kind(path) != "run":
         return None, f"{path}: {NO_CONFIG}"
     run_dir = path.parent if path.is_file() else path
-    config = _read_config(run_dir)
+    config = read_config(run_dir)
     return config, "" if config is not None else f"{run_dir}: no readable .hydra/config.yaml"
 
 

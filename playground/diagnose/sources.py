@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from playground.rundir.runs import LogRead
 
 
-def _read_config(run_dir: Path) -> dict | None:
+def read_config(run_dir: Path) -> dict | None:
     """The run's `.hydra/config.yaml`, interpolations resolved where they can be."""
     path = run_dir / ".hydra" / "config.yaml"
     if not path.is_file():
@@ -42,7 +42,7 @@ def diagnose_run_dir(run_dir: str | Path, *, family: str | None = None, config: 
     read = read_metrics_jsonl(metrics) if metrics.is_file() else None
     info = read_run_info(run_dir)
     records, problems = (read.records, read.problems) if read else ([], [f"{run_dir}: no {METRICS} yet"])
-    config = plain_config(config) if config is not None else _read_config(run_dir)
+    config = plain_config(config) if config is not None else read_config(run_dir)
     diagnosis = diagnose(records, info=info, family=family, config=config)
     diagnosis.problems, diagnosis.source = problems, str(run_dir)
     onset.attach_checkpoint(diagnosis.last_good, run_dir)

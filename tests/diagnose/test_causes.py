@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from playground.diagnose import causes
+from playground.diagnose.finding import Finding
 
 
 @dataclass
@@ -15,6 +16,7 @@ class F:  # the fields of an engine Finding that grouping reads
     last_step: int
     severity: str = "warning"
     since_step: int | None = None
+    onset_step = Finding.onset_step  # the engine's own definition, read the same way
 
 
 def _shape(diagnoses) -> list[tuple[str, list[str]]]:
