@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sqlite3
 import sys
 from contextlib import closing
@@ -32,7 +33,10 @@ def _cli(capsys, *argv) -> tuple[int, str, str]:
 
 def _two_runs() -> list[Run]:
     """A relaunch under one name: the earlier run healthy and short, the newer one's gradient norm exploding."""
-    return [Run(OLD, "qwen-grpo", grpo_steps(12), start_time=1_000),
+    old = grpo_steps(12)
+    for values in old.values():
+        values["response_length/max"] = 300.0  # the newer run's is 512: which run a replay read shows in its knobs
+    return [Run(OLD, "qwen-grpo", old, start_time=1_000),
             Run(NEW, "qwen-grpo", grpo_steps(30, explode_from=12), start_time=2_000)]
 
 
@@ -142,6 +146,8 @@ def test_several_runs_newest_by_default_and_run_picks_by_name_id_or_prefix(tmp_p
 
     code, out, _ = _cli(capsys, store, "--run", OLD[:6])
     assert code == 0 and "healthy" in out and f"read run 'qwen-grpo' ({OLD})" in out
+    code, out, _ = _cli(capsys, store, "--run", OLD, "--replay")  # the replay reads the run asked for, too
+    assert code == 0 and re.search(r"response_cap +\d+ +300 ", out.split("Replay my run")[1])
     code, _, err = _cli(capsys, store, "--run", "nope")
     assert code == 2 and "no run named or with id 'nope'" in err and OLD in err
 
