@@ -23,6 +23,7 @@ Infs"). The file store keeps `<experiment_id>/<run_id>/meta.yaml` and one file p
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import re
@@ -59,6 +60,7 @@ def _rank(key: str) -> int:
     return 2 if name in GROUP_OF else 1 if is_known(name) else 0
 
 
+@functools.lru_cache(maxsize=4096)  # called per logged value: a store holds steps x keys rows, few distinct keys
 def verl_key(key: str) -> str:
     """The verl name of a key verl's MLflow adapter sanitised: `mlflow_key`'s reverse, where the known names decide.
 
