@@ -8,7 +8,8 @@ What verl writes, from `verl/utils/tracking.py` (verl-project/verl, commit 1dda0
 - the keys (`_MlflowLoggingAdapter._sanitize_key`): "First replace @ with _at_" (`key.replace("@", "_at_")`), then
   "Replace consecutive slashes with a single slash" (`re.sub(r"/+", "/", ...)`), then every character outside
   `[/\\w.\\- :]` becomes `_`; `mlflow.log_metrics(metrics=results, step=step)` logs them at the trainer's global step.
-  `mlflow_key` below is that function; `verl_key` undoes it (see there for what cannot be undone).
+  `playground.rundir.sinks.mlflow_key` is that function (the playground's own MLflow sink logs with it); `verl_key`
+  here undoes it (see there for what cannot be undone).
 - the FileLogger (not this module: `read_metrics_jsonl` reads it): `VERL_FILE_LOGGER_PATH`, else
   `<VERL_FILE_LOGGER_ROOT, default ".">/<project_name>/<experiment_name>.jsonl`, one
   `orjson.dumps({"step": step, "data": data})` line per step.
@@ -41,16 +42,9 @@ from playground.rundir.runs import LogRead
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 VERL_DEFAULT_URI = "sqlite:////tmp/mlruns.db"
-_INVALID = re.compile(r"[^/\w.\- :]")  # verl's _invalid_chars_pattern
-_SLASHES = re.compile(r"/+")  # verl's _consecutive_slashes_pattern
 _AT = "_at_"
 _SQL_INF = 1.7976931348623157e308  # MLflow's SQL stores write ±inf as ±this
 _MOST_AT = 4  # `_at_`s in one key tried both ways (2**4 candidates); verl's names hold at most one `@`
-
-
-def mlflow_key(key: str) -> str:
-    """A metric key as verl's MLflow adapter logs it (`_MlflowLoggingAdapter._sanitize_key`)."""
-    return _INVALID.sub("_", _SLASHES.sub("/", key.replace("@", _AT)))
 
 
 def _rank(key: str) -> int:

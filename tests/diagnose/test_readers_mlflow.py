@@ -15,9 +15,10 @@ import pytest
 
 from playground.diagnose.__main__ import main
 from playground.diagnose.readers import path_kind, read_any
-from playground.diagnose.readers_mlflow import mlflow_key, store_path, verl_key
+from playground.diagnose.readers_mlflow import store_path, verl_key
 from playground.metric_names import VAL_ACCURACY
 from playground.metrics import ALIASES, ALL_METRICS, FAMILY_PATTERNS, STEP
+from playground.rundir.sinks import mlflow_key
 
 sys.path.insert(0, str(Path(__file__).parent))
 from mlflow_store import Run, grpo_steps, write_file_store, write_sqlite_store  # noqa: E402
@@ -53,6 +54,8 @@ def _two_runs() -> list[Run]:
     ("x@y: z.w-v", "x_at_y: z.w-v"),  # colons, spaces, dots and dashes stay
 ])
 def test_mlflow_key_is_verls_sanitising(key, logged):
+    """The sinks' mlflow_key, which the playground's MLflow sink logs with and verl_key undoes, against verl's
+    `_MlflowLoggingAdapter._sanitize_key` on hand-worked keys."""
     assert mlflow_key(key) == logged
 
 
