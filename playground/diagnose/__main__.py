@@ -1,6 +1,6 @@
 """`python -m playground.diagnose PATH`: diagnose a run dir, a multirun dir, a metrics file, a verl log or an MLflow
-store (its file, dir or tracking URI, `sqlite:////tmp/mlruns.db`; `--run` picks one of its runs) (with
-`--replay`: and name the playground scenario that reproduces it small, with its fix: `diagnose/replay.py`);
+store, by its file, dir or tracking URI (`sqlite:////tmp/mlruns.db`; `--run` picks one of its runs: `readers_mlflow`);
+with `--replay`, also name the playground scenario that reproduces it small, with its fix (`diagnose/replay.py`);
 `python -m playground.diagnose LOG --follow`: watch a running log and say each finding once, when it first appears or
 worsens (`diagnose/follow.py`); `python -m playground.diagnose --catalogue`: print the rules as one Markdown table
 (docs/catalogue.md); `python -m playground.diagnose compare A B`: where two runs diverge, their config difference and
