@@ -1,5 +1,6 @@
-"""`python -m playground.diagnose PATH`: diagnose a run dir, a multirun dir, a metrics file or a verl log (with
-`--replay`: and name the playground scenario that reproduces it small, with its fix: `diagnose/replay.py`);
+"""`python -m playground.diagnose PATH`: diagnose a run dir, a multirun dir, a metrics file, a verl log or an MLflow
+store, by its file, dir or tracking URI (`sqlite:////tmp/mlruns.db`; `--run` picks one of its runs: `readers_mlflow`);
+with `--replay`, also name the playground scenario that reproduces it small, with its fix (`diagnose/replay.py`);
 `python -m playground.diagnose LOG --follow`: watch a running log and say each finding once, when it first appears or
 worsens (`diagnose/follow.py`); `python -m playground.diagnose --catalogue`: print the rules as one Markdown table
 (docs/catalogue.md); `python -m playground.diagnose compare A B`: where two runs diverge, their config difference and
@@ -24,7 +25,8 @@ from playground.diagnose import catalogue_table
 from playground.diagnose.calibration import FAMILIES
 from playground.diagnose.compare import compare_paths, format_comparison
 from playground.diagnose.follow import follow
-from playground.diagnose.readers import parse_verl_text, path_kind, read_any
+from playground.diagnose.readers import MLFLOW_KINDS, parse_verl_text, path_kind, read_any
+from playground.diagnose.readers_mlflow import VERL_DEFAULT_URI, store_path
 from playground.diagnose.replay import format_replay, replay, replay_read
 from playground.diagnose.report import dumps, format_diagnosis, format_markdown, json_document
 from playground.diagnose.sources import diagnose_path, diagnose_read
@@ -37,8 +39,12 @@ def _parser() -> argparse.ArgumentParser:
         prog=f"{PYTHON} -m playground.diagnose",
         description="Diagnose PPO training metrics: a run dir (writes its findings.json), a multirun dir, "
                     "a metrics.jsonl, a TensorBoard log, a verl console log, wandb's end-of-run block, "
-                    "or a wandb CSV export. `compare A B`: compare two runs (see `compare --help`).")
+                    "a wandb CSV export, or an MLflow store (its file, dir or URI: verl's default is "
+                    f"{VERL_DEFAULT_URI}). `compare A B`: compare two runs (see `compare --help`).")
     parser.add_argument("path", nargs="?", help="what to diagnose (omit with --text or --catalogue)")
+    parser.add_argument("--run", metavar="NAME_OR_ID",
+                        help="an MLflow store's run to read: its name (verl's trainer.experiment_name; the newest run "
+                             "of that name), its id or an id's first characters (default: the store's newest run)")
     parser.add_argument("--text", help='verl console lines pasted as text, e.g. "step:5 - actor/pg_loss:0.5 - ...", '
                                        "or wandb's end-of-run block")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of a report "
@@ -86,6 +92,10 @@ def _follow(args: argparse.Namespace, parser: argparse.ArgumentParser, form: str
     if not args.interval > 0 or (args.idle_exit is not None and not args.idle_exit >= 0):
         parser.error("--interval must be > 0 and --idle-exit >= 0")
     path = Path(args.path)
+    if args.run is not None or args.path.startswith(("sqlite:", "file:")) or (
+            path.exists() and path_kind(path) in MLFLOW_KINDS):
+        parser.error("--follow watches a console log, a JSONL file or a run dir; an MLflow store is read whole "
+                     "(leave out --follow)")
     info = read_run_info(path) if path.is_dir() else None
     kwargs = {"family": args.family or (info or {}).get("family"), "loss_updates": args.loss_updates,
               "max_response_length": args.max_response_length}
@@ -160,6 +170,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _follow(args, parser, form)
     if (args.path is None) == (args.text is None):
         parser.error("give a PATH or --text, not both")
+    if args.run is not None and args.path is None:
+        parser.error("--run picks a run of an MLflow store given as PATH, not of --text")
     if args.text is not None:
         read = parse_verl_text(args.text, name="text")
         results = [("text", diagnose_read(read, family=args.family, loss_updates=args.loss_updates,
@@ -167,9 +179,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         reads: list[LogRead | list[dict[str, float]]] = [read]
     else:
         try:
-            results = diagnose_path(args.path, family=args.family, loss_updates=args.loss_updates,
-                                    max_response_length=args.max_response_length)
-            reads = _reads(args.path, results) if args.replay else []
+            path = _checked_path(args.path, args.run)
+        except (ValueError, FileNotFoundError) as e:  # before any compute: an unreadable URI, --run on a non-store
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        try:
+            results = diagnose_path(path, family=args.family, loss_updates=args.loss_updates,
+                                    max_response_length=args.max_response_length, run=args.run)
+            reads = _reads(path, results, args.run) if args.replay else []
         except (FileNotFoundError, PermissionError, IsADirectoryError) as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
@@ -185,12 +202,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 1 if _failed([report for _, report in results], args.fail_on) else 0
 
 
-def _reads(path: str, results: list) -> list[LogRead | list[dict[str, float]]]:
+def _checked_path(text: str, run: str | None) -> Path:
+    """The path to read (a tracking URI's file or dir), checked before any compute.
+
+    Raises:
+        ValueError: a URI this cannot read, or `run` for what is not an MLflow store.
+        FileNotFoundError: nothing where a URI points, or where `run` asks for a store's run.
+    """
+    path = store_path(text)
+    if text != str(path) and not path.exists():  # a tracking URI: name what it points at
+        raise FileNotFoundError(f"no MLflow store at {path} (from {text})")
+    if run is not None and path_kind(path) not in MLFLOW_KINDS:
+        raise ValueError(f"--run picks one run of an MLflow store; {path} is not one ({path_kind(path)})")
+    return path
+
+
+def _reads(path: Path, results: list, run: str | None) -> list[LogRead | list[dict[str, float]]]:
     """What each result was diagnosed from, for the replay: a run's records, else the log's read."""
-    if path_kind(Path(path)) in ("run", "runs"):
+    if path_kind(path) in ("run", "runs") and run is None:
         return [read_metrics_jsonl(Path(source) / METRICS).records if (Path(source) / METRICS).is_file() else []
                 for source, _ in results]
-    return [read_any(Path(path))]
+    return [read_any(path, run)]
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
 They mirror verl's loggers (`verl/utils/tracking.py`: `concat_dict_to_str` for the console, `add_scalar`
 under `tensorboard_log/<project>/<experiment>`) and return the same `LogRead` as `runs.read_metrics_jsonl`;
-`read_any` also dispatches to the readers of wandb's console block and CSV exports (`readers_wandb`).
+`read_any` also dispatches to the readers of wandb's console block and CSV exports (`readers_wandb`) and of MLflow's
+stores (`readers_mlflow`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import TextIO
 
 from playground.diagnose.console_text import ANSI, RAY_PREFIX, to_float
+from playground.diagnose.readers_mlflow import is_file_store, is_sqlite, read_mlflow_files, read_mlflow_sqlite
 from playground.diagnose.readers_wandb import holds_block, parse_wandb_text, read_wandb_block, read_wandb_csv
 from playground.metrics import STEP, canonicalize
 from playground.rundir.runs import METRICS, LogRead, ProblemLog, find_runs, is_run_dir, read_metrics_jsonl
@@ -343,8 +345,9 @@ def path_kind(path: Path) -> str:
     """What a path holds, for the readers and the diagnosis alike: "run" (a run dir, or its `metrics.jsonl`), "runs"
     (a dir with run dirs under it: a sweep), "tensorboard" (event files at any depth, or one), "jsonl" (a JSON-lines
     file: ours or verl's file logger), "csv" (a `.csv` file: a wandb chart's or history's export), "wandb_history"
-    (a text file with wandb's end-of-run block and no verl step lines), "console" (any other file: a verl console
-    log) or "unknown" (a dir with none of these).
+    (a text file with wandb's end-of-run block and no verl step lines), "mlflow_sqlite" (an sqlite file: MLflow's
+    store), "mlflow_files" (an MLflow file store, one of its experiments or runs), "console" (any other file: a verl
+    console log) or "unknown" (a dir with none of these).
 
     Raises:
         FileNotFoundError: nothing at `path`.
@@ -360,23 +363,36 @@ def path_kind(path: Path) -> str:
             return "csv"
         if path.name.startswith("events.out.tfevents."):
             return "tensorboard"
+        if is_sqlite(path):
+            return "mlflow_sqlite"
         text = path.read_bytes().decode("utf-8", errors="replace")
         return "wandb_history" if _wandb_only(text.split("\n")) else "console"
     if is_run_dir(path):
         return "run"
     if find_runs([path]):
         return "runs"
+    if is_file_store(path):
+        return "mlflow_files"
     return "tensorboard" if next(path.rglob(_EVENTS_GLOB), None) is not None else "unknown"
 
 
-def read_any(path: str | Path) -> LogRead:
+MLFLOW_KINDS = ("mlflow_sqlite", "mlflow_files")
+
+
+def read_any(path: str | Path, run: str | None = None) -> LogRead:
     """Read one log's metrics from whatever `path` is (`path_kind`); a sweep's dir is not one log (see `problems`).
+    `run` picks one run of an MLflow store by name or id (default: its newest).
 
     Raises:
         FileNotFoundError: nothing at `path`.
+        ValueError: `run` given for a path that is not an MLflow store.
     """
     path = Path(path)
     kind = path_kind(path)
+    if run is not None and kind not in MLFLOW_KINDS:
+        raise ValueError(f"--run picks one run of an MLflow store; {path} is not one ({kind})")
+    if kind in MLFLOW_KINDS:
+        return read_mlflow_sqlite(path, run) if kind == "mlflow_sqlite" else read_mlflow_files(path, run)
     if kind == "run":
         return read_metrics_jsonl(path if path.is_file() else path / METRICS)
     if kind == "runs":
@@ -389,7 +405,6 @@ def read_any(path: str | Path) -> LogRead:
     if kind == "console":
         return read_verl_console_log(path)
     if kind in ("csv", "wandb_history"):
-
         return read_wandb_csv(path) if kind == "csv" else read_wandb_block(path)
     return LogRead(records=[], source=str(path), problems=[
         f"{path}: no {METRICS} and no TensorBoard event files here; pass a console log file itself"])

@@ -83,6 +83,8 @@ def diagnose_read(read: LogRead, *, family: str | None = None, loss_updates: flo
     if read.ended_with:
         diagnosis.notes.append(f"the log ends in an exception after its last step: {read.ended_with} (the run stopped "
                                "there: it did not finish)")
+    if read.selected:
+        diagnosis.notes.append(f"read {read.selected}")
     if read.kind == "wandb_history":
         diagnosis.notes.append("a wandb end-of-run block: trends read from its sparklines, sizes judged only on the "
                                "run summary's last values")
@@ -95,20 +97,23 @@ def diagnose_read(read: LogRead, *, family: str | None = None, loss_updates: flo
 
 
 def diagnose_path(path: str | Path, *, family: str | None = None, loss_updates: float | None = None,
-                  max_response_length: int | None = None) -> list[tuple[str, Report]]:
+                  max_response_length: int | None = None, run: str | None = None) -> list[tuple[str, Report]]:
     """Diagnose whatever `path` is (`readers.path_kind`): a run dir (also writes its `findings.json`), a multirun dir
-    (every run under it), a `metrics.jsonl`, a TensorBoard dir or event file, or a verl console log.
+    (every run under it), a `metrics.jsonl`, a TensorBoard dir or event file, a verl console log, or an MLflow store
+    (its path or tracking URI, `sqlite:////tmp/mlruns.db`; `run`: which of its runs, by name or id, default the newest).
 
     Raises:
         FileNotFoundError: nothing at `path`.
+        ValueError: a tracking URI this cannot read, or `run` for a path that is not an MLflow store.
     """
     from playground.diagnose.readers import path_kind, read_any
+    from playground.diagnose.readers_mlflow import store_path
     from playground.rundir.runs import find_runs
 
-    path = Path(path)
-    if path_kind(path) in ("run", "runs"):  # a run's metrics.jsonl means its run dir
+    path = store_path(path)
+    if path_kind(path) in ("run", "runs") and run is None:  # a run's metrics.jsonl means its run dir
         runs = find_runs([path.parent if path.is_file() else path])
-        return [(str(run), diagnose_run_dir(run, family=family)) for run in runs]
-    read = read_any(path)
+        return [(str(run_dir), diagnose_run_dir(run_dir, family=family)) for run_dir in runs]
+    read = read_any(path, run)
     return [(read.source or str(path), diagnose_read(read, family=family, loss_updates=loss_updates,
                                                      max_response_length=max_response_length))]

@@ -50,11 +50,12 @@ class LogRead:
     records: list[dict[str, float]]
     problems: list[str] = field(default_factory=list)  # lines or files that could not be read, in words
     source: str = ""
-    kind: str = "jsonl"  # jsonl | verl_console | tensorboard | csv | wandb_summary | wandb_history (coarse)
+    kind: str = "jsonl"  # jsonl | verl_console | tensorboard | csv | wandb_summary | wandb_history (coarse) | mlflow
     out_of_memory: bool = False  # a console log that reports an out-of-memory error
     ended_with: str = ""  # the exception a console log ends in ("ValueError: ..."), after its last step line
     skipped: dict[str, int] = field(default_factory=dict)  # lines of a readable file left out: why -> how many
     unscaled: list[str] = field(default_factory=list)  # metrics whose values carry a shape, not a scale (wandb)
+    selected: str = ""  # which run of a store holding several was read, in words (MLflow)
 
     @property
     def steps(self) -> list[int]:
