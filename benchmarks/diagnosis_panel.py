@@ -24,7 +24,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from benchmarks import peer_suite
-from benchmarks.llm_calibration import PANEL, panel
+from benchmarks.llm_calibration import NEW_TAG, PANEL, panel
 from playground.diagnose.readers import read_any
 from playground.diagnose.sources import diagnose_read, diagnose_run_dir
 from playground.rundir.runs import find_runs, read_run_info
@@ -121,6 +121,9 @@ def markdown(rows: list[dict], wall: float) -> str:
         part = [r for r in rows if r["set"] == name]
         if part:
             lines.append(f"\n**{name}**: {sum(r['right'] for r in part)} of {len(part)} cases right.")
+        if new := [r for r in part if NEW_TAG in r.get("tags", [])]:
+            lines.append(f"Of them tagged {NEW_TAG} (issue 51's new sources): {sum(r['right'] for r in new)} of "
+                         f"{len(new)}.")
     if peer := [r for r in rows if r["set"] == "peer"]:
         named = pathologies_named(peer)
         lines.append(f"rldoctor's pathologies named on at least 4 of 5 seeds: {sum(named.values())} of {len(named)} "
@@ -154,6 +157,9 @@ def main(argv: list[str] | None = None) -> int:
         part = [r for r in rows if r["set"] == name]
         print(json.dumps({"figure": f"diagnosis_panel_{name}", "right": sum(r["right"] for r in part),
                           "cases": len(part)}), flush=True)
+    new = [r for r in rows if NEW_TAG in r.get("tags", [])]  # reported apart: issue 51's logs, scored as they came
+    print(json.dumps({"figure": f"diagnosis_panel_real_{NEW_TAG}", "right": sum(r["right"] for r in new),
+                      "cases": len(new)}), flush=True)
     if args.markdown:
         args.markdown.write_text(markdown(rows, wall), encoding="utf-8")
     else:

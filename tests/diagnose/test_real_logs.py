@@ -4,12 +4,11 @@ it). That every log is read right is test_diagnosis_panel.py's."""
 
 from __future__ import annotations
 
-from benchmarks.llm_calibration import PANEL, panel, rule_statistics
+from benchmarks.llm_calibration import NEW_TAG, PANEL, calibration_logs, panel, rule_statistics
 from playground.diagnose.calibration import CALIBRATION
 from playground.diagnose.readers import read_any
 
-LOGS = panel()
-HEALTHY = [e for e in LOGS if e["verdict"] == "healthy"]
+HEALTHY = calibration_logs()
 
 
 # every log read right (healthy quiet, failures' causes as roots) and the panel's size: test_diagnosis_panel.py
@@ -38,3 +37,10 @@ def test_every_llm_calibration_sits_beyond_what_the_healthy_logs_allow():
             assert entry.value < min(values) < entry.guide, (name, entry.value, values)
         else:
             assert entry.value > max(values) > entry.guide, (name, entry.value, values)
+
+
+def test_the_new_logs_stay_out_of_the_calibration_until_scored():
+    """Issue 51: the logs tagged new-51 are on the panel but measure no threshold."""
+    new = [e for e in panel() if NEW_TAG in e.get("tags", [])]
+    assert new and not {e["file"] for e in new} & {e["file"] for e in HEALTHY}
+    assert all(e["verdict"] == "healthy" and NEW_TAG not in e.get("tags", []) for e in HEALTHY)
