@@ -26,7 +26,17 @@ def test_the_real_panel_holds_thirty_logs_of_every_kind_asked_for():
         assert (PANEL / entry["file"]).is_file() and f"### {entry['file']}" in sources, entry["file"]
 
 
-@pytest.mark.parametrize("row", diagnosis_panel.judge_real(), ids=lambda r: r["case"])
+# New logs the doctor reads wrong as they were scored, before any rule change for them (docs/diagnosis-panel.md, "New
+# real logs"): kept as the panel's own record, strict so that a rule that comes to read one right must move it here.
+KNOWN_WRONG = {
+    "detoxhw_dishantghai_ppo_rm_verl08.log": "a slow template collapse (entropy 2.88 -> 0.044 over ~60 steps) that no "
+    "entropy rule reads without a pass@k validation; the doctor names a transient gradient_explosion instead",
+}
+
+
+@pytest.mark.parametrize("row", [pytest.param(r, marks=pytest.mark.xfail(strict=True, reason=KNOWN_WRONG[r["case"]]))
+                                 if r["case"] in KNOWN_WRONG else r for r in diagnosis_panel.judge_real()],
+                         ids=lambda r: r["case"])
 def test_every_real_log_is_read_right(row):
     """A healthy log gives no warning; a failure log has its reported cause as a root."""
     assert row["right"], row
