@@ -22,6 +22,7 @@ from playground.diagnose.conditions import Node, compile_condition
 from playground.diagnose.finding import Finding
 from playground.diagnose.log import SHORTCUT_KEYS, Log, on_policy_shortcut
 from playground.diagnose.notes import TooLittleData, fold_too_little
+from playground.diagnose.robust import change_point
 from playground.diagnose.series import Series, compile_series
 from playground.diagnose.skipped import skipped_rule
 from playground.diagnose.verdicts import verdicts
@@ -185,6 +186,22 @@ def _extra_evidence(rule: Rule, log: Log, i: int, family: str, seen: set[str]) -
     return out
 
 
+def _onset(rule: Rule, log: Log, window: list[int]) -> int:
+    """Where what the rule saw on its first window began: on that window, the step where its first metric's level
+    changed most against the window's length of steps before it (`robust.change_point`); the window's first step
+    where the metric is not a logged column (a derived series) or does not move. A point or a whole-run shape holds
+    at its own step."""
+    if rule.kind not in ("window", "trend") or not window:
+        return _step_of(log, window)
+    items = rule.when.evidence(log, window)
+    column = log.cols.get(items[0]["metric"]) if items else None
+    if column is None:
+        return log.steps[window[0]]
+    context = max(0, window[0] - len(window))
+    at = change_point(column[context:window[-1] + 1], window[0] - context)
+    return log.steps[window[0] if at is None else context + at]
+
+
 def _finding(finding_id: str, fired: list[tuple[Rule, list[list[int]]]], log: Log, family: str,
              config: Mapping[str, Any] | None) -> Finding:
     firsts = [_step_of(log, w[0]) for _, w in fired]
@@ -209,7 +226,7 @@ def _finding(finding_id: str, fired: list[tuple[Rule, list[list[int]]]], log: Lo
     spec = fired[0][0].fix  # the first rule that reported the id names the fix, when it has its own
     fix = catalogue.render_fix(finding_id, family, config, spec)
     return Finding(id=finding_id, severity=severity, first_step=min(firsts), last_step=max(lasts),
-                   since_step=min(starts), evidence=evidence,
+                   since_step=min(starts), onset=min(_onset(rule, log, w[0]) for rule, w in fired), evidence=evidence,
                    explanation=catalogue.explanation(finding_id),
                    fix=fix, rule=", ".join(r.name for r, _ in fired),
                    alternatives=catalogue.alternatives(finding_id, family, config),
