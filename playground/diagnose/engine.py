@@ -8,6 +8,8 @@ Thresholds are the metrics guide's; a task family's own values are `rules.yaml`'
 from __future__ import annotations
 
 import functools
+import math
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -187,19 +189,21 @@ def _extra_evidence(rule: Rule, log: Log, i: int, family: str, seen: set[str]) -
 
 
 def _onset(rule: Rule, log: Log, window: list[int]) -> int:
-    """Where what the rule saw on its first window began: on that window, the step where its first metric's level
-    changed most against the window's length of steps before it (`robust.change_point`); the window's first step
-    where the metric is not a logged column (a derived series) or does not move. A point or a whole-run shape holds
-    at its own step."""
+    """Where what the rule first saw began: the step, up to its first window's end, where the rule's first metric's
+    level changed most towards its level at that window's end (`robust.change_point`: a cause that arrived mid-run shows
+    there, often before the rule could judge it); the window's first step where the metric is not a logged column (a
+    derived series) or never moved that way. A point or a whole-run shape holds at its own step."""
     if rule.kind not in ("window", "trend") or not window:
         return _step_of(log, window)
     items = rule.when.evidence(log, window)
     column = log.cols.get(items[0]["metric"]) if items else None
-    if column is None:
+    # the level of what went wrong: the metric over the window's later half, where the rule's condition came to hold
+    seen = [v for v in (column[i] for i in window[len(window) // 2:]) if v is not None and math.isfinite(v)] \
+        if column else []
+    if not seen:
         return log.steps[window[0]]
-    context = max(0, window[0] - len(window))
-    at = change_point(column[context:window[-1] + 1], window[0] - context)
-    return log.steps[window[0] if at is None else context + at]
+    at = change_point(column[:window[-1] + 1], toward=statistics.median(seen))
+    return log.steps[window[0] if at is None else at]
 
 
 def _finding(finding_id: str, fired: list[tuple[Rule, list[list[int]]]], log: Log, family: str,
