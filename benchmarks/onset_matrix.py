@@ -6,7 +6,8 @@ the panel's seeds with `onset_step` at a quarter of the cell's run (`onset_of`),
 batched multiruns, and prints one JSON line per cell:
 
 - `root`: on how many seeds the scenario's id is the root of a diagnosis
-- `onset_error`: |the id's finding's onset_step − the true onset| in steps, median and worst over the seeds that found it
+- `onset_error`: |the id's finding's onset_step − the true onset| in steps, median and worst over the seeds that
+  found it
 - `window`: the rule's window (a trend's onset can only be placed within it)
 - `early`: on how many seeds a warning or worse fired (its first_step) before the true onset
 - `detect`: the median steps from the true onset to the id's first step (its detection)
@@ -69,7 +70,8 @@ def judge_cell(task: str, scenario: str, onset: int, sweep_dir: Path, wall: floa
     runs = [judge_run(run, scenario, onset) for run in find_runs([sweep_dir])]
     errors = [r["error"] for r in runs if r["error"] is not None]
     detects = [r["detect"] for r in runs if r["detect"] is not None]
-    return {"task": task, "scenario": scenario, "onset": onset, "seeds": len(runs), "root": sum(r["root"] for r in runs),
+    return {"task": task, "scenario": scenario, "onset": onset, "seeds": len(runs),
+            "root": sum(r["root"] for r in runs),
             "onset_error": {"median": statistics.median(errors), "worst": max(errors)} if errors else None,
             "window": max((r["window"] for r in runs), default=1), "early": sum(bool(r["early"]) for r in runs),
             "detect": statistics.median(detects) if detects else None,

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from omegaconf import DictConfig, OmegaConf
 
 from playground.config.keys import flatten
-from playground.config.schema import as_plain_dict
 from playground.config.overrides import parse_all
+from playground.config.schema import as_plain_dict
 
 # What a resume may change, by key prefix: the optimizers, the losses and the advantage, the reward function, the
 # rollout engine (restarted with new settings), the rollout correction, what the resume loads. Not here, with why:

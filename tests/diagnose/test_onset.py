@@ -55,7 +55,8 @@ def test_a_window_rule_dates_its_onset_to_where_its_metric_turned_within_the_fir
 
 def test_a_trend_rule_dates_its_onset_to_where_the_fall_began_not_to_its_window_start():
     # entropy flat at 0.6 until step 30, then falling to 0 in three steps while the score stalls
-    report = diagnose(run(60, **FLAT, **{"actor/entropy_loss": lambda s: 0.6 if s < 30 else max(0.0, 0.6 - 0.25 * (s - 29))}))
+    falling = {"actor/entropy_loss": lambda s: 0.6 if s < 30 else max(0.0, 0.6 - 0.25 * (s - 29))}
+    report = diagnose(run(60, **FLAT, **falling))
     found = [f for f in report.findings if f.severity != "info" and f.id in ("entropy_collapse", "overly_deterministic")]
     assert found, [f.id for f in report.findings]
     for finding in found:
