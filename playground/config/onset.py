@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -40,6 +41,7 @@ RESUMABLE = (
     "actor_rollout_ref.rollout.calculate_log_probs", "actor_rollout_ref.rollout.staleness",
     "actor_rollout_ref.rollout.weight_sync", "actor_rollout_ref.rollout.load_format",
 )
+FORMS_PATH = Path(__file__).with_name("onset_forms.yaml")
 # The run's own settings: as the scenario sets them on both sides of the onset (its length, its records).
 RUN_KEYS = ("trainer.", "onset_step", "scenario")
 
@@ -60,12 +62,25 @@ def resumable(key: str) -> bool:
     return key.startswith(RESUMABLE)
 
 
+@functools.cache
+def declared() -> dict[str, dict[str, str]]:
+    """onset_forms.yaml: `arrives` (scenario -> how it arrives in practice) and `never` (scenario -> why not)."""
+    data = OmegaConf.to_container(OmegaConf.load(FORMS_PATH))
+    assert isinstance(data, dict)
+    return {"arrives": dict(data["arrives"]), "never": dict(data["never"])}
+
+
 def form_of(after: DictConfig, healthy: DictConfig) -> OnsetForm:
-    """The onset form of a composed scenario config `after`, given the same command's healthy config."""
+    """The onset form of a composed scenario config `after`, given the same command's healthy config: the keys it
+    changes, refused where onset_forms.yaml says the scenario never arrives mid-run or a key cannot change on a
+    resume."""
+    never = declared()["never"].get(str(after.scenario))
     new, old = flatten(OmegaConf.to_container(after, resolve=True)), flatten(
         OmegaConf.to_container(healthy, resolve=True))
     keys = tuple(sorted(k for k in new.keys() | old.keys()
                         if new.get(k) != old.get(k) and not k.startswith(RUN_KEYS)))
+    if never is not None:
+        return OnsetForm(keys, f"it does not arrive mid-run: {never} (playground/config/onset_forms.yaml)")
     if not keys:
         return OnsetForm(keys, "it changes nothing a run could change mid-run (the task's own defaults are the "
                                "scenario)")
@@ -107,3 +122,30 @@ def onset_form(task: str, scenario: str) -> OnsetForm:
 
     overrides = [f"task={task}", f"scenario={scenario}"]
     return form_of(compose(overrides), compose(_healthy_overrides(overrides)))
+
+
+def markdown_table() -> str:
+    """The catalogue's "Onset forms" table: each task × scenario, whether its cause can arrive mid-run, how (the keys
+    it changes then) or why not."""
+    from playground.config import known_options, scenarios_of
+
+    lines = ["| task | scenario | onset form | how it arrives, or why it cannot |", "|---|---|---|---|"]
+    arrives = declared()["arrives"]
+    for task in known_options("task"):
+        for scenario in scenarios_of(task):
+            form = onset_form(task, scenario)
+            if form.allowed:
+                text = f"{arrives[scenario]} ({', '.join(f'`{k}`' for k in form.keys)})"
+            else:
+                text = str(form.reason).replace(" (playground/config/onset_forms.yaml)", "").replace(
+                    " (playground/config/onset.py, RESUMABLE)", "")
+            lines.append(f"| {task} | {scenario} | {'yes' if form.allowed else 'no'} | {text} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] != ["--markdown"]:
+        sys.exit("usage: python -m playground.config.onset --markdown")
+    print(markdown_table(), end="")
