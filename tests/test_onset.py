@@ -31,7 +31,8 @@ def test_a_user_s_override_of_a_cause_key_holds_on_both_sides():
     overrides = ["task=cartpole", "scenario=lr_too_high", "onset_step=10", f"{LR}=0.02"]
     before = config_before_onset(compose(overrides), overrides)
     assert before.actor_rollout_ref.actor.optim.lr == 0.02
-    assert before.actor_rollout_ref.actor.entropy_coeff == compose(["task=cartpole"]).actor_rollout_ref.actor.entropy_coeff
+    healthy = compose(["task=cartpole"])
+    assert before.actor_rollout_ref.actor.entropy_coeff == healthy.actor_rollout_ref.actor.entropy_coeff
 
 
 @pytest.mark.parametrize("overrides, says", [

@@ -198,8 +198,9 @@ def _onset(rule: Rule, log: Log, window: list[int]) -> int:
     items = rule.when.evidence(log, window)
     column = log.cols.get(items[0]["metric"]) if items else None
     # the level of what went wrong: the metric over the window's later half, where the rule's condition came to hold
-    seen = [v for v in (column[i] for i in window[len(window) // 2:]) if v is not None and math.isfinite(v)] \
-        if column else []
+    if column is None:
+        return log.steps[window[0]]
+    seen = [v for v in (column[i] for i in window[len(window) // 2:]) if v is not None and math.isfinite(v)]
     if not seen:
         return log.steps[window[0]]
     at = change_point(column[:window[-1] + 1], toward=statistics.median(seen))
