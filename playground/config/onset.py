@@ -64,17 +64,20 @@ def resumable(key: str) -> bool:
 
 @functools.cache
 def declared() -> dict[str, dict[str, str]]:
-    """onset_forms.yaml: `arrives` (scenario -> how it arrives in practice) and `never` (scenario -> why not)."""
+    """onset_forms.yaml: `arrives` (scenario -> how it arrives in practice), `never` (scenario -> why not) and, per
+    task, `never_on/<task>` (scenario -> why not on that task)."""
     data = OmegaConf.to_container(OmegaConf.load(FORMS_PATH))
     assert isinstance(data, dict)
-    return {"arrives": dict(data["arrives"]), "never": dict(data["never"])}
+    return {"arrives": dict(data["arrives"]), "never": dict(data["never"]),
+            **{f"never_on/{task}": dict(reasons) for task, reasons in (data.get("never_on") or {}).items()}}
 
 
 def form_of(after: DictConfig, healthy: DictConfig) -> OnsetForm:
     """The onset form of a composed scenario config `after`, given the same command's healthy config: the keys it
     changes, refused where onset_forms.yaml says the scenario never arrives mid-run or a key cannot change on a
     resume."""
-    never = declared()["never"].get(str(after.scenario))
+    forms, scenario = declared(), str(after.scenario)
+    never = forms["never"].get(scenario) or forms.get(f"never_on/{after.task.name}", {}).get(scenario)
     new, old = flatten(OmegaConf.to_container(after, resolve=True)), flatten(
         OmegaConf.to_container(healthy, resolve=True))
     keys = tuple(sorted(k for k in new.keys() | old.keys()
