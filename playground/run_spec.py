@@ -11,6 +11,7 @@ every config. A token task's SFT base is made ready at the entry too (`tasks.bas
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -30,7 +31,7 @@ from playground.step.optim import warmup_steps
 from playground.step.perf import device_name, peak_flops
 from playground.step.stopping import StopSpec
 from playground.step.token_records import TokenRecordSpec
-from playground.step.trainer import AgentSpec, RunSpec
+from playground.step.trainer import AgentSpec, Resume, RunSpec
 from playground.tasks.prompt_sets import PromptSetKeys, check_config, prompts_for_task
 from playground.tasks.sft import SFTConfig
 from playground.tasks.specs import (
@@ -45,9 +46,15 @@ from playground.tasks.specs import (
 from playground.tasks.token_data import PromptSet
 
 
-def resolve_run(cfgs: Sequence[DictConfig], device: torch.device) -> RunSpec:
+def resolve_run(cfgs: Sequence[DictConfig], device: torch.device,
+                before_onset: Sequence[DictConfig] | None = None) -> RunSpec:
     """The spec of K checked configs (`train.prepare`), which may differ only in `batched.PER_AGENT_KEYS`, for a run
-    on `device`."""
+    on `device`. `before_onset`: the configs the run trains with until its `onset_step`
+    (`config.onset.config_before_onset`); the run resumes with `cfgs` from that step on (`RunSpec.resume`)."""
+    if before_onset is not None:
+        after = resolve_run(cfgs, device)
+        return replace(resolve_run(before_onset, device), agents=after.agents,
+                       resume=Resume(int(cfgs[0].onset_step), after))
     family = str(cfgs[0].task.family)
     resolve_task = TASK_SPECS.get(family)  # none: a family whose task the caller builds (docs/adding-a-task.md)
     task = resolve_task(cfgs) if resolve_task is not None else None
@@ -153,8 +160,10 @@ def _step(cfgs: Sequence[DictConfig], hp: AgentValues) -> StepHParams:
         val_before_train=bool(trainer.val_before_train), test_freq=int(trainer.test_freq),
         total_steps=total_steps, diverge_patience=int(trainer.diverge_patience),
         seeds=tuple(int(c.trainer.seed) for c in cfgs),
-        actor=RoleSpec(_optim(cfgs, hp, f"{actor}.optim", total_steps), _shape(actor_cfg)),
-        critic=RoleSpec(_optim(cfgs, hp, "critic.optim", total_steps), _shape(cfg.critic)) if use_critic else None,
+        actor=RoleSpec(_optim(cfgs, hp, f"{actor}.optim", total_steps), _shape(actor_cfg),
+                       tuple(actor_cfg.checkpoint.load_contents)),
+        critic=RoleSpec(_optim(cfgs, hp, "critic.optim", total_steps), _shape(cfg.critic),
+                        tuple(cfg.critic.checkpoint.load_contents)) if use_critic else None,
         kl_ctrl=KLControlSpec(str(algo.kl_ctrl.type), hp.vector("algorithm.kl_ctrl.kl_coef"),
                               hp.vector("algorithm.kl_ctrl.target_kl"), hp.vector("algorithm.kl_ctrl.horizon"))
         if algo.use_kl_in_reward else None,
@@ -170,7 +179,7 @@ def _agent(cfg: DictConfig) -> AgentSpec:
             "seed": int(trainer.seed), "device": str(trainer.device), "total_steps": int(trainer.total_training_steps),
             "score_target": float(cfg.task.score_target), "mystery": bool(trainer.get("mystery", False)),
             "agent": None, "grad_clip_actor": cfg.actor_rollout_ref.actor.grad_clip,
-            "memory_limit_gb": trainer.memory_limit_gb}
+            "memory_limit_gb": trainer.memory_limit_gb, "onset_step": cfg.get("onset_step")}
     log = LogSpec(config, info, tuple(logger_names(cfg)), str(trainer.project_name), str(trainer.experiment_name),
                   str(trainer.get("wandb_mode", "offline")), bool(trainer.progress_bar))
     clip = cfg.actor_rollout_ref.actor.grad_clip

@@ -87,23 +87,36 @@ def fit(cfgs: Sequence[DictConfig], run_dirs: Sequence[str | Path], overrides: S
     if num_threads is not None and devices[0].type == "cpu":
         torch.set_num_threads(num_threads)
     extras = [run_facts(o, devices[0]) for o in overrides]
-    trainer = build_trainer(cfgs, run_dirs, devices[0], extras, task)
+    before = before_onset(cfgs, overrides)
+    trainer = build_trainer(cfgs, run_dirs, devices[0], extras, task, before)
     outcomes = trainer.fit()
     for cfg, run_dir in zip(cfgs, run_dirs):
         write_findings(run_dir, cfg)
     return Fitted(trainer, outcomes)
 
 
+def before_onset(cfgs: Sequence[DictConfig], overrides: Sequence[Sequence[str]]) -> list[DictConfig] | None:
+    """The configs K checked configs train with until their `onset_step` (shared by a batch: not a per-agent key),
+    or None when the scenario's cause is there from the start (`config.onset`)."""
+    if cfgs[0].get("onset_step") is None:
+        return None
+    from playground.config.onset import config_before_onset
+
+    return [config_before_onset(cfg, o) for cfg, o in zip(cfgs, overrides)]
+
+
 def build_trainer(cfgs: Sequence[DictConfig], run_dirs: Sequence[str | Path], device: torch.device,
-                  extra_infos: Sequence[dict] | None = None, task: Task | None = None) -> Trainer:
+                  extra_infos: Sequence[dict] | None = None, task: Task | None = None,
+                  before: Sequence[DictConfig] | None = None) -> Trainer:
     """The trainer of K checked configs (`prepare`): the configs resolved once into a `RunSpec`, and a token task's
     SFT base made ready first (a base that must build says so before the trainer starts); nothing below reads a
-    config. `task`: a task built by the caller instead of the spec's."""
+    config. `task`: a task built by the caller instead of the spec's; `before`: the configs the run trains with
+    until its onset step (`before_onset`)."""
     from playground.run_spec import resolve_run
     from playground.step.trainer import Trainer
     from playground.tasks.specs import TokenTaskSpec
 
-    spec = resolve_run(cfgs, device)
+    spec = resolve_run(cfgs, device, before)
     infos = list(extra_infos) if extra_infos is not None else [{} for _ in cfgs]
     prepared_base = None
     if task is None and isinstance(spec.task, TokenTaskSpec):

@@ -103,7 +103,7 @@ def test_unknown_task_and_inapplicable_scenario():
 # conf/scenario_task/ (conf/config.yaml's header), in the catalogue's order.
 ALLOWED = {
     "acrobot": ["healthy", "critic_undertrained", "entropy_collapse", "advantage_not_normalized"],
-    "addition": ["healthy", "lr_too_high"],
+    "addition": ["healthy", "lr_too_high", "rollout_mismatch"],
     "countdown": ["healthy", "critic_undertrained", "entropy_collapse", "reward_hacking"],
     "calc": ["healthy", "tool_skip_collapse"],
     "frozenlake": ["healthy", "echo_trap"],

@@ -39,6 +39,9 @@ ROLLOUT_AS_TRAINER = {"actor_rollout_ref.rollout.top_k": (-1, 0),
                       "actor_rollout_ref.rollout.calculate_log_probs": (False,),
                       "actor_rollout_ref.rollout.staleness": (0,), "actor_rollout_ref.rollout.weight_sync": ("full",),
                       "actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype": ("float32", "fp32")}
+# What a checkpoint holds (verl's checkpoint.save_contents / load_contents): the weights, the optimizer's state, the
+# lr scheduler's position and the RNG.
+CHECKPOINT_CONTENTS = ("model", "optimizer", "extra")
 # Applies to every task: a workshop exercise (`playground.exercise`) brings its own overrides.
 ANY_TASK_SCENARIOS = ("mystery",)
 
@@ -48,7 +51,7 @@ PLAYGROUND_KEYS = (
     "env.normalize_obs",
     "algorithm.norm_adv", "reward.scale", "reward.noise_std", "reward.noise_type", "reward.nan_rate", "reward.clip",
     "actor_rollout_ref.model.*",
-    "world_model.*", "trainer.memory_limit_gb", "trainer.stop_on_finding", "trainer.stop_on_score",
+    "onset_step", "world_model.*", "trainer.memory_limit_gb", "trainer.stop_on_finding", "trainer.stop_on_score",
     "trainer.stop_on_score_validated", "trainer.diverge_patience", "trainer.objective", "trainer.objective_key",
     "trainer.num_threads", "trainer.progress_bar", "trainer.samples_per_step", "trainer.token_records.*",
     "trainer.mystery",
@@ -132,6 +135,12 @@ def validate(cfg: DictConfig) -> None:
     _check(cfg, "trainer.device", _device_ok, "'auto', 'cpu', or 'cuda[:N]' with CUDA present")
     _check(cfg, "reward.nan_rate", lambda x: _number(x) and 0 <= x < 1, "in [0, 1)")
     _check(cfg, "reward.clip", lambda x: x is None or (_number(x) and x > 0), "null or > 0")
+    total = _get(cfg, "trainer.total_training_steps")
+    _check(cfg, "onset_step", lambda x: x is None or 2 <= x <= total, f"null or an integer in [2, {total}] (the "
+           "total_training_steps): the first step trained with the scenario's values")
+    for role in (actor, "critic"):  # verl's checkpoint managers: 'model' is required
+        _check(cfg, f"{role}.checkpoint.load_contents", lambda x: "model" in x and set(x) <= set(CHECKPOINT_CONTENTS),
+               f"a list of {list(CHECKPOINT_CONTENTS)} holding 'model'")
     if _get(cfg, "trainer.objective") == "largest_healthy":
         _check(cfg, "trainer.objective_key",
                lambda x: isinstance(x, str) and _number(_get(cfg, x)) and _get(cfg, x) > 0,

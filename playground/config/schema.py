@@ -119,6 +119,11 @@ class FsdpConfig:
 
 
 @dataclass
+class CheckpointConfig:
+    load_contents: list[str] = MISSING
+
+
+@dataclass
 class ActorConfig:
     optim: OptimConfig = field(default_factory=OptimConfig)
     clip_ratio: float = MISSING
@@ -139,6 +144,7 @@ class ActorConfig:
     shuffle: bool = MISSING
     policy_loss: PolicyLossConfig = field(default_factory=PolicyLossConfig)
     fsdp_config: FsdpConfig = field(default_factory=FsdpConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
 
 
 @dataclass
@@ -207,6 +213,7 @@ class CriticConfig:
     loss_agg_mode: LossAggMode = MISSING
     grad_clip: float | None = MISSING
     shuffle: bool = MISSING
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
 
 
 @dataclass
@@ -342,6 +349,7 @@ class PlaygroundConfig:
     """conf/config.yaml's keys and their types."""
 
     scenario: str = MISSING
+    onset_step: int | None = MISSING
     actor_rollout_ref: ActorRolloutRefConfig = field(default_factory=ActorRolloutRefConfig)
     critic: CriticConfig = field(default_factory=CriticConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)

@@ -65,7 +65,7 @@ def explains(cause: Finding, effect: Finding) -> bool:
     """A link leads from the cause's id to the effect's, and the effect is still there when the cause appears: at the
     start of the window that showed the cause (its signature takes a window to show, and was under way from there;
     a consequence may show a few steps before it)."""
-    return effect.id in effects().get(cause.id, ()) and effect.last_step >= cause.onset_step
+    return effect.id in effects().get(cause.id, ()) and effect.last_step >= cause.under_way_from
 
 
 def _order(finding: Finding) -> tuple[int, int, str]:

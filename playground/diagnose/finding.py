@@ -22,15 +22,23 @@ class Finding:
     # the first step of the first window that showed it (= first_step for a single step or a whole-run shape): the
     # cause was under way from there
     since_step: int | None = None
+    # the latest step from which that first window, cut short at its start, still shows it: where the change began
+    # (None: as since_step)
+    onset: int | None = None
     # what broke the run, where a playground knob did (a scenario's cause, which no verl run has): {key, value, verl,
     # remedy} each (diagnose/injected.py); `levers`: what the fix's playground keys are in a verl run, {key, verl}
     injected: list[dict] = field(default_factory=list)
     levers: list[dict] = field(default_factory=list)
 
     @property
-    def onset_step(self) -> int:
-        """The first step of what the rule first saw hold (docs/diagnose.md, `diagnose.onset`)."""
+    def under_way_from(self) -> int:
+        """The first step of the first window that showed it: what appeared from there is its consequence."""
         return self.first_step if self.since_step is None else self.since_step
+
+    @property
+    def onset_step(self) -> int:
+        """The step where what the rule first saw began (docs/diagnose.md, `diagnose.onset`)."""
+        return self.under_way_from if self.onset is None else self.onset
 
     def to_dict(self) -> dict:
         return {**asdict(self), "onset_step": self.onset_step}

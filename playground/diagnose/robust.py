@@ -70,3 +70,24 @@ def spread(values: Sequence[float]) -> float:
         return 0.0
     middle = statistics.median(values)
     return 1.4826 * statistics.median(abs(v - middle) for v in values)
+
+
+def change_point(values: Sequence[float | None], toward: float) -> int | None:
+    """The index where the series' level changed most towards `toward` (the level of what went wrong): the split
+    that maximises the standardised difference of the means before and after it (the CUSUM statistic of a single mean
+    shift, |m_before - m_after| * sqrt(n_before * n_after / n)) among the splits whose after-mean is nearer `toward`
+    than their before-mean; the earliest on a tie. None values are skipped; None where no split moves towards it."""
+    best, best_at = -1.0, None
+    for at in range(1, len(values)):
+        before = [v for v in values[:at] if v is not None and math.isfinite(v)]
+        after = [v for v in values[at:] if v is not None and math.isfinite(v)]
+        if not before or not after:
+            continue
+        m_b, m_a = statistics.fmean(before), statistics.fmean(after)
+        if abs(m_a - toward) >= abs(m_b - toward):
+            continue
+        n_b, n_a = len(before), len(after)
+        stat = abs(m_b - m_a) * math.sqrt(n_b * n_a / (n_b + n_a))
+        if stat > best:
+            best, best_at = stat, at
+    return best_at

@@ -46,6 +46,7 @@ class RoleSpec:
 
     optim: OptimSpec
     shape: RoleShape
+    load_contents: tuple[str, ...] = ("model", "optimizer", "extra")  # what a resume loads (checkpoint.load_contents)
 
 
 @dataclass(frozen=True)

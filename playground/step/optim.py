@@ -41,6 +41,13 @@ class AgentAdamW:
         self.exp_avg = [torch.zeros_like(p) for p in self.params]
         self.exp_avg_sq = [torch.zeros_like(p) for p in self.params]
 
+    def load_state(self, other: AgentAdamW) -> None:
+        """Take `other`'s state (its moments and step counts) for the same parameters, as a resume loads an
+        optimizer's checkpoint; the learning rates and settings stay this optimizer's."""
+        self.step_count = other.step_count.clone()
+        self.exp_avg = [m.clone() for m in other.exp_avg]
+        self.exp_avg_sq = [v.clone() for v in other.exp_avg_sq]
+
     def _per_agent(self, x: Tensor, like: Tensor) -> Tensor:
         """A `(K,)` tensor shaped to broadcast against one parameter."""
         if not self.agent_dim:

@@ -63,10 +63,20 @@ class RunSpec:
     agents: tuple[AgentSpec, ...]
     peak_flops: float  # the device's peak FLOP/s for perf/mfu/* (trainer.peak_flops, else verl's table; inf: none)
     token_records: TokenRecordSpec | None  # None: trainer.token_records.enable is off
+    resume: Resume | None = None  # None: the run trains with these settings throughout
 
     @property
     def num_agents(self) -> int:
         return len(self.agents)
+
+
+@dataclass(frozen=True, eq=False)
+class Resume:
+    """A resume mid-run (`onset_step`): from `step` on the run trains with `spec`'s settings, resumed from its own
+    state (what each role's `load_contents` says), as a run restarted from its checkpoint with a changed config."""
+
+    step: int  # the first step trained with `spec`
+    spec: RunSpec
 
 
 class Trainer:
@@ -87,26 +97,16 @@ class Trainer:
         self.hp = hp = spec.step
         self.task = task = build_task(spec.task, spec.family, device, prepared_base) if task is None else task
         # the workers; the actor and the critic shuffle their rows with the same generators (the critic first)
-        shuffle_gens = [torch.Generator().manual_seed(seed + 2) for seed in hp.seeds]
-        self.rollout = TaskRollout(task, hp.rollout, hp.rollout_correction)
-        # algorithm.rollout_correction (verl's rollout_corr_helper): applied only where the rollout hands on its
-        # log-probs (a correction, or rollout.calculate_log_probs' metrics-only mode); bypass mode is the actor's loss
-        correction = RolloutCorrection(hp.rollout_correction)
-        self.rollout_corr = correction if self.rollout.keep_log_probs else None
-        self.actor = TaskActor(task, hp, shuffle_gens, device,
-                               bypass=correction.spec if correction.bypass_mode else None)
-        self.critic = TaskCritic(task, hp, shuffle_gens) if hp.use_critic else None
+        self.shuffle_gens = [torch.Generator().manual_seed(seed + 2) for seed in hp.seeds]
+        self._build_workers(hp)
         self.world_model = WorldModelTrainer(task, hp) if task.world_model is not None else None
         self.reference = TaskReference(task)
         self.kl_in_reward = KLInReward(hp.kl_ctrl, hp.kl_penalty, self.num_agents, device) \
             if hp.kl_ctrl is not None else None
-        self.estimator = AdvantageEstimator(hp)
         # measured from here on: the models and the optimizers' state are the run's baseline
         self.memory = MemoryGuard([agent.memory_limit_gb for agent in spec.agents], device)
         task.watch_memory(self.memory)
-        # DAPO's dynamic sampling (token tasks); an agent whose sampling hit its cap ends failed with verl's message
-        self.sampler = DynamicSampler(task, self.rollout, hp.dynamic_sampling, self.actor, self.reference,
-                                      self.kl_in_reward) if hp.dynamic_sampling is not None else None
+        self._build_sampler(hp)
         self.sampling_errors: list[str | None] = [None] * self.num_agents
         self.active = torch.ones(self.num_agents, dtype=torch.bool, device=device)  # agents still training
         facts = task.describe()
@@ -115,6 +115,40 @@ class Trainer:
                                      spec.token_records)
         self.stops = StopRules([agent.stop for agent in spec.agents], hp.total_steps, hp.diverge_patience,
                                task.score_metric, task.val_score_metric, facts)
+
+    def _build_workers(self, hp: StepHParams) -> None:
+        """The rollout, its correction, the actor, the critic and the advantage estimator, from `hp`."""
+        task = self.task
+        self.rollout = TaskRollout(task, hp.rollout, hp.rollout_correction)
+        # algorithm.rollout_correction (verl's rollout_corr_helper): applied only where the rollout hands on its
+        # log-probs (a correction, or rollout.calculate_log_probs' metrics-only mode); bypass mode is the actor's loss
+        correction = RolloutCorrection(hp.rollout_correction)
+        self.rollout_corr = correction if self.rollout.keep_log_probs else None
+        self.actor = TaskActor(task, hp, self.shuffle_gens, self.device,
+                               bypass=correction.spec if correction.bypass_mode else None)
+        self.critic = TaskCritic(task, hp, self.shuffle_gens) if hp.use_critic else None
+        self.estimator = AdvantageEstimator(hp)
+
+    def _build_sampler(self, hp: StepHParams) -> None:
+        # DAPO's dynamic sampling (token tasks); an agent whose sampling hit its cap ends failed with verl's message
+        self.sampler = DynamicSampler(self.task, self.rollout, hp.dynamic_sampling, self.actor, self.reference,
+                                      self.kl_in_reward) if hp.dynamic_sampling is not None else None
+
+    def resume(self, spec: RunSpec) -> None:
+        """Go on with `spec`'s settings from this run's own state, as a run restarted from its checkpoint with a
+        changed config: the task takes its new reward and sampling settings, the rollout engine restarts (loaded
+        with the actor's weights as they are now), and the actor and the critic are rebuilt and load from the state
+        they had what their `load_contents` says (the model always; `optimizer`: AdamW's moments and step counts;
+        `extra`: the lr scheduler's position). Not rebuilt: the reference, the in-reward KL's controller, the world
+        model, the records and the stop rules (nothing a resume changes); the generators go on where they were."""
+        actor, critic = self.actor, self.critic
+        self.hp = hp = spec.step
+        self.task.resume_with(spec.task)
+        self._build_workers(hp)
+        self.actor.load(actor, hp.actor.load_contents)
+        if self.critic is not None and critic is not None and hp.critic is not None:
+            self.critic.load(critic, hp.critic.load_contents)
+        self._build_sampler(hp)
 
     @contextmanager
     def _timed(self, timing: dict[str, float], name: str) -> Iterator[None]:
@@ -135,6 +169,8 @@ class Trainer:
                     self.recorder.log(k, record)
                     self.stops.watch_start(k, record)
             for step in range(1, max(self.hp.total_steps) + 1):
+                if self.spec.resume is not None and step == self.spec.resume.step:
+                    self.resume(self.spec.resume.spec)
                 records = self.train_step(step)
                 over_memory = self.memory.over_limit()
                 for k, record in enumerate(records):

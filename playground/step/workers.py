@@ -110,6 +110,17 @@ class LRSchedule:
         return opt.lr
 
 
+def load_role_state(optimizer: AgentAdamW, schedule: LRSchedule, old_optimizer: AgentAdamW, old_schedule: LRSchedule,
+                    contents: Sequence[str]) -> None:
+    """What a resume loads of one role (verl's checkpoint managers): `optimizer` (AdamW's moments and step counts;
+    the learning rate stays the new config's) and `extra` (the lr scheduler's position: without it the schedule,
+    its warm-up included, starts again)."""
+    if "optimizer" in contents:
+        optimizer.load_state(old_optimizer)
+    if "extra" in contents:
+        schedule.updates_done = old_schedule.updates_done
+
+
 # ---- the implementations over a task --------------------------------------------------------------------------------
 class TaskRollout:
     """verl's rollout engine over the task's generation: its own weights (`rollout.weights.RolloutWeights`: shared
@@ -195,6 +206,11 @@ class TaskActor:
             **step_hp.policy_loss, "generator": loss_gens})
         self.no_kl_loss = torch.zeros(step_hp.num_agents, device=device)  # verl logs 0.0 when the KL loss is off
 
+    def load(self, old: TaskActor, contents: Sequence[str]) -> None:
+        """A resume: the model is the task's (loaded already); the optimizer's state and the schedule's position
+        come from `old` where `contents` (checkpoint.load_contents) names them, else they start afresh."""
+        load_role_state(self.optimizer, self.schedule, old.optimizer, old.schedule, contents)
+
     @torch.no_grad()
     def compute_log_prob(self, batch: Batch) -> OldLogProbs:
         """The old log-probs `(K, rows, T)`, and the per-token entropy aggregated as the actor's loss is `(K,)`: the
@@ -231,6 +247,10 @@ class TaskCritic:
         self.optimizer = make_optimizer(task.critic.params, step_hp.critic.optim, task.batched_params)
         self.shape = update_shape(step_hp.critic.shape, task.rows_per_unit)
         self.schedule = LRSchedule(step_hp.critic.optim)
+
+    def load(self, old: TaskCritic, contents: Sequence[str]) -> None:
+        """A resume, as `TaskActor.load`."""
+        load_role_state(self.optimizer, self.schedule, old.optimizer, old.schedule, contents)
 
     @torch.no_grad()
     def compute_values(self, batch: Batch) -> None:

@@ -181,6 +181,12 @@ class Task(ABC):
         """An estimator's output `(advantages or returns)` in the task's layout, back as the batch's `(K, rows, T)`."""
         return x
 
+    def resume_with(self, spec: Any) -> None:
+        """Go on with a resumed run's task settings (the spec `run_spec` resolved from the config after the run's
+        `onset_step`): the reward function's and the sampling's. A family that cannot change them mid-run keeps this
+        refusal."""
+        raise NotImplementedError(f"a {self.family} task cannot change its settings on a resume (onset_step)")
+
     def watch_memory(self, guard: MemoryCheck) -> None:
         """Let the memory guard (`memory.MemoryGuard`) measure inside the task's own passes, where memory peaks
         between the trainer's checks (a checkpointed backward); a task without such a pass keeps this no-op."""

@@ -119,18 +119,27 @@ class GymTask(Task):
         self.ep_rewards = np.zeros(shape)
         self.ep_length = np.zeros(shape, dtype=np.int64)
         self.env_steps = 0
+        self._set_reward(spec)
+        if not self.env.discrete:
+            self.action_low = self.env.action_low.to(device)
+            self.action_high = self.env.action_high.to(device)
+
+    def _set_reward(self, spec: GymTaskSpec) -> None:
+        """The reward function's settings (`reward.*`): read every step, changed by a resume."""
         reward = spec.reward
         self.noisy_agents = reward.noisy_agents
-        self.reward_scale, self.noise_std = (torch.tensor(v, dtype=torch.float32, device=device)  # (K,) each
+        self.reward_scale, self.noise_std = (torch.tensor(v, dtype=torch.float32, device=self.device)  # (K,) each
                                              for v in (reward.scale, reward.noise_std))
         self.noise_type = reward.noise_type
         self.nan_rates = list(reward.nan_rates)
         # reward.partial_credit is one value for a batch (not a per-agent key): the task's progress, shaped
         self.shaping = (progress_shaping(spec.progress, spec.shaping_gamma, getattr(self.env, "unscale", None))
                         if spec.progress is not None else None)
-        if not self.env.discrete:
-            self.action_low = self.env.action_low.to(device)
-            self.action_high = self.env.action_high.to(device)
+
+    def resume_with(self, spec: GymTaskSpec) -> None:
+        self.spec = spec
+        self._set_reward(spec)
+        self.actor.temperature = spec.temperature
 
     # ---- run.json facts -------------------------------------------------------------------------------
     def describe(self) -> dict:

@@ -163,6 +163,13 @@ class TokenTask(Task):
         self.multi_turn = self.data.multi_turn
         self.turn_limits = {"max_assistant_turns": spec.max_assistant_turns, "max_user_turns": spec.max_user_turns}
 
+    def resume_with(self, spec: TokenTaskSpec) -> None:
+        """A resume's new reward function and sampling settings (the prompts, the base and the shapes stay: the
+        config refuses an onset that would change them, `config.onset.RESUMABLE`)."""
+        self.spec = spec
+        self.temperature = spec.rollout.temperature
+        self.reward = TokenReward(spec.reward, spec.max_response_length, self.device, rule=self.data.rule)
+
     # ---- run.json facts -----------------------------------------------------------------------------
     def describe(self) -> dict:
         return {"action_space": "token", "max_entropy": math.log(self.tokenizer.vocab_size),

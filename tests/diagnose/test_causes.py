@@ -16,7 +16,7 @@ class F:  # the fields of an engine Finding that grouping reads
     last_step: int
     severity: str = "warning"
     since_step: int | None = None
-    onset_step = Finding.onset_step  # the engine's own definition, read the same way
+    under_way_from = Finding.under_way_from  # the engine's own definition, read the same way
 
 
 def _shape(diagnoses) -> list[tuple[str, list[str]]]:

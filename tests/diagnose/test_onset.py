@@ -41,15 +41,26 @@ def test_a_run_healthy_then_crashing_at_a_step_has_its_onset_there_and_the_step_
     assert (report.last_good.onset_step, report.last_good.finding, report.last_good.step) == (26, "training_crash", 25)
 
 
-def test_a_window_rule_dates_its_onset_to_the_start_of_the_first_window_that_showed_it():
-    # large policy steps from step 20 on a stalled score: lr_too_high's window (3 of 5 steps) first holds on 18-22
+def test_a_window_rule_dates_its_onset_to_where_its_metric_turned_within_the_first_window_that_showed_it():
+    # large policy steps from step 20 on a stalled score: lr_too_high's window (3 of 5 steps) first holds on 18-22;
+    # within it pg_clipfrac's level changes at 20 (against the 5 steps before the window)
     report = diagnose(run(40, **FLAT, **{"actor/pg_clipfrac": lambda s: 0.15 if s < 20 else 0.6,
                                          "actor/ppo_kl": lambda s: 0.003 if s < 20 else 0.08}))
     high = next(f for f in report.findings if f.id == "lr_too_high")
-    assert high.since_step is not None and high.onset_step == high.since_step <= high.first_step
-    assert (high.first_step, high.onset_step) == (22, 18)  # the window's end, and its start: the turn is within it
+    assert (high.first_step, high.since_step, high.onset_step) == (22, 18, 20)
+    assert high.under_way_from == 18  # what appeared from the window's start on is still its consequence
     assert report.last_good is not None and report.last_good.step == report.last_good.onset_step - 1
     assert report.last_good.onset_step <= high.onset_step
+
+
+def test_a_trend_rule_dates_its_onset_to_where_the_fall_began_not_to_its_window_start():
+    # entropy flat at 0.6 until step 30, then falling to 0 in three steps while the score stalls
+    falling = {"actor/entropy_loss": lambda s: 0.6 if s < 30 else max(0.0, 0.6 - 0.25 * (s - 29))}
+    report = diagnose(run(60, **FLAT, **falling))
+    found = [f for f in report.findings if f.severity != "info" and f.id in ("entropy_collapse", "overly_deterministic")]
+    assert found, [f.id for f in report.findings]
+    for finding in found:
+        assert 30 <= finding.onset_step <= 32, (finding.id, finding.since_step, finding.onset_step)
 
 
 def test_the_last_good_step_is_the_last_logged_step_before_the_onset():

@@ -1,0 +1,144 @@
+"""The onset matrix: every scenario with an onset form, its cause arriving at a fixed step, scored the way the field
+scores run doctors: is the cause found, and since when (CHERRL's onset error, RFT-FaultBench's detect → diagnose).
+
+`python -m benchmarks.onset_matrix` trains each task × scenario that can arrive mid-run (`config.onset.onset_form`) on
+the panel's seeds with `onset_step` at a quarter of the cell's run (`onset_of`), through `benchmarks.scenario_matrix`'s
+batched multiruns, and prints one JSON line per cell:
+
+- `root`: on how many seeds the scenario's id is the root of a diagnosis
+- `onset_error`: |the id's finding's onset_step − the true onset| in steps, median and worst over the seeds that
+  found it
+- `window`: the rule's window (a trend's onset can only be placed within it)
+- `early`: on how many seeds a warning or worse fired (its first_step) before the true onset
+- `detect`: the median steps from the true onset to the id's first step (its detection)
+- `last_good_ok`: on how many seeds the report's last good step is at or before the true onset − 1, within the window
+
+The panel (seeds 101-110) was used for no scenario's tuning; `--seeds 1-3` is a quick look.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from benchmarks.scenario_matrix import PANEL, cells, seeds_arg, train_cell
+from playground.config import compose
+from playground.config.onset import onset_form
+from playground.diagnose.engine import rules
+from playground.rundir.runs import find_runs, read_findings, read_run_info
+
+BAD = ("warning", "critical")
+ONSET_FRACTION = 0.25  # of the cell's total_training_steps: the run is healthy and still learning there
+
+
+def onset_cells(tasks: list[str] | None, scenarios: list[str] | None) -> list[tuple[str, str]]:
+    return [(t, s) for t, s in cells(tasks, scenarios) if onset_form(t, s).allowed]
+
+
+def onset_of(task: str, scenario: str) -> int:
+    """The cell's fixed onset: a quarter of its run (at least step 5, so that a healthy stretch comes first)."""
+    total = int(compose([f"task={task}", f"scenario={scenario}"]).trainer.total_training_steps)
+    return max(5, round(total * ONSET_FRACTION))
+
+
+def rule_window(finding_id: str, family: str) -> int:
+    """The longest window of the rules that report the id (a trend's onset can only be placed within one)."""
+    return max((rule.window for rule in rules(family) if rule.id == finding_id), default=1)
+
+
+def judge_run(run_dir: Path, scenario: str, onset: int) -> dict:
+    report = read_findings(run_dir) or {}
+    info = read_run_info(run_dir) or {}
+    findings = report.get("findings", [])
+    roots = [d["root"]["id"] for d in report.get("diagnoses", []) if d["root"].get("severity") in BAD]
+    own = next((f for f in findings if f["id"] == scenario), None)
+    early = sorted({f["id"] for f in findings if f.get("severity") in BAD and f["first_step"] < onset})
+    good = (report.get("last_good") or {}).get("step")
+    window = rule_window(scenario, str(info.get("family")))
+    return {"seed": info.get("seed"), "root": scenario in roots, "roots": roots, "early": early,
+            "error": None if own is None else abs(int(own["onset_step"]) - onset),
+            "detect": None if own is None else int(own["first_step"]) - onset,
+            "last_good_ok": good is not None and onset - 1 - window <= good <= onset - 1, "window": window}
+
+
+def judge_cell(task: str, scenario: str, onset: int, sweep_dir: Path, wall: float) -> dict:
+    runs = [judge_run(run, scenario, onset) for run in find_runs([sweep_dir])]
+    errors = [r["error"] for r in runs if r["error"] is not None]
+    detects = [r["detect"] for r in runs if r["detect"] is not None]
+    return {"task": task, "scenario": scenario, "onset": onset, "seeds": len(runs),
+            "root": sum(r["root"] for r in runs),
+            "onset_error": {"median": statistics.median(errors), "worst": max(errors)} if errors else None,
+            "window": max((r["window"] for r in runs), default=1), "early": sum(bool(r["early"]) for r in runs),
+            "detect": statistics.median(detects) if detects else None,
+            "last_good_ok": sum(r["last_good_ok"] for r in runs), "wall_s": round(wall, 1),
+            "misses": [{"seed": r["seed"], "roots": r["roots"]} for r in runs if not r["root"]],
+            "early_ids": sorted({fid for r in runs for fid in r["early"]})}
+
+
+def meets_bar(cell: dict) -> bool:
+    """Issue 50's bar: the root on 9/10 seeds, median onset error within 10 steps or one rule window, no warning
+    before the onset on 9/10 seeds."""
+    n, error = cell["seeds"], cell["onset_error"]
+    return (n > 0 and cell["root"] >= 0.9 * n and error is not None
+            and error["median"] <= max(10, cell["window"]) and n - cell["early"] >= 0.9 * n)
+
+
+def markdown(results: list[dict], wall: float) -> str:
+    lines = ["| task | scenario | onset | root | onset error (median / worst) | window | warned before onset | "
+             "steps to detection | last good step right |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        error = "–" if r["onset_error"] is None else f"{r['onset_error']['median']:g} / {r['onset_error']['worst']}"
+        detect = "–" if r["detect"] is None else f"{r['detect']:g}"
+        mark = "" if meets_bar(r) else " ✗"
+        lines.append(f"| {r['task']} | {r['scenario']} | {r['onset']} | {r['root']}/{r['seeds']}{mark} | {error} | "
+                     f"{r['window']} | {r['early']}/{r['seeds']} | {detect} | {r['last_good_ok']}/{r['seeds']} |")
+    lines.append(f"\n{sum(map(meets_bar, results))} of {len(results)} cells meet the bar; {wall / 60:.1f} min of wall "
+                 "time.")
+    return "\n".join(lines) + "\n"
+
+
+def run_onset_matrix(seeds: tuple[int, ...], todo: list[tuple[str, str]], *, jobs: int = 1,
+                     out: Path | None = None) -> tuple[list[dict], float]:
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        base = out or Path(tmp)
+
+        def one(cell: tuple[str, str]) -> dict:
+            task, scenario = cell
+            onset = onset_of(task, scenario)
+            sweep = base / f"{task}_{scenario}_onset{onset}"
+            wall = train_cell(task, scenario, seeds, sweep, [f"onset_step={onset}"])
+            result = judge_cell(task, scenario, onset, sweep, wall)
+            print(json.dumps(result), flush=True)
+            return result
+
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            results = list(pool.map(one, todo))
+    return results, time.perf_counter() - start
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.onset_matrix", description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=seeds_arg, default=PANEL, help="e.g. 101-110 (the panel) or 1,2,3")
+    parser.add_argument("--tasks", type=lambda t: t.split(","), default=None)
+    parser.add_argument("--scenarios", type=lambda t: t.split(","), default=None)
+    parser.add_argument("--jobs", type=int, default=1, help="multiruns at a time (each trains on one thread)")
+    parser.add_argument("--out", type=Path, default=None, help="keep the run dirs here")
+    parser.add_argument("--markdown", type=Path, default=None, help="also write the table as Markdown here")
+    args = parser.parse_args(argv)
+    results, wall = run_onset_matrix(args.seeds, onset_cells(args.tasks, args.scenarios), jobs=args.jobs,
+                                     out=args.out)
+    if args.markdown:
+        args.markdown.write_text(markdown(results, wall))
+    print(json.dumps({"figure": "onset_matrix", "cells": len(results), "meet_the_bar": sum(map(meets_bar, results)),
+                      "seeds": len(args.seeds), "wall_s": round(wall, 1)}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
