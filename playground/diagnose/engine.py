@@ -275,6 +275,7 @@ def facts(info: Mapping | None, config: Mapping | None, family: str) -> dict:
     missing = ABSENT
     target = info.get("score_target", lookup(config, "task.score_target"))
     clip = lookup(config, "actor_rollout_ref.actor.grad_clip")
+    strategy = lookup(config, "actor_rollout_ref.actor.strategy")
     if clip is missing:
         clip = info.get("grad_clip_actor", missing)
     assumed = clip is missing and family == "llm"  # verl logs do not print grad_clip
@@ -292,6 +293,9 @@ def facts(info: Mapping | None, config: Mapping | None, family: str) -> dict:
         "status": info.get("status"),
         "total_steps": _total_steps(info, config),  # the steps the run was started for (a running run's "of N")
         "error": info.get("error"),  # the exception a run (or a console log) ended on
+        "error_how": info.get("error_how"),  # what that line tells (diagnose/endings.py): its form, cause or candidate
+        # verl's backend (the actor's strategy, or a log naming Megatron): kl_loss's, grad_norm's scale (artifacts.py)
+        "backend": info.get("backend") or (None if strategy in (None, missing) else str(strategy)),
         "family": family,
         "score_metric": info.get("score_metric"),
         # the updates (mini-batches x epochs) a step's logged losses sum over: 1 for means (the playground, verl

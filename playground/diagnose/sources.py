@@ -65,7 +65,9 @@ def diagnose_read(read: LogRead, *, family: str | None = None, loss_updates: flo
     # a log that ends in an exception failed there: no verdict of health, and the report says how it ended
     info: dict[str, Any] = {"status": "oom"} if read.out_of_memory else {"status": "failed"} if read.ended_with else {}
     if read.ended_with:
-        info["error"] = read.ended_with
+        info["error"], info["error_how"] = read.ended_with, read.ended_how
+    if read.megatron_line:
+        info["backend"] = f"megatron (line {read.megatron_line} of the log names it)"
     if loss_updates is not None:
         info["loss_updates"] = loss_updates
     if max_response_length is not None:
@@ -81,8 +83,8 @@ def diagnose_read(read: LogRead, *, family: str | None = None, loss_updates: flo
     if read.out_of_memory:
         diagnosis.notes.append("the log reports an out-of-memory error")
     if read.ended_with:
-        diagnosis.notes.append(f"the log ends in an exception after its last step: {read.ended_with} (the run stopped "
-                               "there: it did not finish)")
+        diagnosis.notes.append(f"the log ends after its last step in: {read.ended_with} (the run stopped there: it did "
+                               "not finish)")
     if read.selected:
         diagnosis.notes.append(f"read {read.selected}")
     if read.kind == "wandb_history":
