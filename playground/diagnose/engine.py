@@ -18,7 +18,7 @@ from typing import Any
 from playground import failures
 from playground.config.overrides import ABSENT, lookup
 from playground.diagnose import catalogue, causes, injected, onset
-from playground.diagnose.artifacts import artifact_notes
+from playground.diagnose.artifacts import artifact_notes, attach
 from playground.diagnose.calibration import FAMILIES, family_band_status, has_band, ok_range, resolved_thresholds
 from playground.diagnose.conditions import Node, compile_condition
 from playground.diagnose.finding import Finding
@@ -296,6 +296,7 @@ def facts(info: Mapping | None, config: Mapping | None, family: str) -> dict:
         "error_how": info.get("error_how"),  # what that line tells (diagnose/endings.py): its form, cause or candidate
         # verl's backend (the actor's strategy, or a log naming Megatron): kl_loss's, grad_norm's scale (artifacts.py)
         "backend": info.get("backend") or (None if strategy in (None, missing) else str(strategy)),
+        "verl_version": info.get("verl_version"),  # an outside log's, from its names: "older" | "unknown"
         "family": family,
         "score_metric": info.get("score_metric"),
         # the updates (mini-batches x epochs) a step's logged losses sum over: 1 for means (the playground, verl
@@ -332,6 +333,7 @@ def diagnose_log(log: Log, family: str, config: Mapping | None = None, notes: Se
     if any(f.id == "inconclusive" for f in findings):  # too little evidence for a verdict is none for a state either
         findings = [f for f in findings if f.id != "converged"]
     notes += artifact_notes(log, family)
+    attach(findings, log.facts)
     findings.sort(key=lambda f: (-failures.SEVERITY_ORDER.index(f.severity), f.first_step, f.id))
     if log.facts.get("loss_updates", 1) != 1:
         notes.append(f"losses read as sums over {log.facts['loss_updates']:g} updates a step (verl >= 0.7): "
