@@ -22,6 +22,7 @@ TABLE = Path(__file__).with_name("endings.yaml")
 IDS = ("out_of_memory", "training_crash")  # what an ending proves, the first the most telling
 CAUSES = ("named", "candidate")  # the cause is in the text | the text names none for sure
 MAX_TEXT = 200  # an ending's line, as evidence, is cut to this many characters
+PYTHON_EXCEPTION = "python_exception"  # the form of an exception's own line (`Type: message`)
 
 
 class EndFields(TypedDict):
@@ -83,14 +84,24 @@ def _compile(spec: dict, where: str) -> Form:
 
 
 @functools.lru_cache(maxsize=1)
+def _table() -> dict:
+    return yaml.safe_load(TABLE.read_text(encoding="utf-8"))
+
+
+@functools.lru_cache(maxsize=1)
 def forms() -> tuple[Form, ...]:
     """endings.yaml's forms, in their order (the first that matches a line names it).
 
     Raises:
         ValueError: a form lacks a field, names an unknown id or cause, or its pattern does not compile.
     """
-    specs = yaml.safe_load(TABLE.read_text(encoding="utf-8"))["forms"]
-    return tuple(_compile(spec, f"{TABLE.name} form {i + 1}") for i, spec in enumerate(specs))
+    return tuple(_compile(spec, f"{TABLE.name} form {i + 1}") for i, spec in enumerate(_table()["forms"]))
+
+
+@functools.lru_cache(maxsize=1)
+def ignored() -> re.Pattern[str]:
+    """The lines CPython prints above an exception it ignores (endings.yaml's `ignored`), as one pattern."""
+    return re.compile("|".join(f"(?:{spec['pattern']})" for spec in _table()["ignored"]))
 
 
 def form_of(line: str) -> Form | None:
@@ -104,12 +115,19 @@ class EndWatch:
 
     def __init__(self) -> None:
         self._endings: list[Ending] = []
+        self._ignoring = False  # CPython said it ignores the next exception (`Exception ignored in: ...`)
 
     def step_seen(self) -> None:
         self._endings.clear()
 
     def feed(self, number: int, line: str) -> None:
-        if (form := form_of(line)) is not None:
+        if ignored().search(line):
+            self._ignoring = True
+            return
+        form = form_of(line)
+        if form is not None and form.name == PYTHON_EXCEPTION and self._ignoring:
+            self._ignoring = False  # the exception CPython ignored: the process went on, or had finished
+        elif form is not None:
             self._endings.append(Ending(number, line.strip()[:MAX_TEXT], form))
 
     def fields(self) -> EndFields:

@@ -50,8 +50,9 @@ EXAMPLES = [
     ("nccl_timeout", "[rank0]:[E1207 20:27:21.426415540 ProcessGroupNCCL.cpp:629] [Rank 0] Watchdog caught collective "
      "operation timeout: WorkNCCL(SeqNum=1, OpType=BROADCAST, NumelIn=131072000, NumelOut=131072000, "
      "Timeout(ms)=600000) ran for 600081 milliseconds before timing out.", "training_crash", True),
-    ("nccl_error", "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275,"
-     " unhandled system error, NCCL version 2.21.5", "training_crash", True),
+    ("nccl_error", "torch.distributed.DistBackendError: NCCL error in: "
+     "../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, unhandled system error, NCCL version 2.21.5",
+     "training_crash", True),
     ("cuda_error", "RuntimeError: CUDA error: an illegal memory access was encountered", "training_crash", True),
     ("python_exception", "ValueError: Generated too many. Please check your data.", "training_crash", True),
     ("python_exception", "ray.exceptions.RayTaskError(NotImplementedError): ray::TaskRunner.run() (pid=1, ip=10.0.0.1)",
@@ -125,14 +126,27 @@ NEAR_MISSES = [
             "/opt/verl/verl/utils/torch_functional.py:12: UserWarning: the flash-attn kernel is not installed\n"
             "INFO 12-07 20:27:22 Killed 3 stale checkpoints; 'Aborted' and 'Killed' are statuses of our scheduler\n"
             "(TaskRunner pid=77) shutting down\n",
+    # an exception CPython ignores: in a __del__ or an atexit handler, at the end of a run that finished
+    STEPS + "Exception ignored in: <function LLM.__del__ at 0x7f0c2a1b3d90>\nTraceback (most recent call last):\n"
+            '  File "/opt/vllm/entrypoints/llm.py", line 236, in __del__\n'
+            "AttributeError: 'NoneType' object has no attribute 'shutdown'\n"
+            "Error in atexit._run_exitfuncs:\nTraceback (most recent call last):\n"
+            "TypeError: 'NoneType' object is not callable\n",
 ]
 
 
-@pytest.mark.parametrize("text", NEAR_MISSES, ids=["before-last-step", "in-a-step-line", "warnings"])
+@pytest.mark.parametrize("text", NEAR_MISSES, ids=["before-last-step", "in-a-step-line", "warnings",
+                                                        "ignored-by-cpython"])
 def test_near_misses_are_no_ending(text):
     read = parse_verl_text(text, name="run.log")
     assert read.ended_with == "" and read.ended_how == "" and not read.out_of_memory
     assert not {"training_crash", "out_of_memory"} & set(diagnose_read(read).ids())
+
+
+def test_an_ignored_exception_does_not_hide_the_fatal_one_after_it():
+    text = (STEPS + "Exception ignored in: <function Pool.__del__>\nAttributeError: 'NoneType' object has no attribute"
+            " 'close'\nRuntimeError: CUDA error: an illegal memory access was encountered\n")
+    assert parse_verl_text(text, name="run.log").ended_with.startswith("RuntimeError: CUDA error")
 
 
 def test_the_reports_show_the_line_and_what_it_tells():
