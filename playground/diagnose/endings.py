@@ -111,24 +111,42 @@ def form_of(line: str) -> Form | None:
 
 
 class EndWatch:
-    """Collects the lines in an ending's form since the last step line (`step_seen` forgets the ones before it)."""
+    """Keeps the lines since the last step line (`step_seen` forgets them) and finds how the run ended among them.
+
+    A line is matched only once no step line follows it (when `ending` is asked, or every `BATCH` lines): matching
+    costs some 35 us a line (16 forms, on this project's 2-core machine), and most of a long log's lines lie between
+    two steps: a 51,000-line log of 1,000 steps reads in 1.4-1.7 s, as fast as before the table (matched as they came:
+    4.5 s).
+    """
+
+    BATCH = 10_000  # lines kept unmatched at most (a long stretch without a step line is matched as it comes)
 
     def __init__(self) -> None:
+        self._lines: list[tuple[int, str]] = []  # (number, line) since the last step line, not yet matched
         self._endings: list[Ending] = []
         self._ignoring = False  # CPython said it ignores the next exception (`Exception ignored in: ...`)
 
     def step_seen(self) -> None:
+        self._lines.clear()
         self._endings.clear()
+        self._ignoring = False
 
     def feed(self, number: int, line: str) -> None:
-        if ignored().search(line):
-            self._ignoring = True
-            return
-        form = form_of(line)
-        if form is not None and form.name == PYTHON_EXCEPTION and self._ignoring:
-            self._ignoring = False  # the exception CPython ignored: the process went on, or had finished
-        elif form is not None:
-            self._endings.append(Ending(number, line.strip()[:MAX_TEXT], form))
+        self._lines.append((number, line))
+        if len(self._lines) >= self.BATCH:
+            self._match()
+
+    def _match(self) -> None:
+        for number, line in self._lines:
+            if ignored().search(line):
+                self._ignoring = True
+                continue
+            form = form_of(line)
+            if form is not None and form.name == PYTHON_EXCEPTION and self._ignoring:
+                self._ignoring = False  # the exception CPython ignored: the process went on, or had finished
+            elif form is not None:
+                self._endings.append(Ending(number, line.strip()[:MAX_TEXT], form))
+        self._lines.clear()
 
     def fields(self) -> EndFields:
         """The `LogRead` fields of how the log ended: `ended_with` (the line), `ended_how`, `out_of_memory`."""
@@ -139,6 +157,7 @@ class EndWatch:
 
     def ending(self) -> Ending | None:
         """The line after the last step that says the most of how the run ended (of equal ones, the last)."""
+        self._match()
         best = None
         for ending in self._endings:
             if best is None or ending.rank <= best.rank:

@@ -156,3 +156,15 @@ def test_the_reports_show_the_line_and_what_it_tells():
     for shown in (text, markdown):
         assert "how it ended" in shown and "Killed" in shown and "a candidate" in shown
     assert '"how it ended"' in dumps([("run.log", report)])
+
+
+def test_a_long_stretch_without_a_step_line_is_matched_in_batches(monkeypatch):
+    from playground.diagnose.endings import EndWatch
+
+    monkeypatch.setattr(EndWatch, "BATCH", 3)  # lines are matched every 3: an ending and an ignore marker span batches
+    noise = "".join(f"INFO worker {i} loading shards\n" for i in range(7))
+    text = (STEPS + "RuntimeError: the real one\n" + noise + "Exception ignored in: <function X.__del__>\n"
+            + noise + "AttributeError: ignored one\n" + noise)
+    assert parse_verl_text(text, name="run.log").ended_with == "RuntimeError: the real one"
+    assert parse_verl_text(text + STEPS.replace("step:1", "step:3").replace("step:2", "step:4"),
+                           name="run.log").ended_with == ""
