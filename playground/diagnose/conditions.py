@@ -155,9 +155,10 @@ class Status(Node):
         step = log.steps[idx[-1]] if idx else 0
         rows = [{"metric": "run.json status", "step": step, "value": log.facts.get("status"),
                  "range": f"not {' / '.join(self.statuses)}", "status": "bad"}]
-        if log.facts.get("error"):  # how it ended: the exception's own line (a console log's traceback)
-            rows.append({"metric": "exception", "step": step, "value": log.facts["error"],
-                         "range": "the run ended on this exception", "status": "bad"})
+        if log.facts.get("error"):  # how it ended: the exception's own line, or a console log's last words (endings)
+            how = log.facts.get("error_how")
+            rows.append({"metric": "how it ended" if how else "exception", "step": step, "value": log.facts["error"],
+                         "range": how or "the run ended on this exception", "status": "bad"})
         return rows
 
 

@@ -7,6 +7,9 @@ import re
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\[[0-9;]*m")  # also colour codes whose ESC was lost in a paste
 RAY_PREFIX = re.compile(r"^\((?:[A-Za-z_][\w.\-]*\s+)?pid=\d+(?:,\s*ip=[^)\s]+)?\)\s?")
+# verl's Megatron backend, as a log shows it: its printed config (`strategy: megatron`, `actor.strategy=megatron`), its
+# workers (MegatronPPOActor, megatron_workers) or Megatron-Core's own lines; it sets the scale of kl_loss and grad_norm
+MEGATRON = re.compile(r"megatron", re.IGNORECASE)
 _NUMPY_SCALAR = re.compile(r"^(?:np|numpy)\.(?:float|int|uint)\d*\((.+)\)$")  # pformat of numpy >= 2 scalars
 
 

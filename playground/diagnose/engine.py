@@ -18,7 +18,7 @@ from typing import Any
 from playground import failures
 from playground.config.overrides import ABSENT, lookup
 from playground.diagnose import catalogue, causes, injected, onset
-from playground.diagnose.artifacts import artifact_notes
+from playground.diagnose.artifacts import artifact_notes, attach
 from playground.diagnose.calibration import FAMILIES, family_band_status, has_band, ok_range, resolved_thresholds
 from playground.diagnose.conditions import Node, compile_condition
 from playground.diagnose.finding import Finding
@@ -275,6 +275,7 @@ def facts(info: Mapping | None, config: Mapping | None, family: str) -> dict:
     missing = ABSENT
     target = info.get("score_target", lookup(config, "task.score_target"))
     clip = lookup(config, "actor_rollout_ref.actor.grad_clip")
+    strategy = lookup(config, "actor_rollout_ref.actor.strategy")
     if clip is missing:
         clip = info.get("grad_clip_actor", missing)
     assumed = clip is missing and family == "llm"  # verl logs do not print grad_clip
@@ -292,6 +293,10 @@ def facts(info: Mapping | None, config: Mapping | None, family: str) -> dict:
         "status": info.get("status"),
         "total_steps": _total_steps(info, config),  # the steps the run was started for (a running run's "of N")
         "error": info.get("error"),  # the exception a run (or a console log) ended on
+        "error_how": info.get("error_how"),  # what that line tells (diagnose/endings.py): its form, cause or candidate
+        # verl's backend (the actor's strategy, or a log naming Megatron): kl_loss's, grad_norm's scale (artifacts.py)
+        "backend": info.get("backend") or (None if strategy in (None, missing) else str(strategy)),
+        "verl_version": info.get("verl_version"),  # an outside log's, from its names: "older" | "unknown"
         "family": family,
         "score_metric": info.get("score_metric"),
         # the updates (mini-batches x epochs) a step's logged losses sum over: 1 for means (the playground, verl
@@ -328,6 +333,7 @@ def diagnose_log(log: Log, family: str, config: Mapping | None = None, notes: Se
     if any(f.id == "inconclusive" for f in findings):  # too little evidence for a verdict is none for a state either
         findings = [f for f in findings if f.id != "converged"]
     notes += artifact_notes(log, family)
+    attach(findings, log.facts)
     findings.sort(key=lambda f: (-failures.SEVERITY_ORDER.index(f.severity), f.first_step, f.id))
     if log.facts.get("loss_updates", 1) != 1:
         notes.append(f"losses read as sums over {log.facts['loss_updates']:g} updates a step (verl >= 0.7): "

@@ -29,6 +29,9 @@ class Finding:
     # remedy} each (diagnose/injected.py); `levers`: what the fix's playground keys are in a verl run, {key, verl}
     injected: list[dict] = field(default_factory=list)
     levers: list[dict] = field(default_factory=list)
+    # what the evidence leans on: a verl metric read otherwise than it seems (a token mean, a version's or a backend's
+    # scale), {name, en, zh, reference} each (diagnose/artifacts.py, leans.yaml)
+    artifacts: list[dict] = field(default_factory=list)
 
     @property
     def under_way_from(self) -> int:

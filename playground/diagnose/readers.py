@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from playground.diagnose.console_text import ANSI, RAY_PREFIX, to_float
+from playground.diagnose.console_text import ANSI, MEGATRON, RAY_PREFIX, to_float
+from playground.diagnose.endings import EndWatch
 from playground.diagnose.readers_mlflow import is_file_store, is_sqlite, read_mlflow_files, read_mlflow_sqlite
 from playground.diagnose.readers_wandb import holds_block, parse_wandb_text, read_wandb_block, read_wandb_csv
 from playground.metrics import STEP, canonicalize
@@ -23,14 +24,6 @@ from playground.rundir.runs import METRICS, LogRead, ProblemLog, find_runs, is_r
 # `step:N` where verl's console logger starts a line; whatever precedes it (a Ray or logging prefix, a tqdm
 # bar without its newline) is ignored. The lookbehind keeps `training/global_step:3` from matching.
 _STEP = re.compile(r"(?<![\w/@.\-])step:(\d+)(?=\s+-\s|\s*-?\s*$)")
-_OOM_TEXT = re.compile(r"CUDA out of memory|OutOfMemoryError|out of memory", re.IGNORECASE)
-# Python's traceback: this header, indented frames, then the exception's own line, unindented: `Type: message`, or
-# Ray's `ray.exceptions.RayTaskError(OutOfMemoryError): ...` (the cause in brackets)
-_TRACEBACK = re.compile(r"^Traceback \(most recent call last\):\s*$")
-_EXCEPTION = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure)(?:\([\w.]+\))?)"
-                        r"(?::\s*(?P<message>.*))?$")
-# a traceback's frame line: an excerpt cut before its `Traceback` header still shows these above its exception
-_FRAME = re.compile(r'^\s*File "[^"]+", line \d+')
 _RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
 _COMMENT = re.compile(r"(?:^|\s)#.*$")  # the guide's examples annotate lines with `# ...`
 _SEPARATOR = re.compile(r"\s+-\s+")  # ` - ` between pairs; a negative value is `key:-0.005`, no space
@@ -129,18 +122,22 @@ class ConsoleParser:
         self.log = ProblemLog()
         self.by_step: dict[int, dict[str, float]] = {}
         self._pending: _StepLine | None = None
-        self.out_of_memory = False
         self.last_step_line = 0  # line number of the last step line
-        self._in_traceback = False
-        self._last_frame = -10  # the line number of the last traceback frame seen
-        self.exception: tuple[int, str] | None = None  # (line number, "Type: message") of the last exception
+        self.ends = EndWatch()  # the lines since the last step line that say how the run ended (endings.yaml)
+        self.megatron_line = 0  # the first line that names Megatron (its backend: the scale of kl_loss, grad_norm)
 
     def _where(self, first: int, last: int | None = None) -> str:
         lines = f"line {first}" if last in (None, first) else f"lines {first}-{last}"
         return f"{self.name} {lines}" if self.name else lines
 
+    @property
+    def out_of_memory(self) -> bool:
+        """The log ends, after its last step line, in a line that proves an out-of-memory error."""
+        return self.ends.fields()["out_of_memory"]
+
     def feed(self, number: int, raw: str) -> None:
-        self.out_of_memory = self.out_of_memory or bool(_OOM_TEXT.search(raw))
+        if not self.megatron_line and MEGATRON.search(raw):
+            self.megatron_line = number
         segments = [s for s in raw.rstrip("\r\n").split("\r") if s.strip()]  # tqdm redraws with `\r`
         if not segments:
             self._finish()  # a wrapped line never contains a blank line
@@ -157,9 +154,10 @@ class ConsoleParser:
             self._finish()
             self._pending = _StepLine(int(match[1]), number, number, line[match.end():])
             self.last_step_line = number
+            self.ends.step_seen()
             return
         line = RAY_PREFIX.sub("", line, count=1)
-        self._watch_exception(number, line)
+        self.ends.feed(number, line)
         if pending is not None:
             joined = _join(pending.body, line)
             if joined is not None:
@@ -169,19 +167,6 @@ class ConsoleParser:
         if _looks_like_fragment(line):
             self.log.skip(self._where(number), "metrics without the `step:N` that starts their line",
                           f" (the excerpt starts or breaks mid-line?): {line.strip()[:80]!r}")
-
-    def _watch_exception(self, number: int, line: str) -> None:
-        """Note a traceback's exception line (the first unindented line after its frames; a pasted excerpt may have
-        lost the `Traceback` header, but not the frames just above its exception)."""
-        if _FRAME.match(line):
-            self._last_frame = number
-        if _TRACEBACK.match(line):
-            self._in_traceback = True
-        elif (self._in_traceback or number - self._last_frame <= 5) and line.strip() and not line[:1].isspace():
-            self._in_traceback = False
-            if exception := _EXCEPTION.match(line.strip()):
-                text = exception["type"] + (f": {exception['message'].strip()}" if exception["message"] else "")
-                self.exception = (number, text[:200])
 
     def _finish(self) -> None:
         line, self._pending = self._pending, None
@@ -209,10 +194,9 @@ class ConsoleParser:
         if not self.by_step and not self.log.lines:
             self.log.add(f"{self.name or 'text'}: no verl step lines (`step:N - key:value - ...`) found")
         records = [self.by_step[s] for s in sorted(self.by_step)]
-        # an exception after the last step line is how the run ended; one followed by more steps was survived
-        ended = self.exception[1] if self.exception and self.exception[0] > self.last_step_line else ""
+        # a line after the last step line is how the run ended (endings.py); one followed by more steps was survived
         return LogRead(records=records, problems=self.log.lines, source=source, kind="verl_console",
-                       out_of_memory=self.out_of_memory, skipped=self.log.skipped, ended_with=ended)
+                       skipped=self.log.skipped, megatron_line=self.megatron_line, **self.ends.fields())
 
 
 def _parse_lines(lines: Iterable[str], name: str, source: str) -> LogRead:

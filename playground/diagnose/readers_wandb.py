@@ -13,6 +13,7 @@ size only through the last value: records read from it are coarse (`LogRead.kind
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import math
 import re
@@ -20,7 +21,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from playground.diagnose.console_text import ANSI, RAY_PREFIX, to_float
+from playground.diagnose.console_text import ANSI, MEGATRON, RAY_PREFIX, to_float
+from playground.diagnose.endings import EndWatch
 from playground.metric_names import WANDB_STEP
 from playground.metrics import STEP, canonical_name, canonicalize
 from playground.rundir.runs import LogRead, ProblemLog
@@ -76,23 +78,31 @@ class _BlockParser:
         self._section: str | None = None  # the section being read: history | summary | None
         self._prefixed = False  # its rows start with `wandb:`
         self._row: tuple[int, str] | None = None  # (line number, text) of the row being read
+        self.ends = EndWatch()  # the lines after the block that say how the run ended (a traceback's, a kill's)
+        self.megatron_line = 0  # the first line that names Megatron
 
     def feed(self, number: int, raw: str) -> None:
+        if not self.megatron_line and MEGATRON.search(raw):
+            self.megatron_line = number
         text, prefix = _row_text(raw)
         if header := _HEADER.match(text):
             self._start(header, prefix)
         elif self._section is None:
+            self.ends.feed(number, text)
             return
         elif self._row is not None and self._continues(text, prefix):
             self._row = (self._row[0], self._row[1] + text)
         elif self._prefixed and not prefix:
             self._end_section()  # other output after the block
+            self.ends.feed(number, text)
+            return
         else:
             self._finish_row()
             if text.strip():
                 self._row = (number, text)
             else:
                 self._section = None  # a blank row ends a section
+        self.ends.step_seen()  # the block is the run's last steps: what came before it was survived
 
     def _start(self, header: re.Match[str], prefixed: bool) -> None:
         self._end_section()
@@ -150,7 +160,9 @@ class _BlockParser:
                 self.log.add(f"{name}: no wandb `Run history:` or `Run summary:` rows found")
             return LogRead(records=[], problems=self.log.lines, source=source, kind="wandb_history",
                            skipped=self.log.skipped)
-        return _block_read(self.history, self.summary, self.rounded_zeros, self.log, name, source)
+        read = _block_read(self.history, self.summary, self.rounded_zeros, self.log, name, source)
+        # how the run ended, after its block
+        return dataclasses.replace(read, megatron_line=self.megatron_line, **self.ends.fields())
 
 
 def _step_axis(summary: dict[str, float]) -> tuple[int, int] | None:

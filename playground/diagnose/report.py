@@ -25,7 +25,7 @@ LABELS: dict[str, dict[str, str]] = {
            "low_confidence": "low confidence: read from wandb's sparklines, not from the logged numbers",
            "inconclusive": "inconclusive: too few steps for a verdict (see below)", "severity": "severity",
            "when": "steps", "broke": "what broke this run", "in_verl": "in a verl run",
-           "lever": "in verl", "in_code": "in your code", "onset": "since step"},
+           "lever": "in verl", "in_code": "in your code", "onset": "since step", "artifact": "read with care"},
     "zh": {"header": "== {source}（任务类型 {family}，{steps}）", "n_steps": "{n} 步", "one_step": "1 步",
            "none": "没有发现问题", "worst": "最严重",
            "status": "状态", "steps": "第 {range} 步", "step": "第 {range} 步", "at": "第 {step} 步",
@@ -35,7 +35,7 @@ LABELS: dict[str, dict[str, str]] = {
            "low_confidence": "置信度低：依据 wandb 的 sparkline 形状，而不是记录的数值",
            "inconclusive": "无法判断：步数太少，不足以下结论（见下）", "severity": "严重程度", "when": "步",
            "broke": "本次运行的故障来源", "in_verl": "在 verl 运行中", "lever": "在 verl 中",
-           "in_code": "在你的代码中", "onset": "起始步"},
+           "in_code": "在你的代码中", "onset": "起始步", "artifact": "解读提示"},
 }
 # the `--json` document's schema (report.schema.json, shipped beside this module) and its MAJOR.MINOR version
 SCHEMA_PATH = Path(__file__).with_name("report.schema.json")
@@ -78,6 +78,11 @@ def lever_lines(levers: Sequence[Mapping[str, Any]], causes: Sequence[Mapping[st
             + [f"{label['in_code']}: {c['remedy'][lang]}" for c in causes if c.get("remedy")])
 
 
+def artifact_lines(f: Finding, lang: str) -> list[str]:
+    """What the finding's evidence leans on (its `artifacts`), one line each: the note and its reference."""
+    return [f"{LABELS[lang]['artifact']}: {note[lang]} ({note['reference']})" for note in f.artifacts]
+
+
 def _finding_lines(f: Finding, lang: str, indent: str, cause: str | None) -> list[str]:
     label, words = LABELS[lang], SEVERITY_WORDS[lang]
     title = failures.TITLES.get(f.id, {}).get(lang, f.id)
@@ -94,6 +99,7 @@ def _finding_lines(f: Finding, lang: str, indent: str, cause: str | None) -> lis
         rng = f": {item['range']}" if item.get("range") else ""
         at = label["at"].format(step=item["step"])
         lines.append(f"{indent}    {item['metric']} = {fmt(item['value'])} ({at}){rng}{status}")
+    lines += [f"{indent}    {line}" for line in artifact_lines(f, lang)]
     lines.append(f"{indent}    {label['why']}: {f.explanation.get(lang) or f.explanation.get('en', '')}")
     lines += [f"{indent}    {line}" for line in cause_lines(f.injected, lang, "")]
     if f.severity != "info" or f.fix:
@@ -177,6 +183,7 @@ def format_markdown(source: str, report: Report, lang: str = "en") -> str:
             rng = f": {item['range']}" if item.get("range") else ""
             lines.append(f"- `{item['metric']}` = {fmt(item['value'])} ({label['at'].format(step=item['step'])})"
                          f"{_md(rng)}")
+        lines += [f"- {_md(line)}" for line in artifact_lines(f, lang)]
         lines += [f"- {_md(line)}" for line in cause_lines(f.injected, lang)]
         lines += [f"- {_md(line)}" for line in lever_lines(f.levers, f.injected, lang)]
         for alt in f.alternatives:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from playground.diagnose import onset
 from playground.diagnose.engine import Report, diagnose, findings_document, plain_config
-from playground.metric_names import KL_LOSS, PG_LOSS
+from playground.metric_names import ENTROPY, ENTROPY_LOSS, KL_LOSS, PG_LOSS
 
 if TYPE_CHECKING:
     from playground.rundir.runs import LogRead
@@ -65,7 +65,12 @@ def diagnose_read(read: LogRead, *, family: str | None = None, loss_updates: flo
     # a log that ends in an exception failed there: no verdict of health, and the report says how it ended
     info: dict[str, Any] = {"status": "oom"} if read.out_of_memory else {"status": "failed"} if read.ended_with else {}
     if read.ended_with:
-        info["error"] = read.ended_with
+        info["error"], info["error_how"] = read.ended_with, read.ended_how
+    if read.megatron_line:
+        info["backend"] = f"megatron, line {read.megatron_line} of the log names it"
+    # verl < 0.4 logged the entropy as actor/entropy_loss only; later versions' names do not tell them apart
+    older = any(ENTROPY_LOSS in r for r in read.records) and not any(ENTROPY in r for r in read.records)
+    info["verl_version"] = "older" if older else "unknown"
     if loss_updates is not None:
         info["loss_updates"] = loss_updates
     if max_response_length is not None:
@@ -81,8 +86,8 @@ def diagnose_read(read: LogRead, *, family: str | None = None, loss_updates: flo
     if read.out_of_memory:
         diagnosis.notes.append("the log reports an out-of-memory error")
     if read.ended_with:
-        diagnosis.notes.append(f"the log ends in an exception after its last step: {read.ended_with} (the run stopped "
-                               "there: it did not finish)")
+        diagnosis.notes.append(f"the log ends after its last step in: {read.ended_with} (the run stopped there: it did "
+                               "not finish)")
     if read.selected:
         diagnosis.notes.append(f"read {read.selected}")
     if read.kind == "wandb_history":

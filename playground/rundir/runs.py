@@ -51,8 +51,12 @@ class LogRead:
     problems: list[str] = field(default_factory=list)  # lines or files that could not be read, in words
     source: str = ""
     kind: str = "jsonl"  # jsonl | verl_console | tensorboard | csv | wandb_summary | wandb_history (coarse) | mlflow
-    out_of_memory: bool = False  # a console log that reports an out-of-memory error
-    ended_with: str = ""  # the exception a console log ends in ("ValueError: ..."), after its last step line
+    out_of_memory: bool = False  # a console log that ends, after its last step line, in an out-of-memory error
+    # the line a console log ends in after its last step line ("ValueError: ...", "Killed", Ray's death message:
+    # diagnose/endings.yaml), and what it tells: its form, and whether the cause is in it or only a candidate
+    ended_with: str = ""
+    ended_how: str = ""
+    megatron_line: int = 0  # the first line of a console log that names Megatron (verl's backend), 0: none
     skipped: dict[str, int] = field(default_factory=dict)  # lines of a readable file left out: why -> how many
     unscaled: list[str] = field(default_factory=list)  # metrics whose values carry a shape, not a scale (wandb)
     selected: str = ""  # which run of a store holding several was read, in words (MLflow)

@@ -143,7 +143,7 @@ def test_a_log_that_ends_in_an_exception_says_how_the_run_ended():
     assert read.ended_with == "ValueError: Generated too many. Please check your data."
     report = diagnose_read(read)
     assert "healthy" not in report.ids()
-    assert any("ends in an exception" in n and "ValueError: Generated too many" in n for n in report.notes)
+    assert any("ends after its last step in" in n and "ValueError: Generated too many" in n for n in report.notes)
 
 
 def test_an_exception_the_run_survived_is_not_its_end():
