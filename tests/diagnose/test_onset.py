@@ -57,7 +57,8 @@ def test_a_trend_rule_dates_its_onset_to_where_the_fall_began_not_to_its_window_
     # entropy flat at 0.6 until step 30, then falling to 0 in three steps while the score stalls
     falling = {"actor/entropy_loss": lambda s: 0.6 if s < 30 else max(0.0, 0.6 - 0.25 * (s - 29))}
     report = diagnose(run(60, **FLAT, **falling))
-    found = [f for f in report.findings if f.severity != "info" and f.id in ("entropy_collapse", "overly_deterministic")]
+    found = [f for f in report.findings
+             if f.severity != "info" and f.id in ("entropy_collapse", "overly_deterministic")]
     assert found, [f.id for f in report.findings]
     for finding in found:
         assert 30 <= finding.onset_step <= 32, (finding.id, finding.since_step, finding.onset_step)
