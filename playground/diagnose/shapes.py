@@ -9,6 +9,7 @@ far: a rule of kind `whole`), never at a single step.
 
 from __future__ import annotations
 
+import bisect
 import math
 import statistics
 from collections.abc import Sequence
@@ -211,22 +212,25 @@ class SourceFalls(Node):
         return out
 
     def fallen(self, log: Log, idx: Sequence[int]) -> list[tuple[FallsFromPeak, Series]] | None:
-        """Each source that fell while another rose, with the one that rose most since (None: fewer than two
-        sources, or none with enough evaluations)."""
+        """Each source that fell while another rose, with the rising one that gained most over the window (None:
+        fewer than two sources, or none with enough evaluations)."""
         sources = self.sources(log)
         if len(sources) < 2:
             return None
+        logged = {name: _logged_in(log, series.metric_name(log), idx) for name, series in sources.items()}
         out, judged = [], False
         for name, series in sources.items():
+            fell = FallsFromPeak(series, self.by, self.text, None).measure(log, sorted(logged[name]))[0]
+            judged |= fell is not None
+            if not fell:  # a source that did not fall is no pair's fallen one: its pairs need no measuring
+                continue
             rises = []
             for other, rival in sources.items():
                 if other == name:
                     continue
-                shape = FallsFromPeak(series, self.by, self.text, rival)
-                holds, text, _ = shape.measure(log, idx)
-                judged |= holds is not None
-                if holds:
-                    rises.append((_gain(rival, log, idx), shape, rival))
+                shape, pair = FallsFromPeak(series, self.by, self.text, rival), sorted(logged[name] | logged[other])
+                if shape.measure(log, pair)[0]:
+                    rises.append((_gain(rival, log, pair), shape, rival))
             if rises:
                 _, shape, rival = max(rises, key=lambda r: r[0])
                 out.append((shape, rival))
@@ -247,6 +251,21 @@ class SourceFalls(Node):
             rows.append({"metric": rival.label, "step": log.steps[points[-1][0]], "value": points[-1][1],
                          "range": f"its evaluations: {', '.join(rival_values)}", "status": "ok"})
         return rows
+
+
+def _logged_in(log: Log, key: str, idx: Sequence[int]) -> set[int]:
+    """The records of the window `idx` where `key` has a value. A pair of sources is measured on theirs alone: the
+    same points, but a whole-run rule is judged again on each start of the log (engine._whole), and a validation
+    logged every 10th step would otherwise cost a pass over every step, per pair, each time."""
+    memo = (("logged", key), -1)
+    if memo not in log.memo:
+        log.memo[memo] = [i for i, v in enumerate(log.cols.get(key, [])) if v is not None]
+    every: list[int] = log.memo[memo]
+    if not idx:
+        return set()
+    if idx[-1] - idx[0] + 1 == len(idx):  # a run of records (a whole-run rule's start of the log)
+        return set(every[bisect.bisect_left(every, idx[0]):bisect.bisect_right(every, idx[-1])])
+    return set(every) & set(idx)
 
 
 def _gain(series: Series, log: Log, idx: Sequence[int]) -> float:
