@@ -56,7 +56,7 @@ def _run_action(workspace: Path, **given: str) -> tuple[int, str, dict[str, str]
     summary, output = workspace / ".summary.md", workspace / ".output"
     summary.write_text("")
     base = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "INPUT_", "RUNNER_"))}
-    base.update(PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", PYTHONPATH=str(ROOT),
+    base.update(PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', os.defpath)}", PYTHONPATH=str(ROOT),
                 GITHUB_STEP_SUMMARY=str(summary), GITHUB_ACTION_PATH=str(ROOT), GITHUB_WORKSPACE=str(workspace),
                 RUNNER_TEMP=str(temp), OMP_NUM_THREADS="1")
     code, said = 0, ""
