@@ -19,7 +19,7 @@ WARNING_IDS = (
 )
 # Failures read from real verl logs that no playground scenario reproduces yet (issue 25 item 3): the diagnosis
 # reports them, `scenario=<id>` does not exist for them.
-LOG_ONLY_WARNING_IDS = ("entropy_explosion", "gradient_spikes", "plateau")
+LOG_ONLY_WARNING_IDS = ("entropy_explosion", "gradient_spikes", "plateau", "source_regression")
 LOG_ONLY_CRITICAL_IDS: tuple[str, ...] = ()
 LOG_ONLY_IDS = (*LOG_ONLY_WARNING_IDS, *LOG_ONLY_CRITICAL_IDS)
 FAILURE_IDS = (*INFO_IDS, *WARNING_IDS, *LOG_ONLY_WARNING_IDS, *CRITICAL_IDS, *LOG_ONLY_CRITICAL_IDS)
@@ -65,6 +65,8 @@ TITLES: dict[str, dict[str, str]] = {
     "entropy_explosion": {"en": "entropy explosion", "zh": "熵爆炸"},
     "gradient_spikes": {"en": "isolated gradient spikes", "zh": "孤立的梯度尖峰"},
     "plateau": {"en": "the score plateaued below its ceiling", "zh": "分数停滞在上限之下"},
+    "source_regression": {"en": "one data source regresses while others improve",
+                          "zh": "某个数据源退步，其他数据源在进步"},
     "degenerate_rollout": {"en": "degenerate rollouts (garbage output)", "zh": "rollout 退化（输出乱码）"},
     "rollout_mismatch": {"en": "rollout and trainer disagree (training-inference mismatch)",
                          "zh": "rollout 与训练端概率不一致（训推不一致）"},

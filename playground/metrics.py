@@ -241,13 +241,22 @@ def canonical_item(key: str, value: float) -> tuple[str, float]:
     return canonical_name(key), value
 
 
+# verl's score of one data source (`val-core/<data_source>/<var>/mean@N`, ray_trainer._val_metrics_update): aliased to
+# the guide's one `val/score`, and kept under its own name too, as with several sources the alias holds only one
+# (the doctor compares the sources: `{source_falls: r}`, diagnose/shapes.py)
+PER_SOURCE_SCORE = re.compile(r"^val-core/(?P<source>.+)/(?P<var>[^/]+)/mean@(?P<n>\d+)$")
+
+
 def canonicalize(record: Mapping[str, float]) -> dict[str, float]:
-    """Canonical names for one step's metrics; a canonical key already present wins over an alias."""
+    """Canonical names for one step's metrics; a canonical key already present wins over an alias. A data source's
+    score (PER_SOURCE_SCORE) stays under its own name besides its alias."""
     out: dict[str, float] = {}
     for key, value in record.items():
         name, value = canonical_item(key, value)
         if name not in out or name == key:
             out[name] = value
+        if name != key and PER_SOURCE_SCORE.match(key):
+            out[key] = value
     return out
 
 

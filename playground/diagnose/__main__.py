@@ -2,7 +2,8 @@
 store, by its file, dir or tracking URI (`sqlite:////tmp/mlruns.db`; `--run` picks one of its runs: `readers_mlflow`);
 with `--replay`, also name the playground scenario that reproduces it small, with its fix (`diagnose/replay.py`);
 `python -m playground.diagnose LOG --follow`: watch a running log and say each finding once, when it first appears or
-worsens (`diagnose/follow.py`); `python -m playground.diagnose --catalogue`: print the rules as one Markdown table
+worsens (`diagnose/follow.py`), a headline each interval and, with `--webhook URL`, each finding posted there
+(`diagnose/live.py`); `python -m playground.diagnose --catalogue`: print the rules as one Markdown table
 (docs/catalogue.md); `python -m playground.diagnose compare A B`: where two runs diverge, their config difference and
 the artefacts that make a difference unreal (`diagnose/compare.py`; exit 0 with no divergence, 1 with one, 2 when a
 run could not be read).
@@ -25,6 +26,7 @@ from playground.diagnose import catalogue_table
 from playground.diagnose.calibration import FAMILIES
 from playground.diagnose.compare import compare_paths, format_comparison
 from playground.diagnose.follow import follow
+from playground.diagnose.live import check_webhook
 from playground.diagnose.readers import MLFLOW_KINDS, parse_verl_text, path_kind, read_any
 from playground.diagnose.readers_mlflow import VERL_DEFAULT_URI, store_path
 from playground.diagnose.replay import format_replay, replay, replay_read
@@ -55,11 +57,15 @@ def _parser() -> argparse.ArgumentParser:
                         help="exit 1 when a finding of this severity or a graver one is found (for scripts and CI)")
     parser.add_argument("--follow", action="store_true",
                         help="watch PATH (a verl console log, a JSONL file or a run dir) as it grows: each finding is "
-                             "said once, when it first appears or worsens, with its step and fix; Ctrl-C ends the "
-                             "watch and prints the report")
+                             "said once, when it first appears or worsens, with its step and fix, and a one-line "
+                             "headline each interval (healthy / degraded / failing, the last good step, what "
+                             "changed); Ctrl-C ends the watch and prints the report")
     parser.add_argument("--interval", type=float, default=2.0, metavar="S", help="--follow: seconds between reads")
     parser.add_argument("--idle-exit", type=float, default=None, metavar="S",
                         help="--follow: stop once the file has not grown for S seconds (default: until Ctrl-C)")
+    parser.add_argument("--webhook", metavar="URL",
+                        help="--follow: POST each new or graver finding to URL as JSON ({...the finding, run, step, "
+                             "text}); a failed post prints one warning line and the watch goes on")
     parser.add_argument("--catalogue", action="store_true",
                         help="print the diagnosis rules as one Markdown table (id, signature, thresholds per family, "
                              "fix, the guide's section) and exit; --lang picks its language")
@@ -91,6 +97,11 @@ def _follow(args: argparse.Namespace, parser: argparse.ArgumentParser, form: str
         parser.error("--follow takes a PATH, without --text or --replay")
     if not args.interval > 0 or (args.idle_exit is not None and not args.idle_exit >= 0):
         parser.error("--interval must be > 0 and --idle-exit >= 0")
+    if args.webhook is not None:
+        try:
+            check_webhook(args.webhook)
+        except ValueError as e:
+            parser.error(str(e))
     path = Path(args.path)
     if args.run is not None or args.path.startswith(("sqlite:", "file:")) or (
             path.exists() and path_kind(path) in MLFLOW_KINDS):
@@ -100,7 +111,7 @@ def _follow(args: argparse.Namespace, parser: argparse.ArgumentParser, form: str
     kwargs = {"family": args.family or (info or {}).get("family"), "loss_updates": args.loss_updates,
               "max_response_length": args.max_response_length}
     report = follow(path, interval=args.interval, idle_exit=args.idle_exit, lang=args.lang,
-                    diagnose_kwargs=kwargs)
+                    diagnose_kwargs=kwargs, webhook=args.webhook)
     if report is None:
         print(f"error: no metrics could be read from {args.path}", file=sys.stderr)
         return 2
@@ -168,6 +179,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     form = "json" if args.json else args.format or "text"
     if args.follow:
         return _follow(args, parser, form)
+    if args.webhook is not None:
+        parser.error("--webhook posts what --follow finds: give --follow too")
     if (args.path is None) == (args.text is None):
         parser.error("give a PATH or --text, not both")
     if args.run is not None and args.path is None:

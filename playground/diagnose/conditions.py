@@ -16,7 +16,7 @@ from typing import Any
 from playground.diagnose.log import Log
 from playground.diagnose.node import Form, Node, form_of
 from playground.diagnose.series import Series, compile_series
-from playground.diagnose.shapes import FallsFromPeak, Logged, Plateau, Spikes
+from playground.diagnose.shapes import FallsFromPeak, Logged, Plateau, SourceFalls, Spikes
 from playground.diagnose.trends import TRENDS, Trend, TrendOp
 from playground.diagnose.tunables import TUNABLES
 from playground.metrics import fmt
@@ -283,6 +283,8 @@ _FORMS = [
          _plateau, required=("share",), optional=("heldout",), group="window"),
     Form("falls_from_peak", "{falls_from_peak: s, by: r, of: peak|range, while: t, missing: m}", _doc(FallsFromPeak),
          _falls_from_peak, required=("by",), optional=("of", "while", "missing"), group="window"),
+    Form("source_falls", "{source_falls: r}", _doc(SourceFalls),
+         lambda spec, c: SourceFalls(*c.number(spec["source_falls"])), group="window"),
     Form("logged", "{logged: s, ge: n}", _doc(Logged),
          lambda spec, c: Logged(c.series(spec["logged"]), *c.number(spec["ge"])), required=("ge",), group="window"),
 ]

@@ -4,9 +4,10 @@
 The file is read as it grows (complete lines only; a file that shrinks was rotated and is read again from the top).
 After each read that brought new steps, the whole log so far is diagnosed again, as the engine diagnoses a finished
 log, so a finding said live is the one the final report holds. A console's last step line is taken once the file has
-been still for one poll (its continuation lines have arrived). The watch ends on Ctrl-C, or after `idle_exit` seconds
-without a new byte, and returns the last report (the command line prints it in the form asked); it never raises into
-the run it watches.
+been still for one poll (its continuation lines have arrived). Each interval ends with a one-line headline (the run's
+state, its last good step, what changed: `diagnose/live.py`), and each finding said can be posted to a webhook. The
+watch ends on Ctrl-C, or after `idle_exit` seconds without a new byte, and returns the last report (the command line
+prints it in the form asked); it never raises into the run it watches.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 from playground import failures
 from playground.diagnose import onset
 from playground.diagnose.engine import Finding, Report
+from playground.diagnose.live import Interval, Webhook, headline
 from playground.diagnose.readers import ConsoleParser
 from playground.diagnose.report import SEVERITY_WORDS
 from playground.diagnose.sources import diagnose_read
@@ -131,9 +133,10 @@ class Watch:
 
 
 def follow(path: str | Path, *, interval: float = 2.0, idle_exit: float | None = None, lang: str = "en",
-           echo: Callable[[str], None] = print, diagnose_kwargs: dict | None = None) -> Report | None:
+           echo: Callable[[str], None] = print, diagnose_kwargs: dict | None = None,
+           webhook: str | None = None) -> Report | None:
     """Watch a growing log until Ctrl-C or `idle_exit` seconds without a new byte; say each new or graver finding
-    through `echo`.
+    through `echo` (and post it to `webhook`, a URL), and a headline each interval.
 
     Returns:
         The last report (None when no step was ever read).
@@ -144,19 +147,29 @@ def follow(path: str | Path, *, interval: float = 2.0, idle_exit: float | None =
     jsonl = target.suffix == ".jsonl"
     tail, records, watch = _Tail(target), _Records(target, jsonl), Watch()
     report, last_change, changed = None, time.monotonic(), False
+    hook = Webhook(webhook, run=str(path), lang=lang) if webhook else None
+    last_step: int | None = None  # the last step read
+    news = Interval([], [])  # what this interval changed
     waiting = not target.exists()
     if waiting:
         echo(f"waiting for {target} ...")
 
     def judge(settled: bool) -> None:
-        nonlocal report
+        nonlocal report, last_step
         read = records.read(settled=settled)
         if read.records or read.ended_with or read.out_of_memory:
             report = diagnose_read(read, **(diagnose_kwargs or {}))
+            last_step = int(read.records[-1][STEP]) if read.records else last_step
+            said = set(watch.said)
             for finding in watch.news(report):
-                echo(finding_line(finding, lang))
+                line = finding_line(finding, lang)
+                echo(line)
+                (news.graver if finding.id in said else news.new).append(finding)
+                if hook is not None and (failed := hook.post(finding, last_step, line)):
+                    echo(failed)
             good = onset.last_good_line(report.last_good, lang)
             if good and good != watch.good:  # said once, and again only where an earlier problem moves it
+                news.good_moved = watch.good is not None
                 watch.good = good
                 echo(good)
 
@@ -176,6 +189,8 @@ def follow(path: str | Path, *, interval: float = 2.0, idle_exit: float | None =
             if changed or lines:  # judged again once anything changed, and once more when the file settles
                 judge(settled=not lines)
                 changed = bool(lines)
+            echo(headline(report, last_step, news, lang))  # each interval, "no change" included
+            news = Interval([], [])
             if idle_exit is not None and now - last_change >= idle_exit:
                 break
             time.sleep(interval)
@@ -184,4 +199,6 @@ def follow(path: str | Path, *, interval: float = 2.0, idle_exit: float | None =
     lines, _ = tail.new_lines()  # whatever arrived last, and the console's last step line
     records.add(lines)
     judge(settled=True)
+    if news.new or news.graver or news.good_moved:  # what the last read said, under its headline too
+        echo(headline(report, last_step, news, lang))
     return report

@@ -1,13 +1,15 @@
 """Window conditions on the shape of a whole series, beyond the window statistics of `conditions.Trend`: isolated
-spikes against the running level, a plateau that holds most of a run, and a held-out score that falls from its peak
-while the training reward goes on rising. `conditions.compile_condition` builds them from `rules.yaml`
-(`{spikes: ...}`, `{plateau: ...}`, `{falls_from_peak: ...}`, `{logged: ...}`; each class's doc is what rules.yaml's
+spikes against the running level, a plateau that holds most of a run, a held-out score that falls from its peak
+while the training reward goes on rising, and one data source's held-out score that falls while another's rises.
+`conditions.compile_condition` builds them from `rules.yaml` (`{spikes: ...}`, `{plateau: ...}`,
+`{falls_from_peak: ...}`, `{source_falls: ...}`, `{logged: ...}`; each class's doc is what rules.yaml's
 header says of it, its sizes are tunables.yaml's); they are judged on a window (usually the whole run so
 far: a rule of kind `whole`), never at a single step.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 import statistics
 from collections.abc import Sequence
@@ -15,9 +17,9 @@ from collections.abc import Sequence
 from playground.diagnose.log import Log
 from playground.diagnose.node import Node
 from playground.diagnose.robust import mann_kendall_z, running_level, spread, theil_sen_change
-from playground.diagnose.series import Series
+from playground.diagnose.series import Series, compile_series
 from playground.diagnose.tunables import TUNABLES
-from playground.metrics import fmt
+from playground.metrics import PER_SOURCE_SCORE, fmt
 
 
 def _points(series: Series, log: Log, idx: Sequence[int]) -> list[tuple[int, float]]:
@@ -189,3 +191,84 @@ class Logged(_Shape):
         evaluations = len(_evaluations(points))
         text = f"{self.series.label_for(log)} evaluated {evaluations} times (needs {self.text})"
         return evaluations >= self.count, text, points[-1][0] if points else None
+
+
+class SourceFalls(Node):
+    """with two data sources or more (verl's val-core/<source>/<var>/mean@N), one source's score ended more than r x
+    |its peak| (at least {falls_from_peak.peak_floor}) below its peak, its last two evaluations both below that line,
+    while another source's score ended above where it stood when the first peaked (falls_from_peak, each source
+    against each other); unknown with fewer than two sources."""
+
+    def __init__(self, by: float, text: str):
+        self.by, self.text = by, text
+
+    @staticmethod
+    def sources(log: Log) -> dict[str, Series]:
+        """Each data source's score series, by source (the first score key a source logs)."""
+        out: dict[str, Series] = {}
+        for key in log.cols:
+            if (match := PER_SOURCE_SCORE.match(key)) and match["source"] not in out:
+                out[match["source"]] = compile_series(key, {})  # a metric by its name
+        return out
+
+    def fallen(self, log: Log, idx: Sequence[int]) -> list[tuple[FallsFromPeak, Series]] | None:
+        """Each source that fell while another rose, with the rising one that gained most over the window (None:
+        fewer than two sources, or none with enough evaluations)."""
+        sources = self.sources(log)
+        if len(sources) < 2:
+            return None
+        logged = {name: _logged_in(log, series.metric_name(log), idx) for name, series in sources.items()}
+        out, judged = [], False
+        for name, series in sources.items():
+            fell = FallsFromPeak(series, self.by, self.text, None).measure(log, sorted(logged[name]))[0]
+            judged |= fell is not None
+            if not fell:  # a source that did not fall is no pair's fallen one: its pairs need no measuring
+                continue
+            rises = []
+            for other, rival in sources.items():
+                if other == name:
+                    continue
+                shape, pair = FallsFromPeak(series, self.by, self.text, rival), sorted(logged[name] | logged[other])
+                if shape.measure(log, pair)[0]:
+                    rises.append((_gain(rival, log, pair), shape, rival))
+            if rises:
+                _, shape, rival = max(rises, key=lambda r: r[0])
+                out.append((shape, rival))
+        return out if out or judged else None
+
+    def over(self, log: Log, idx: Sequence[int]) -> bool | None:
+        fallen = self.fallen(log, idx)
+        return None if fallen is None else bool(fallen)
+
+    def evidence(self, log: Log, idx: Sequence[int]) -> list[dict]:
+        rows = []
+        for shape, rival in self.fallen(log, idx) or []:
+            for row in shape.evidence(log, idx):
+                values = [fmt(v) for _, v in _evaluations(_points(shape.series, log, idx))]
+                rows.append({**row, "range": f"{row['range']}; its evaluations: {', '.join(values)}"})
+            points = _points(rival, log, idx)
+            rival_values = [fmt(v) for _, v in _evaluations(points)]
+            rows.append({"metric": rival.label, "step": log.steps[points[-1][0]], "value": points[-1][1],
+                         "range": f"its evaluations: {', '.join(rival_values)}", "status": "ok"})
+        return rows
+
+
+def _logged_in(log: Log, key: str, idx: Sequence[int]) -> set[int]:
+    """The records of the window `idx` where `key` has a value. A pair of sources is measured on theirs alone: the
+    same points, but a whole-run rule is judged again on each start of the log (engine._whole), and a validation
+    logged every 10th step would otherwise cost a pass over every step, per pair, each time."""
+    memo = (("logged", key), -1)
+    if memo not in log.memo:
+        log.memo[memo] = [i for i, v in enumerate(log.cols.get(key, [])) if v is not None]
+    every: list[int] = log.memo[memo]
+    if not idx:
+        return set()
+    if idx[-1] - idx[0] + 1 == len(idx):  # a run of records (a whole-run rule's start of the log)
+        return set(every[bisect.bisect_left(every, idx[0]):bisect.bisect_right(every, idx[-1])])
+    return set(every) & set(idx)
+
+
+def _gain(series: Series, log: Log, idx: Sequence[int]) -> float:
+    """How far a series' last evaluation stands above its first."""
+    values = [v for _, v in _evaluations(_points(series, log, idx))]
+    return values[-1] - values[0] if values else 0.0

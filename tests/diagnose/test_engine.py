@@ -247,6 +247,14 @@ CASES = {  # id: (records, info, near-miss records, near-miss info)
                            "critic/score/min": 0.0}), {},
                 run(40, **{"critic/score/mean": lambda s: min(0.95, 0.19 * s), "critic/score/max": 1.0,
                            "critic/score/min": 0.0}), {}),
+    # one data source's validation (every 5 steps) peaks at step 15 and falls a third while the other's rises; near
+    # miss: both rise (more of this in test_source_regression.py)
+    "source_regression": (run(40, **{"val-core/a/reward/mean@1": lambda s: 0.2 + 0.01 * s if s % 5 == 0 else None,
+                                     "val-core/b/reward/mean@1": lambda s: (0.6 - 0.02 * abs(s - 15)
+                                                                            if s % 5 == 0 else None)}), {},
+                          run(40, **{"val-core/a/reward/mean@1": lambda s: 0.2 + 0.01 * s if s % 5 == 0 else None,
+                                     "val-core/b/reward/mean@1": lambda s: 0.3 + 0.01 * s if s % 5 == 0 else None}),
+                          {}),
 }
 
 

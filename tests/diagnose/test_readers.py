@@ -81,10 +81,12 @@ def test_full_precision_special_values_and_negatives():
 def test_validation_only_line_at_step_0():
     read = _read("val_step0.log")
     assert read.problems == []
+    gsm8k = "val-core/openai/gsm8k/reward/mean@1"  # a data source's score: the guide's val/score, and its own name
     assert read.records == [
-        {"val/score": 0.12, STEP: 0.0},
+        {"val/score": 0.12, gsm8k: 0.12, STEP: 0.0},
         {"actor/entropy": 0.61, "critic/score/mean": 0.1, STEP: 1.0, "training/epoch": 0.0},
-        {"actor/entropy": 0.6, "critic/score/mean": 0.15, "val/score": 0.2, STEP: 2.0, "training/epoch": 0.0},
+        {"actor/entropy": 0.6, "critic/score/mean": 0.15, "val/score": 0.2, gsm8k: 0.2, STEP: 2.0,
+         "training/epoch": 0.0},
     ]
 
 
@@ -139,9 +141,11 @@ def test_names_of_verl_03_and_07_map_to_the_same_record():
         "perf/mfu/actor": 0.214, "actor/pg_loss": -0.003, "val/score": 0.35, "critic/vf_explained_var": -0.12,
         STEP: 1.0,
     }
-    for name, entropy in (("names_v03.log", "actor/entropy_loss"), ("names_v07.log", "actor/entropy")):
+    # verl >= 0.4's val-core/<source>/... keeps its source's name beside val/score (metrics.PER_SOURCE_SCORE)
+    for name, entropy, source in (("names_v03.log", "actor/entropy_loss", {}),
+                                  ("names_v07.log", "actor/entropy", {"val-core/openai/gsm8k/reward/mean@1": 0.35})):
         read = _read(name)
-        assert read.problems == [] and read.records == [{entropy: 0.652, **common}], name
+        assert read.problems == [] and read.records == [{entropy: 0.652, **common, **source}], name
 
 
 def test_non_numeric_values_are_skipped_and_reported_once_per_key():
@@ -276,11 +280,12 @@ def verl_tb(tmp_path_factory) -> Path:
 def test_tensorboard_verl_layout_with_nan_and_alias(verl_tb):
     read = read_tensorboard(verl_tb)
     assert read.kind == "tensorboard" and read.problems == []
+    gsm8k = "val-core/openai/gsm8k/reward/mean@1"
     assert _comparable(read.records) == [
-        {"val/score": 0.125, STEP: 0.0},
+        {"val/score": 0.125, gsm8k: 0.125, STEP: 0.0},
         {"actor/pg_loss": 0.5, "actor/entropy": 0.75, "timing_s/gen": 2.0, STEP: 1.0},
         {"actor/pg_loss": NAN, "actor/entropy": 0.5, STEP: 2.0},
-        {"actor/pg_loss": -0.25, "actor/entropy": 0.25, "val/score": 0.5, STEP: 3.0},
+        {"actor/pg_loss": -0.25, "actor/entropy": 0.25, "val/score": 0.5, gsm8k: 0.5, STEP: 3.0},
     ]
     assert _comparable(read_tensorboard(verl_tb / "gsm8k" / "ppo_run1").records) == _comparable(read.records)
     event_file = next((verl_tb / "gsm8k" / "ppo_run1").glob("events.out.tfevents.*"))
