@@ -34,7 +34,7 @@ class EndFields(TypedDict):
 
 
 @dataclass(frozen=True)
-class Form:
+class EndingForm:
     name: str
     pattern: re.Pattern[str]
     unless: re.Pattern[str] | None
@@ -51,7 +51,7 @@ class Form:
 class Ending:
     line: int  # its line number in the log
     text: str  # the line, cut to MAX_TEXT
-    form: Form
+    form: EndingForm
 
     @property
     def rank(self) -> tuple[int, int]:
@@ -66,7 +66,7 @@ class Ending:
                f"{self.form.candidates}"
 
 
-def _compile(spec: dict, where: str) -> Form:
+def _compile(spec: dict, where: str) -> EndingForm:
     missing = [key for key in ("name", "pattern", "id", "cause", "source") if key not in spec]
     if missing:
         raise ValueError(f"{where}: a form without {', '.join(missing)}")
@@ -79,7 +79,7 @@ def _compile(spec: dict, where: str) -> Form:
         unless = re.compile(spec["unless"]) if spec.get("unless") else None
     except re.error as e:
         raise ValueError(f"{where} ({spec['name']}): not a regular expression: {e}") from e
-    return Form(name=spec["name"], pattern=pattern, unless=unless, id=spec["id"], cause=spec["cause"],
+    return EndingForm(name=spec["name"], pattern=pattern, unless=unless, id=spec["id"], cause=spec["cause"],
                 candidates=spec.get("candidates", ""), source=spec["source"])
 
 
@@ -89,7 +89,7 @@ def _table() -> dict:
 
 
 @functools.lru_cache(maxsize=1)
-def forms() -> tuple[Form, ...]:
+def forms() -> tuple[EndingForm, ...]:
     """endings.yaml's forms, in their order (the first that matches a line names it).
 
     Raises:
@@ -104,7 +104,7 @@ def ignored() -> re.Pattern[str]:
     return re.compile("|".join(f"(?:{spec['pattern']})" for spec in _table()["ignored"]))
 
 
-def form_of(line: str) -> Form | None:
+def form_of(line: str) -> EndingForm | None:
     """The first form the line (its colour codes and Ray prefix removed) takes, or None."""
     text = line.strip()
     return next((form for form in forms() if form.matches(text)), None) if text else None
