@@ -40,12 +40,13 @@ _HASHES = re.compile(r"####[ \t]*(\S+)")  # GSM8K's final answer
 def looping_tail(text: str) -> tuple[str, int] | None:
     """The unit a response ends by repeating and how many times (None: no degenerate tail), smallest unit first."""
     s = text.rstrip()
-    for size in range(1, MAX_UNIT + 1):
+    window = s[-(MAX_UNIT + 1):]  # a unit of `size` characters repeats the last one `size` characters before it
+    for size in sorted({len(window) - 1 - i for i, c in enumerate(window[:-1]) if c == window[-1]}):
         count = max(-(-MIN_LOOP_CHARS // size), MIN_LOOP_REPEATS if size > 1 else 1)
         if len(s) < count * size:
             break
         unit = s[-size:]
-        if not unit.strip() or s[-count * size:] != unit * count:
+        if s[-2 * size:-size] != unit or not unit.strip() or s[-count * size:] != unit * count:
             continue
         start = len(s) - count * size
         while start >= size and s[start - size:start] == unit:

@@ -66,6 +66,7 @@ def test_the_reader_refuses_what_is_no_dump(tmp_path):
     ("The answer is " + "!" * 40, "!", 40),
     ("answer: " + "the " * 20, " the", 20),
     ("ab" * 16 + "  \n", "ab", 16),
+    ("Hm. " + "I will check again. " * 17, " I will check again.", 17),  # a sentence, its unit read from the end
 ])
 def test_a_loop_to_the_end_is_degenerate(text, unit, repeats):
     assert looping_tail(text) == (unit, repeats)
