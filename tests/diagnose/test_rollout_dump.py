@@ -202,3 +202,14 @@ def test_the_cli_refuses_a_bad_dump_before_diagnosing(capsys, tmp_path):
     assert "no such rollout dump dir" in captured.err and captured.out == ""
     with pytest.raises(SystemExit):
         cli.main([str(FIXTURE), "--rollout-dir", str(FIXTURE)])
+
+
+def test_pasted_text_takes_a_dump_and_follow_refuses_one(capsys):
+    line = "step:1 - actor/pg_clipfrac:0.01 - actor/ppo_kl:0.001 - critic/score/mean:0.2"
+    assert cli.main(["--text", line, "--rollout-dir", str(FIXTURE), "--json"]) == 0
+    (result,) = json.loads(capsys.readouterr().out)["results"]
+    assert result["source"] == "text" and "degenerate_rollout" in {f["id"] for f in result["findings"]}
+    log = Path(__file__).parent / "fixtures" / "guide_11_4_example2.log"
+    with pytest.raises(SystemExit):
+        cli.main([str(log), "--follow", "--rollout-dir", str(FIXTURE)])
+    assert "--follow watches the metrics alone" in capsys.readouterr().err
