@@ -5,8 +5,8 @@ Each check is judged per step on the share of the step's samples (or groups) it 
 check's share is a finding under the catalogue id whose mechanism it is, with the step's flagged sample indices in
 its evidence (`samples`: their places in the step's file, `rollout_dump`), so that a reader can open them.
 
-The thresholds (the `CHECKS` table) are stated with their reasoning: no public rollout dump outside the doctor's
-keep-out list (docs/diagnose.md) was found to measure them on, so none is tuned to a log.
+The thresholds (the `CHECKS` table) are stated with their reasoning: no public rollout dump was found to measure them
+on (outside the sources kept out of the doctor's calibration), so none is tuned to a log.
 """
 
 from __future__ import annotations
@@ -56,10 +56,11 @@ def looping_tail(text: str) -> tuple[str, int] | None:
 
 
 def format_without_answer(text: str) -> bool:
-    """A response that carries a format (a closed reasoning tag, or an answer tag) and no answer in it: every answer
-    part (the text of a tag pair that is not reasoning, `\\boxed{…}`, GSM8K's `#### …`; where the response has no
-    answer tag, the text after its last closed reasoning tag) empty. A response cut off inside a tag (the length cap)
-    is not one: its answer was never reached."""
+    """A response that carries a format (a closed reasoning tag, or a tag pair) and no answer in it: every answer
+    part empty: the text of each tag pair that is not reasoning, `\\boxed{…}`, GSM8K's `#### …`, and what follows the
+    last closed reasoning tag once tags and those markers are taken out (R1's format answers there in prose, and a
+    code answer's own tags are not its format). A response cut off inside a tag (the length cap) is not one: its
+    answer was never reached."""
     tags = _TAG.findall(text)
     if not tags:
         return False
@@ -70,14 +71,12 @@ def format_without_answer(text: str) -> bool:
     answer_tags = {name for name in closed if name not in REASONING_TAGS}
     parts = [m.group(2) for name in answer_tags
              for m in re.finditer(rf"<({re.escape(name)})>(.*?)</{re.escape(name)}>", text, re.S | re.I)]
-    marked = _BOXED.findall(text) + _HASHES.findall(text)
-    parts += marked
-    if not answer_tags and not marked:
-        last_close = max((m.end() for m in _TAG.finditer(text) if m.group(1) and m.group(2).lower() in REASONING_TAGS),
-                         default=None)
-        if last_close is None:
-            return False  # opening tags only, of no format it knows
-        parts.append(_TAG.sub("", text[last_close:]))
+    parts += _BOXED.findall(text) + _HASHES.findall(text)
+    ends = [m.end() for m in _TAG.finditer(text) if m.group(1) and m.group(2).lower() in REASONING_TAGS]
+    if ends:
+        parts.append(_TAG.sub("", _HASHES.sub("", _BOXED.sub("", text[max(ends):]))))
+    elif not closed:
+        return False  # opening tags only: no format it knows
     return not any(part.strip() for part in parts)
 
 

@@ -96,6 +96,8 @@ def test_text_that_does_not_loop_to_its_end_is_not(text):
     ("<think>x is long and cut off", False),  # truncated: the answer was never reached
     ("<think>x</think> <answer>3+", False),
     ("no format at all", False),
+    ("<think>x</think> ```html\n<div></div>\n```", False),  # a code answer's own tags are no format
+    ("<think>x</think> <answer></answer> so it is 5", False),  # an answer in prose beside an empty tag
 ])
 def test_a_format_without_an_answer(text, flagged):
     assert format_without_answer(text) is flagged
