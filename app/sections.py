@@ -41,6 +41,7 @@ from playground.metrics import METRIC_GROUPS, STEP, fmt, group_of, is_known
 
 import charts
 import data
+import dump_view
 import run_params
 import series
 import widgets
@@ -302,7 +303,7 @@ def _timeline_label(item: dict) -> str:
 
 
 def draw_findings(report: dict | None, overrides: Sequence[str] | None, *, key: str,
-                  max_step: float | None = None, inspect_run: str | None = None) -> None:
+                  max_step: float | None = None, inspect_run: str | None = None, dump_dir: str | None = None) -> None:
     """A run's findings as diagnoses: a timeline by the step each began (each root cause with its consequences
     under it), the §11.2 checks ruled out, then each with the guide's explanation, the fix and the alternatives.
 
@@ -314,6 +315,8 @@ def draw_findings(report: dict | None, overrides: Sequence[str] | None, *, key: 
         max_step: where the timeline's axis ends (the run's last step); default the last finding's.
         inspect_run: a run with token records: each finding offers the Step inspector at its onset, on the tokens
             that fired it (`tokens.FINDING_FOCUS`).
+        dump_dir: the rollout dump the findings were read from: each step of a finding's evidence that names
+            samples opens the Step inspector on them (`dump_view.sample_links`).
     """
     if report is None:
         return
@@ -378,6 +381,8 @@ def draw_findings(report: dict | None, overrides: Sequence[str] | None, *, key: 
                     st.code(command, language="bash", wrap_lines=overrides is not None)
                 if inspect_run is not None and f.get("first_step") is not None:
                     _inspect_button(inspect_run, f, key=f"{key}_inspect_{n}")
+                if dump_dir is not None:
+                    dump_view.sample_links(dump_dir, f, key=f"{key}_samples_{n}")
 
 
 def _inspect_button(run: str, finding: dict, key: str) -> None:
@@ -392,7 +397,10 @@ def _inspect_button(run: str, finding: dict, key: str) -> None:
 
 def evidence_table(rows: Sequence[Mapping]) -> pd.DataFrame:
     """A finding's evidence as the page shows it: values to 4 significant digits, and an empty cell, never a raw
-    `None`, where a row has no value, range or status (a note's own condition is unmarked)."""
+    `None`, where a row has no value, range or status (a note's own condition is unmarked); a rollout dump's rows
+    name their samples."""
+    named = ["samples"] if any("samples" in r for r in rows) else []
+    columns = ["metric", "step", "value", "range", "status", *named]
     return pd.DataFrame([{"metric": r.get("metric", ""), "step": r.get("step"), "value": fmt(r.get("value"), none="—"),
-                          "range": r.get("range") or "", "status": r.get("status") or ""} for r in rows],
-                        columns=["metric", "step", "value", "range", "status"])
+                          "range": r.get("range") or "", "status": r.get("status") or "",
+                          "samples": ", ".join(map(str, r.get("samples") or []))} for r in rows], columns=columns)

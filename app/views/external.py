@@ -2,7 +2,9 @@
 playground scenario nearest to its diagnosis (`playground.diagnose.replay`), which one button trains in the Lab and
 then its fix (two `python -m playground.train` runs through the Lab's launcher, the second queued after the first).
 A log given by its path can be followed: the page reads it again every few seconds while a run writes it, as
-`python -m playground.diagnose LOG --follow` does in a terminal."""
+`python -m playground.diagnose LOG --follow` does in a terminal. A rollout dump dir (verl's
+`trainer.rollout_data_dir`), as the path or beside the log, adds what its text shows, each finding linked to its
+samples in the Step inspector (`dump_view`)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from playground.config.overrides import with_replaced
 from playground.diagnose.replay import replay_read, shown_value
 
 import data
+import dump_view
 import knobs
 import lab_run
 import launcher
@@ -38,7 +41,7 @@ def _log():
     pasted = st.text_area(widgets.t("log_paste"), key="log_paste", height=120,
                           placeholder="step:5 - actor/pg_loss:0.523 - actor/pg_clipfrac:0.850 - ...")
     if path.strip():
-        return _read_path(path)
+        return None if dump_view.is_dump_path(path) else _read_path(path)  # a dump dir: drawn by render
     if upload is not None:
         return data.read_log_text(upload.getvalue().decode("utf-8", errors="replace"), upload.name)
     if pasted.strip():
@@ -50,13 +53,17 @@ def render() -> None:
     st.title(widgets.t("external_title"))
     st.caption(widgets.t("external_caption"))
     log = _log()
-    if log is None:
-        return
-    if st.session_state.get("log_path", "").strip() and st.toggle(
-            widgets.t("log_follow"), key="log_follow", help=widgets.t("log_follow_help", s=FOLLOW_EVERY_S)):
-        _followed()
-    else:
-        _show(log)
+    rollout_dir = st.text_input(widgets.t("log_rollout_dir"), key="log_rollout_dir", placeholder="rollout_data")
+    path = st.session_state.get("log_path", "")
+    dumps = [text for text in (path if dump_view.is_dump_path(path) else "", rollout_dir) if text.strip()]
+    if log is not None:
+        if path.strip() and st.toggle(widgets.t("log_follow"), key="log_follow",
+                                      help=widgets.t("log_follow_help", s=FOLLOW_EVERY_S)):
+            _followed()
+        else:
+            _show(log)
+    for n, text in enumerate(dumps):
+        dump_view.draw_findings(text, key=f"external_dump_{n}")
 
 
 @st.fragment(run_every=FOLLOW_EVERY_S)

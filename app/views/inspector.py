@@ -3,7 +3,9 @@ chosen (advantage, the ratio π_θ/π_old, where the clip bound, entropy, the KL
 its group, and how its advantage came (the run's estimator with its settings: recomputed from the records where they
 hold what it read, else the recorded advantages and why); the step's distributions beside them. A finding on the
 Diagnosis page opens it at the finding's onset (a chapter of the learning path: at its step), on the tokens that
-fired it (`st.session_state["inspect"]`: run, step, focus, and the finding's id where a finding asked)."""
+fired it (`st.session_state["inspect"]`: run, step, focus, and the finding's id where a finding asked). Given a
+rollout dump dir (verl's `trainer.rollout_data_dir`) instead, it shows a dumped step's samples with all their fields,
+those a finding linked marked (`dump_view`)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from playground.metrics import STEP
 
 import charts
 import data
+import dump_view
 import widgets
 
 PER_PAGE = 8  # responses drawn at once (a step recording every response has hundreds)
@@ -84,6 +87,11 @@ def _response(response: tokens.Response, quantity: str, scale: float, settings: 
 def render() -> None:
     st.title(widgets.t("inspector_title"))
     st.caption(widgets.t("inspector_note"))
+    dump_view.take_asked()
+    dump_dir = st.text_input(widgets.t("inspector_dump_dir"), key="inspector_dump_dir", placeholder="rollout_data")
+    if dump_dir.strip():
+        dump_view.draw_step(dump_dir)
+        return
     table, _ = widgets.runs_table()
     token_runs = table[table["family"] == "token"] if "family" in table else table.iloc[0:0]
     runs = list(token_runs["run"])

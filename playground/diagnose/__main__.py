@@ -6,7 +6,9 @@ worsens (`diagnose/follow.py`), a headline each interval and, with `--webhook UR
 (`diagnose/live.py`); `python -m playground.diagnose --catalogue`: print the rules as one Markdown table
 (docs/catalogue.md); `python -m playground.diagnose compare A B`: where two runs diverge, their config difference and
 the artefacts that make a difference unreal (`diagnose/compare.py`; exit 0 with no divergence, 1 with one, 2 when a
-run could not be read).
+run could not be read). `--rollout-dir DIR` (or a rollout dump dir as PATH): verl's rollout dumps
+(`trainer.rollout_data_dir`) read as text, their findings with the samples behind them added to the report
+(`diagnose/rollout_text.py`).
 
 Exit code 0 (judged), or 1 where `--fail-on warning|critical` names a severity that was found (at that severity or
 graver); 2 when it could not judge (no step read: a missing or unreadable file, a format it does not know), with its
@@ -31,6 +33,8 @@ from playground.diagnose.readers import MLFLOW_KINDS, parse_verl_text, path_kind
 from playground.diagnose.readers_mlflow import VERL_DEFAULT_URI, store_path
 from playground.diagnose.replay import format_replay, replay, replay_read
 from playground.diagnose.report import dumps, format_diagnosis, format_markdown, json_document
+from playground.diagnose.rollout_dump import RolloutDump, is_dump_dir, read_dump
+from playground.diagnose.rollout_text import add_to_report, dump_report
 from playground.diagnose.sources import diagnose_path, diagnose_read
 from playground.failures import SEVERITY_ORDER
 from playground.rundir.runs import METRICS, LogRead, jsonable, read_metrics_jsonl, read_run_info
@@ -81,7 +85,22 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-response-length", type=int, default=None, metavar="N",
                         help="the run's data.max_response_length: response_length/max is checked against it (verl "
                              "V1's response_length/clip_ratio compares with the batch's longest response, #7817)")
+    parser.add_argument("--rollout-dir", default=None, metavar="DIR",
+                        help="verl's rollout dump dir (trainer.rollout_data_dir: one {step}.jsonl per step): its "
+                             "text is checked for what the scalars cannot show (a group answering with one text, "
+                             "responses looping to the end, a format without an answer, empty responses) and the "
+                             "findings, with the samples behind them, join the report; a dump dir given as PATH is "
+                             "diagnosed alone")
     return parser
+
+
+def _dump(path: str) -> RolloutDump | None:
+    """The dump at `path`, or None with why it is none on stderr (the caller exits 2 before any diagnosis)."""
+    try:
+        return read_dump(path)
+    except (OSError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return None
 
 
 def _failed(reports: Sequence, fail_on: str | None) -> bool:
@@ -95,6 +114,8 @@ def _failed(reports: Sequence, fail_on: str | None) -> bool:
 def _follow(args: argparse.Namespace, parser: argparse.ArgumentParser, form: str) -> int:
     if args.path is None or args.text is not None or args.replay:
         parser.error("--follow takes a PATH, without --text or --replay")
+    if args.rollout_dir is not None:
+        parser.error("--follow watches the metrics alone: diagnose the log with --rollout-dir once it is written")
     if not args.interval > 0 or (args.idle_exit is not None and not args.idle_exit >= 0):
         parser.error("--interval must be > 0 and --idle-exit >= 0")
     if args.webhook is not None:
@@ -185,6 +206,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("give a PATH or --text, not both")
     if args.run is not None and args.path is None:
         parser.error("--run picks a run of an MLflow store given as PATH, not of --text")
+    if args.path is not None and is_dump_dir(args.path):
+        if args.rollout_dir is not None or args.replay or args.run is not None:
+            parser.error("a rollout dump dir as PATH is diagnosed alone: no --rollout-dir, --replay or --run")
+        if (alone := _dump(args.path)) is None:
+            return 2
+        results = [(args.path, dump_report(alone, args.family or "llm"))]
+        _print(results, [], form, args.lang)
+        return 1 if _failed([report for _, report in results], args.fail_on) else 0
+    dump = _dump(args.rollout_dir) if args.rollout_dir is not None else None
+    if args.rollout_dir is not None and dump is None:
+        return 2
     if args.text is not None:
         read = parse_verl_text(args.text, name="text")
         results = [("text", diagnose_read(read, family=args.family, loss_updates=args.loss_updates,
@@ -203,6 +235,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (FileNotFoundError, PermissionError, IsADirectoryError) as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
+    if dump is not None:
+        for _, report in results:
+            add_to_report(report, dump)
     replays = [replay_read(read, report) if isinstance(read, LogRead) else replay(read, report)
                for read, (_, report) in zip(reads, results)] if args.replay else []
     _print(results, replays, form, args.lang)

@@ -52,6 +52,8 @@ class Report:
     steps: int = 0  # how many records were read
     last_good: onset.LastGood | None = None  # the step before the first problem, and its checkpoint (diagnose.onset)
     skipped_rules: list[dict] = field(default_factory=list)  # the rules that did not run, why (diagnose.skipped)
+    # the rollout dump read beside the log ({dir, steps, samples}; diagnose.rollout_text), None where none was given
+    rollout_dump: dict | None = None
 
     def worst_severity(self) -> str | None:
         ranks = [failures.SEVERITY_ORDER.index(f.severity) for f in self.findings]
@@ -70,7 +72,8 @@ class Report:
                 "problems": list(self.problems), "family": self.family, "source": self.source,
                 "steps": self.steps, "worst_severity": self.worst_severity(),
                 "last_good": self.last_good.to_dict() if self.last_good else None,
-                "skipped_rules": [dict(s) for s in self.skipped_rules]}
+                "skipped_rules": [dict(s) for s in self.skipped_rules],
+                **({"rollout_dump": dict(self.rollout_dump)} if self.rollout_dump is not None else {})}
 
 
 # ---- rules --------------------------------------------------------------------------------------------------

@@ -25,7 +25,8 @@ LABELS: dict[str, dict[str, str]] = {
            "low_confidence": "low confidence: read from wandb's sparklines, not from the logged numbers",
            "inconclusive": "inconclusive: too few steps for a verdict (see below)", "severity": "severity",
            "when": "steps", "broke": "what broke this run", "in_verl": "in a verl run",
-           "lever": "in verl", "in_code": "in your code", "onset": "since step", "artifact": "read with care"},
+           "lever": "in verl", "in_code": "in your code", "onset": "since step", "artifact": "read with care",
+           "samples": "samples", "dump": "rollout dump: {dir} ({steps}, {samples} samples)"},
     "zh": {"header": "== {source}（任务类型 {family}，{steps}）", "n_steps": "{n} 步", "one_step": "1 步",
            "none": "没有发现问题", "worst": "最严重",
            "status": "状态", "steps": "第 {range} 步", "step": "第 {range} 步", "at": "第 {step} 步",
@@ -35,7 +36,8 @@ LABELS: dict[str, dict[str, str]] = {
            "low_confidence": "置信度低：依据 wandb 的 sparkline 形状，而不是记录的数值",
            "inconclusive": "无法判断：步数太少，不足以下结论（见下）", "severity": "严重程度", "when": "步",
            "broke": "本次运行的故障来源", "in_verl": "在 verl 运行中", "lever": "在 verl 中",
-           "in_code": "在你的代码中", "onset": "起始步", "artifact": "解读提示"},
+           "in_code": "在你的代码中", "onset": "起始步", "artifact": "解读提示", "samples": "样本",
+           "dump": "rollout 转储：{dir}（{steps}，{samples} 个样本）"},
 }
 # the `--json` document's schema (report.schema.json, shipped beside this module) and its MAJOR.MINOR version
 SCHEMA_PATH = Path(__file__).with_name("report.schema.json")
@@ -83,6 +85,19 @@ def artifact_lines(f: Finding, lang: str) -> list[str]:
     return [f"{LABELS[lang]['artifact']}: {note[lang]} ({note['reference']})" for note in f.artifacts]
 
 
+def _samples(item: Mapping[str, Any], lang: str) -> str:
+    """A rollout dump's evidence: the step's samples behind it (their places in the step's file), else ""."""
+    samples = item.get("samples")
+    return f"; {LABELS[lang]['samples']} {', '.join(map(str, samples))}" if samples else ""
+
+
+def _dump_line(report: Report, lang: str) -> str | None:
+    dump = report.rollout_dump
+    if not dump:
+        return None
+    return LABELS[lang]["dump"].format(dir=dump["dir"], steps=_steps(len(dump["steps"]), lang), samples=dump["samples"])
+
+
 def _finding_lines(f: Finding, lang: str, indent: str, cause: str | None) -> list[str]:
     label, words = LABELS[lang], SEVERITY_WORDS[lang]
     title = failures.TITLES.get(f.id, {}).get(lang, f.id)
@@ -98,7 +113,7 @@ def _finding_lines(f: Finding, lang: str, indent: str, cause: str | None) -> lis
         status = f" [{item['status']}]" if item.get("status") else ""
         rng = f": {item['range']}" if item.get("range") else ""
         at = label["at"].format(step=item["step"])
-        lines.append(f"{indent}    {item['metric']} = {fmt(item['value'])} ({at}){rng}{status}")
+        lines.append(f"{indent}    {item['metric']} = {fmt(item['value'])} ({at}){rng}{status}{_samples(item, lang)}")
     lines += [f"{indent}    {line}" for line in artifact_lines(f, lang)]
     lines.append(f"{indent}    {label['why']}: {f.explanation.get(lang) or f.explanation.get('en', '')}")
     lines += [f"{indent}    {line}" for line in cause_lines(f.injected, lang, "")]
@@ -116,6 +131,8 @@ def format_diagnosis(source: str, report: Report, lang: str = "en") -> str:
     label = LABELS[lang]
     lines = [label["header"].format(source=source, family=report.family, steps=_steps(report.steps, lang)),
              _status_line(report, lang)]
+    if dump := _dump_line(report, lang):
+        lines.append(dump)
     if good := onset.last_good_line(report.last_good, lang):
         lines.append(good)
     for diagnosis in report.diagnoses:
@@ -164,6 +181,8 @@ def format_markdown(source: str, report: Report, lang: str = "en") -> str:
     label, words = LABELS[lang], SEVERITY_WORDS[lang]
     status = _status_line(report, lang)
     lines = [f"## {_md(source)}", "", f"{report.family} · {_steps(report.steps, lang)} · {status}", ""]
+    if dump := _dump_line(report, lang):
+        lines += [_md(dump), ""]
     if good := onset.last_good_line(report.last_good, lang):
         lines += [f"**{good}**", ""]
     if report.diagnoses:
@@ -182,7 +201,7 @@ def format_markdown(source: str, report: Report, lang: str = "en") -> str:
         for item in f.evidence:
             rng = f": {item['range']}" if item.get("range") else ""
             lines.append(f"- `{item['metric']}` = {fmt(item['value'])} ({label['at'].format(step=item['step'])})"
-                         f"{_md(rng)}")
+                         f"{_md(rng)}{_samples(item, lang)}")
         lines += [f"- {_md(line)}" for line in artifact_lines(f, lang)]
         lines += [f"- {_md(line)}" for line in cause_lines(f.injected, lang)]
         lines += [f"- {_md(line)}" for line in lever_lines(f.levers, f.injected, lang)]

@@ -63,8 +63,8 @@ def test_the_schemas_fields_are_what_the_report_produces():
     result = SCHEMA["$defs"]["result"]
     produced = set(Report(findings=[]).to_dict())
     # a result is findings.json's document (to_dict, its `version` and date) with its source and steps; `replay`
-    # is --replay's
-    assert set(result["properties"]) == produced | {"version", "diagnosed_at", "replay"}
+    # is --replay's, `rollout_dump` --rollout-dir's (a report with a dump read beside its log)
+    assert set(result["properties"]) == produced | {"version", "diagnosed_at", "replay", "rollout_dump"}
     assert set(result["required"]) == produced | {"version", "diagnosed_at"}
     assert set(SCHEMA["properties"]) == set(SCHEMA["required"]) == {"schema_version", "version", "results"}
 
