@@ -56,8 +56,11 @@ def draw(a: str, b: str, labels: tuple[str, str], key: str, hide_config: bool = 
         (st.success if c.shared_steps and c.divergence_step is None else st.markdown)(headline)
         if c.at_divergence:
             st.dataframe(comparison.divergence_table(c.at_divergence, lang), hide_index=True, key=f"{key}-at")
+        metrics, metric = comparison.diverging_metrics(c), None
+        if len(metrics) > 1:  # the top one first; any other diverging metric on the same chart
+            metric = st.selectbox(widgets.t("compare_chart_metric"), metrics, key=f"{key}-metric")
         spec = comparison.chart_spec({labels[0]: data.metrics_frame(a), labels[1]: data.metrics_frame(b)}, c, lang,
-                                     x_title=widgets.t("x_step"))
+                                     metric, x_title=widgets.t("x_step"))
         if spec is not None:
             with st.container(key=f"{key}-chart"):
                 st.vega_lite_chart(spec=spec, width="stretch")

@@ -67,18 +67,26 @@ def top_metric(c: Comparison) -> str | None:
     return c.at_divergence[0].metric if c.at_divergence else None
 
 
-def chart_spec(frames: Mapping[str, pd.DataFrame], c: Comparison, lang: str, x_title: str = "step") -> dict | None:
-    """The top diverging metric of both runs (`frames`: label -> records frame, A first), raw values over steps,
-    with a labelled rule at the first divergence step; None where nothing diverges or neither run logs the metric."""
-    metric = top_metric(c)
-    if metric is None or c.divergence_step is None:
+def diverging_metrics(c: Comparison) -> list[str]:
+    """Every diverging metric, the top one first: those at the first divergence step, then the later ones."""
+    return [d.metric for d in c.at_divergence + c.later]
+
+
+def chart_spec(frames: Mapping[str, pd.DataFrame], c: Comparison, lang: str, metric: str | None = None,
+               x_title: str = "step") -> dict | None:
+    """A diverging metric (the top one unless `metric` names another) of both runs (`frames`: label -> records
+    frame, A first), raw values over steps, with a labelled rule at the step where it diverges; None where nothing
+    diverges, `metric` does not, or neither run logs it."""
+    metric = metric or top_metric(c)
+    diverged = next((d for d in c.at_divergence + c.later if d.metric == metric), None)
+    if diverged is None:
         return None
-    long = series.metric_long(frames, metric).rename(columns={"run": "series"})
+    long = series.metric_long(frames, diverged.metric).rename(columns={"run": "series"})
     if long.empty:
         return None
-    mark = pd.DataFrame({"x": [float(c.divergence_step)],
-                         "text": [i18n.text("compare_mark", lang, step=c.divergence_step)]})
-    title = i18n.text("compare_chart_title", lang, metric=metric, step=c.divergence_step)
-    chart = charts.metric_chart(long, metric, x_title=x_title, smoothed=False, title=title, order=list(frames),
-                                onsets=mark)
+    mark = pd.DataFrame({"x": [float(diverged.step)], "text": [i18n.text("compare_mark", lang, step=diverged.step)]})
+    title = (i18n.text("compare_chart_title", lang, metric=metric, step=diverged.step) if metric == top_metric(c)
+             else metric)
+    chart = charts.metric_chart(long, diverged.metric, x_title=x_title, smoothed=False, title=title,
+                                order=list(frames), onsets=mark)
     return charts.to_spec(chart)

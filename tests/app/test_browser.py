@@ -188,6 +188,13 @@ def test_lab_trains_watches_it_break_and_fixes_it(tmp_path, shots):
             overlay = screenshot(clipfrac, page)
             assert _share_of(overlay, BLUE) > 0.001 and _share_of(overlay, GREEN) > 0.001  # both runs drawn
             page.screenshot(path=shots / "lab-fixed.png", full_page=True)
+            compared = page.locator(".st-key-lab_compare").first  # the pair compared, under the two diagnoses
+            expect(compared).to_contain_text(re.compile(r"First divergence at step \d+"), timeout=30_000)
+            expect(compared).to_contain_text("actor_rollout_ref.actor.optim.lr")  # the fix, as the config difference
+            chart = page.locator(".st-key-lab_compare-chart [data-testid='stVegaLiteChart']").first
+            expect(chart.locator("canvas, svg").first).to_be_visible(timeout=30_000)
+            compared.scroll_into_view_if_needed()
+            (shots / "lab-compare.png").write_bytes(screenshot(compared, page))
         finally:
             browser.close()
     first, fixed = sorted(p for p in (runs / "lab").glob("*/*") if p.is_dir())

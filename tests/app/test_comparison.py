@@ -79,6 +79,13 @@ def test_artefact_notes_are_in_the_language_asked_for():
         PG_CLIPFRAC: "", ACTOR_GRAD_NORM: "backend"}  # Megatron's grad norm is about 3x FSDP's
 
 
+def test_the_diverging_metrics_are_listed_top_first():
+    c = compare_records(_records(), _records(jump_at=8, kl_nan_at=10))
+    assert comparison.diverging_metrics(c) == [PG_CLIPFRAC, ACTOR_GRAD_NORM, PPO_KL]
+    assert comparison.top_metric(c) == PG_CLIPFRAC and comparison.top_metric(compare_records(_records(),
+                                                                                              _records())) is None
+
+
 def test_the_chart_draws_the_top_metric_of_both_runs_with_a_rule_at_the_divergence():
     a, b = _records(), _records(jump_at=8)
     c = compare_records(a, b)
@@ -96,5 +103,10 @@ def test_the_chart_draws_the_top_metric_of_both_runs_with_a_rule_at_the_divergen
               if u.get("encoding", {}).get("color", {}).get("field") == "series"}
     assert [json.loads(s)["domain"] for s in scales] == [["before", "after"]]  # A the first colour, B the second
     assert comparison.chart_spec(frames, compare_records(a, a), "en") is None
+    later = comparison.chart_spec(frames, compare_records(a, _records(jump_at=8, kl_nan_at=10)), "en", PPO_KL)
+    assert spec_title(later) == PPO_KL  # another diverging metric: its rule at its own first divergence
+    assert [r for rows in later["datasets"].values() for r in rows if set(r) == {"x", "text"}] == [
+        {"x": 10.0, "text": "diverges at step 10"}]
+    assert comparison.chart_spec(frames, c, "en", PPO_KL) is None  # kl does not diverge between a and b
     unlogged = {name: frame.drop(columns=PG_CLIPFRAC) for name, frame in frames.items()}
     assert comparison.chart_spec(unlogged, c, "en") is None  # frames without the metric: nothing to draw

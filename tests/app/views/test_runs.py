@@ -171,6 +171,14 @@ def test_two_shown_runs_are_compared_as_the_command_line_compares_them(app, tree
     assert set(pd.concat(frames)["series"].dropna()) == {"09-00-00", "09-10-00"}
     marks = [r for f in frames if {"x", "text"} <= set(f) for r in f[["x", "text"]].to_dict("records")]
     assert marks == [{"x": float(step), "text": f"diverges at step {step}"}]
+    picker = at.selectbox(key="runs_compare-metric")  # any other diverging metric on the same chart
+    assert picker.options == [d.metric for d in expected.at_divergence + expected.later] and picker.value == top
+    other = expected.later[0]
+    picker.set_value(other.metric).run()
+    (chart,) = charts_of(at)
+    assert spec_title(json.loads(chart.proto.spec)) == other.metric
+    assert [r for f in chart_data(chart) if {"x", "text"} <= set(f) for r in f[["x", "text"]].to_dict("records")] == [
+        {"x": float(other.step), "text": f"diverges at step {other.step}"}]
     at.radio(key="lang").set_value("zh").run()
     assert f"第一次分歧在**第 {step} 步**" in texts(at) and "配置差异：1 个键不同（A → B）" in texts(at)
 
