@@ -45,9 +45,9 @@ def compare_runs(a: str, b: str, hide_config: bool = False) -> Comparison:
     return _compared(keys, hide_config, (logs[0].records, logs[1].records))
 
 
-def draw(a: str, b: str, labels: tuple[str, str], key: str, hide_config: bool = False) -> Comparison:
-    """The comparison of run dirs `a` and `b` (named `labels` on the chart), its elements keyed `<key>-...`; returns
-    it."""
+def draw(a: str, b: str, labels: tuple[str, str], key: str, hide_config: bool = False) -> None:
+    """The comparison of run dirs `a` and `b` (named `labels`), in a container keyed `key`, its elements keyed
+    `<key>-...` (`<key>-at`, `<key>-metric`, `<key>-chart`, `<key>-later`, `<key>-config`)."""
     lang = widgets.lang()
     c = compare_runs(a, b, hide_config)
     with st.container(key=key):
@@ -71,7 +71,6 @@ def draw(a: str, b: str, labels: tuple[str, str], key: str, hide_config: bool = 
         notes = comparison.artefact_notes(c, lang)
         if notes:
             st.markdown(widgets.t("compare_artefacts") + "\n" + "\n".join(f"- {n}" for n in notes))
-    return c
 
 
 def _config(c: Comparison, runs: tuple[str, str], labels: tuple[str, str], key: str, hidden: bool) -> None:
