@@ -16,6 +16,7 @@ from playground.config.overrides import parse, with_replaced
 from playground.diagnose.root_causes import is_problem, severity_rank
 from playground.rundir.runs import read_run_info
 
+import compare_section
 import data
 import knobs
 import launcher
@@ -224,6 +225,13 @@ def draw_comparison(base: str, run: str, active: bool) -> None:
             elif not active:
                 st.success(widgets.t("finding_gone", id=fid))
         draw_findings(run, after, "lab_after", active)
+    st.subheader(widgets.t("compare_title"))
+    compare_section.draw(base, run, pair_labels(base, run), "lab_compare")
+
+
+def pair_labels(base: str, run: str) -> tuple[str, str]:
+    """"before · 09-30-05" and "after · 09-31-10": the two runs as the panels' legends and the comparison name them."""
+    return (f"{widgets.t('before')} · {Path(base).name[:8]}", f"{widgets.t('after')} · {Path(run).name[:8]}")
 
 
 def merged_only(base: list[str], run: list[str]) -> list[str]:
@@ -235,8 +243,7 @@ def _labels(rows, base: str | None):
     """Legend text: "before · 09-30-05" and "after · 09-31-10" when comparing, else the run's folder name."""
     if base is None:
         return rows
-    names = {base: widgets.t("before"), **{r: widgets.t("after") for r in rows["run"] if r != base}}
-    return rows.assign(label=[f"{names[r]} · {Path(r).name[:8]}" for r in rows["run"]])
+    return rows.assign(label=[pair_labels(base, r)[0 if r == base else 1] for r in rows["run"]])
 
 
 def _stop_adopted(info: dict) -> None:

@@ -11,6 +11,7 @@ from playground.diagnose.root_causes import severity_rank
 from playground.metric_names import SCORE_MEAN
 from playground.metrics import ALL_METRICS
 
+import compare_section
 import data
 import run_params
 import series
@@ -89,6 +90,12 @@ def _selected_section(table: pd.DataFrame) -> None:
                     + (f"  \n{differ}" if differ else ""))
     if params.empty and len(shown) > 1:
         st.caption(widgets.t("no_param_diff"))
+    if len(shown) == 2:
+        st.subheader(widgets.t("compare_title"))
+        (a, b), labels = list(shown["run"]), tuple(shown["label"])
+        compare_section.draw(a, b, (labels[0], labels[1]), "runs_compare", hide_config=bool(shown["mystery"].any()))
+    elif len(shown) > 2:
+        st.caption(widgets.t("compare_pick_two"))
 
 
 def _text_px(text: str) -> float:

@@ -55,6 +55,7 @@ class Artefact:
     name: str
     note: str
     metrics: tuple[str, ...] = ()  # the metrics whose difference it may explain (none: it concerns the whole runs)
+    note_zh: str = ""  # the note in Chinese (the explorer's; the command line prints `note`)
 
 
 @dataclass
@@ -147,16 +148,22 @@ def artefacts(config_a: dict[str, Any] | None, config_b: dict[str, Any] | None, 
         out.append(Artefact("backend", f"{STRATEGY}: {backends[0]} vs {backends[1]}: Megatron's actor/grad_norm is "
                             "about 3x FSDP's on the same config (verl #4710), its actor/kl_loss a constant factor off "
                             "(not scaled by n_micro_batch: Trinity-RFT #471), and entropy differs too",
-                            (ACTOR_GRAD_NORM, KL_LOSS, ENTROPY)))
+                            (ACTOR_GRAD_NORM, KL_LOSS, ENTROPY),
+                            f"{STRATEGY}：{backends[0]} 对 {backends[1]}：同一配置下 Megatron 的 actor/grad_norm 约为 "
+                            "FSDP 的 3 倍（verl #4710），其 actor/kl_loss 差一个常数倍（未按 n_micro_batch 缩放："
+                            "Trinity-RFT #471），entropy 也不同"))
     modes = flat_a.get(LOSS_AGG_MODE), flat_b.get(LOSS_AGG_MODE)
     if None not in modes and modes[0] != modes[1]:
         out.append(Artefact("loss_agg_mode", f"{LOSS_AGG_MODE}: {modes[0]} vs {modes[1]}: actor/pg_loss and the "
                             "gradient norm average over different units (tokens, sequences): their scales are not "
-                            "comparable", (PG_LOSS, ACTOR_LOSS, ACTOR_GRAD_NORM)))
+                            "comparable", (PG_LOSS, ACTOR_LOSS, ACTOR_GRAD_NORM),
+                            f"{LOSS_AGG_MODE}：{modes[0]} 对 {modes[1]}：actor/pg_loss 与梯度范数按不同单位（token、"
+                            "序列）取平均：两者的尺度不可比"))
     if only_in_a or only_in_b:
         out.append(Artefact("metric_sets", f"the runs log different metrics ({len(only_in_a)} only in A, "
                             f"{len(only_in_b)} only in B): a verl version, backend or feature differs; those are not "
-                            "compared"))
+                            "compared", (), f"两次运行记录的指标不同（{len(only_in_a)} 个只在 A 中，{len(only_in_b)} 个"
+                            "只在 B 中）：verl 版本、后端或功能不同；这些指标不参与比较"))
     return out
 
 
@@ -209,13 +216,15 @@ def compare_paths(a: str | Path, b: str | Path) -> Comparison:
         result.artefacts.append(Artefact("wandb_sparklines", "a wandb end-of-run block's history is sparklines: "
                                          "values rebuilt from 8 levels (without a scale where the summary lacks "
                                          "the metric), steps from their positions: a difference is coarse at best",
-                                         tuple(sketched)))
+                                         tuple(sketched), "wandb 运行结束时的历史块是迷你走势图：数值由 8 个级别重建"
+                                         "（摘要中没有该指标时没有尺度），步数取自其位置：差异至多是粗略的"))
         for d in result.at_divergence + result.later:
             d.artefact = d.artefact or ("wandb_sparklines" if d.metric in sketched else "")
     return result
 
 
-def _value(v: Any) -> str:
+def value_text(v: Any) -> str:
+    """A config value or a metric's value as the report writes it (a float to 6 significant digits)."""
     return f"{v:.6g}" if isinstance(v, float) else str(v)
 
 
@@ -241,7 +250,7 @@ def format_comparison(c: Comparison) -> str:
         lines.append("config: the same")
     else:
         lines.append(f"config: {len(c.config_diff)} key{'s' if len(c.config_diff) > 1 else ''} differ (A -> B):")
-        lines += [f"  {k}: {_value(va)} -> {_value(vb)}" for k, va, vb in c.config_diff]
+        lines += [f"  {k}: {value_text(va)} -> {value_text(vb)}" for k, va, vb in c.config_diff]
     if c.artefacts:
         lines.append("artefacts (differences that may not be real):")
         lines += [f"  {x.name}: {x.note}" for x in c.artefacts]
@@ -254,5 +263,5 @@ def format_comparison(c: Comparison) -> str:
 
 def _divergence(d: MetricDivergence) -> str:
     why = f" (may be the {d.artefact} artefact)" if d.artefact else ""
-    return (f"  {d.metric} at step {d.step}: A {_value(d.a)}, B {_value(d.b)} (|A-B| = {d.ratio:.3g} x tolerance "
-            f"{d.tolerance:.3g}){why}")
+    return (f"  {d.metric} at step {d.step}: A {value_text(d.a)}, B {value_text(d.b)} (|A-B| = {d.ratio:.3g} x "
+            f"tolerance {d.tolerance:.3g}){why}")

@@ -2,8 +2,8 @@
 
 They are written by the real writers, without training anything: run.json, metrics.jsonl and samples.jsonl by the
 trainer's `RunRecorder`, findings.json by the diagnosis's `findings_document` (from findings given here, not
-diagnosed); only `.hydra/overrides.yaml` (Hydra's) and the damage a test asks for (a garbage line, a half-written
-last line, which no writer leaves) are written by hand.
+diagnosed); only Hydra's `.hydra/overrides.yaml` and `.hydra/config.yaml` (`write_config`) and the damage a test
+asks for (a garbage line, a half-written last line, which no writer leaves) are written by hand.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
 from playground.diagnose.causes import Diagnosis
 from playground.diagnose.engine import Finding, Report, findings_document
@@ -186,6 +187,17 @@ def write_run(run_dir: str | Path, *, family: str = "gym", task: str = "cartpole
     if findings is not None:
         write_report(run_dir, findings, diagnoses, family=family)
     return run_dir
+
+
+def write_config(run_dir: str | Path, lr: float, clip_ratio: float = 0.2, seed: int = 0,
+                 strategy: str | None = None) -> Path:
+    """A resolved `.hydra/config.yaml` as Hydra leaves one (a few of its keys), for what reads a run's config."""
+    actor = {"optim": {"lr": lr}, "clip_ratio": clip_ratio, **({"strategy": strategy} if strategy else {})}
+    config = {"actor_rollout_ref": {"actor": actor}, "trainer": {"seed": seed}}
+    path = Path(run_dir) / ".hydra" / "config.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    return path
 
 
 def finding(fid: str, severity: str, first: int, last: int, fix: str = "") -> dict[str, Any]:

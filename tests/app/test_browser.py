@@ -80,6 +80,16 @@ def _share_of(png: bytes, colour: tuple[int, int, int]) -> float:
     return float((np.abs(pixels - np.asarray(colour)).sum(axis=1) < 40).mean())
 
 
+def _reddish(png: bytes) -> float:
+    """The fraction of red-brown pixels (charts.ONSET_COLOR, #8c2d04, and its antialiased edges, which a thin dashed
+    rule mostly is): red well above green and blue, which no series colour (charts.PALETTE), axis or grid has."""
+    import numpy as np
+    from PIL import Image
+
+    pixels = np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), dtype=np.int32)
+    return float((pixels[..., 0] - pixels[..., 1:].max(axis=-1) > 50).mean())
+
+
 def test_browse_to_panels_and_see_charts(server, tree, shots):
     from playwright.sync_api import expect, sync_playwright
 
@@ -90,7 +100,17 @@ def test_browse_to_panels_and_see_charts(server, tree, shots):
         try:
             expect(page.get_by_role("heading", name="Runs", exact=True)).to_be_visible(timeout=60_000)
             expect(page.get_by_text("Shown (2)")).to_be_visible(timeout=30_000)
-            page.screenshot(path=shots / "runs.png")
+            # the two shown runs compared: the first divergence, its metrics ranked, and the top metric's chart of
+            # both with the divergence's rule (ONSET_COLOR) drawn on it
+            expect(page.get_by_text(re.compile(r"First divergence at step \d+"))).to_be_visible(timeout=30_000)
+            expect(page.locator(".st-key-runs_compare [data-testid='stDataFrame']").first).to_be_visible()
+            compared = page.locator(".st-key-runs_compare-chart [data-testid='stVegaLiteChart']")
+            expect(compared.locator("canvas, svg").first).to_be_visible(timeout=60_000)
+            page.wait_for_timeout(1500)  # let Vega finish drawing the lines
+            drawn = screenshot(compared, page)
+            assert _share_of(drawn, BLUE) > 0.001 and _share_of(drawn, GREEN) > 0.001  # both runs
+            assert _reddish(drawn) > 0.0005  # the rule and its label at the divergence step (ONSET_COLOR)
+            page.screenshot(path=shots / "runs.png", full_page=True)
             page.get_by_test_id("stSidebarNav").get_by_text("Panels").click()
             expect(page.get_by_role("heading", name="Panels", exact=True)).to_be_visible(timeout=30_000)
             charts = page.locator("[data-testid='stVegaLiteChart'] canvas, [data-testid='stVegaLiteChart'] svg")
@@ -168,6 +188,13 @@ def test_lab_trains_watches_it_break_and_fixes_it(tmp_path, shots):
             overlay = screenshot(clipfrac, page)
             assert _share_of(overlay, BLUE) > 0.001 and _share_of(overlay, GREEN) > 0.001  # both runs drawn
             page.screenshot(path=shots / "lab-fixed.png", full_page=True)
+            compared = page.locator(".st-key-lab_compare").first  # the pair compared, under the two diagnoses
+            expect(compared).to_contain_text(re.compile(r"First divergence at step \d+"), timeout=30_000)
+            expect(compared).to_contain_text("actor_rollout_ref.actor.optim.lr")  # the fix, as the config difference
+            chart = page.locator(".st-key-lab_compare-chart [data-testid='stVegaLiteChart']").first
+            expect(chart.locator("canvas, svg").first).to_be_visible(timeout=30_000)
+            compared.scroll_into_view_if_needed()
+            (shots / "lab-compare.png").write_bytes(screenshot(compared, page))
         finally:
             browser.close()
     first, fixed = sorted(p for p in (runs / "lab").glob("*/*") if p.is_dir())

@@ -137,6 +137,9 @@ def test_loss_agg_mode_and_metric_sets_are_artefacts(tmp_path):
     result = compare_paths(a, b)
     assert [x.name for x in result.artefacts] == ["loss_agg_mode", "metric_sets"]
     assert (result.only_in_a, result.only_in_b) == ([PPO_KL], [])
+    # in Chinese too (the explorer's), with the same values
+    assert "token-mean 对 seq-mean-token-sum-norm" in result.artefacts[0].note_zh
+    assert "1 个只在 A 中，0 个只在 B 中" in result.artefacts[1].note_zh
 
 
 def test_a_wandb_block_is_a_sparkline_artefact(tmp_path):
@@ -151,6 +154,7 @@ def test_a_wandb_block_is_a_sparkline_artefact(tmp_path):
     assert result.shared_steps[-1] == 4
     assert [(x.name, x.metrics) for x in result.artefacts] == [("wandb_sparklines", (SCORE_MEAN,))]
     assert {d.artefact for d in result.at_divergence + result.later} <= {"wandb_sparklines"}
+    assert "迷你走势图" in result.artefacts[0].note_zh
 
 
 def test_unreadable_and_disjoint_runs_exit_2(tmp_path, capsys):

@@ -15,11 +15,12 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from playground.config import ConfigError, compose, validate
+from playground.diagnose.compare import compare_paths
 
 import data
 from app_helpers import ENTRY, chart_data, charts_of, fixes, spec_title, texts, units
 from fake_procs import run_dir_of
-from fake_runs import LR_TOO_HIGH, diagnosis, finding, write_last_good, write_run
+from fake_runs import LR_TOO_HIGH, diagnosis, finding, write_config, write_last_good, write_run
 
 TRAIN = [sys.executable, "-m", "playground.train"]
 
@@ -132,6 +133,36 @@ def test_apply_and_rerun_overlays_both_runs_and_shows_the_finding_gone(lab, runs
     series = set(pd.concat(chart_data(clipfrac))["series"].dropna())
     assert series == {f"Before · {run_dir_of(first).name[:8]}", f"After the fix · {run_dir_of(rerun).name[:8]}"}
     assert at.number_input(key="knob_actor_lr").value == pytest.approx(0.005)  # the form now holds the fix
+
+
+def test_the_rerun_is_compared_with_its_first_run_as_on_the_runs_page(lab, runs, spawn):
+    """Under the two diagnoses: where the rerun first diverges from the first run and on which metrics, the fix as
+    the config difference, and the top metric's chart of both with a rule at that step (compare_section.py)."""
+    at = _short_lr_too_high(lab)
+    at.button(key="lab_train").click().run()
+    at.button(key="lab_run-lr_too_high-apply").click().run()
+    first, rerun = (run_dir_of(argv) for argv in spawn.argvs)
+    write_config(first, lr=0.05)  # what Hydra writes beside a real run (the fake processes write no config)
+    write_config(rerun, lr=0.005)
+    at.run()
+    assert not at.exception
+    expected = compare_paths(first, rerun)
+    step = expected.divergence_step
+    assert step is not None and f"First divergence at **step {step}**" in texts(at)
+    before, after = f"Before · {first.name[:8]}", f"After the fix · {rerun.name[:8]}"
+    assert f"A = **{before}**, B = **{after}**" in texts(at)
+    frames = [d.value for d in at.dataframe]
+    (ranked,) = [f for f in frames if "|A−B| / tolerance" in f and list(f["step"].unique()) == [step]]
+    assert list(ranked["metric"]) == [d.metric for d in expected.at_divergence]
+    (config,) = [f for f in frames if "config key" in f]
+    assert config.to_dict("records") == [{"config key": "actor_rollout_ref.actor.optim.lr", "A": "0.05",
+                                          "B": "0.005"}]
+    title = f"{expected.at_divergence[0].metric}: the most divergent at step {step}"
+    (chart,) = [c for c in charts_of(at) if spec_title(json.loads(c.proto.spec)) == title]
+    drawn = chart_data(chart)
+    assert set(pd.concat(drawn)["series"].dropna()) == {before, after}
+    marks = [r for f in drawn if {"x", "text"} <= set(f) for r in f[["x", "text"]].to_dict("records")]
+    assert marks == [{"x": float(step), "text": f"diverges at step {step}"}]
 
 
 def test_before_and_after_keep_their_colours_in_both_languages(lab, runs, spawn):

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
+import pandas as pd
+
 from app_helpers import show, texts
 
 
@@ -130,3 +134,68 @@ def test_the_table_fits_its_width_and_wraps_long_findings_whole():
     short = view.assign(run="outputs/x", findings="✅ healthy")
     widths, row_height = runs._layout(short, ["run", "findings"])
     assert row_height is None and widths["findings"] == runs._fit(pd.Series(["✅ healthy", "findings"]))
+
+
+def _compare_tables(at) -> tuple[list, list]:
+    """The comparison's divergence tables and its config table (told apart by their columns)."""
+    frames = [d.value for d in at.dataframe]
+    return ([f for f in frames if "|A−B| / tolerance" in f or "|A−B| / 容差" in f],
+            [f for f in frames if "config key" in f or "配置键" in f])
+
+
+def test_two_shown_runs_are_compared_as_the_command_line_compares_them(app, tree):
+    """The first divergence step, its metrics ranked, the later ones, the config difference as dotted keys: what
+    `python -m playground.diagnose compare A B` finds; and the top metric's chart with a rule at that step."""
+    from playground.diagnose.compare import compare_paths
+
+    from app_helpers import chart_data, charts_of, spec_title
+    from fake_runs import write_config
+
+    write_config(tree["healthy"], lr=3e-4)
+    write_config(tree["unstable"], lr=3e-3)
+    at = show(_runs(app), tree["healthy"], tree["unstable"])
+    assert not at.exception
+    expected = compare_paths(tree["healthy"], tree["unstable"])
+    step = expected.divergence_step
+    assert step is not None and f"First divergence at **step {step}**" in texts(at)
+    assert "A = **09-00-00**, B = **09-10-00**" in texts(at)
+    (at_step, later), (config,) = _compare_tables(at)
+    assert list(at_step["metric"]) == [d.metric for d in expected.at_divergence]
+    assert list(later["metric"]) == [d.metric for d in expected.later]
+    assert config.to_dict("records") == [{"config key": "actor_rollout_ref.actor.optim.lr", "A": "0.0003",
+                                          "B": "0.003"}]
+    (chart,) = charts_of(at)  # the Runs page draws no other chart
+    top = expected.at_divergence[0].metric
+    assert spec_title(json.loads(chart.proto.spec)) == f"{top}: the most divergent at step {step}"
+    frames = chart_data(chart)
+    assert set(pd.concat(frames)["series"].dropna()) == {"09-00-00", "09-10-00"}
+    marks = [r for f in frames if {"x", "text"} <= set(f) for r in f[["x", "text"]].to_dict("records")]
+    assert marks == [{"x": float(step), "text": f"diverges at step {step}"}]
+    picker = at.selectbox(key="runs_compare-metric")  # any other diverging metric on the same chart
+    assert picker.options == [d.metric for d in expected.at_divergence + expected.later] and picker.value == top
+    other = expected.later[0]
+    picker.set_value(other.metric).run()
+    (chart,) = charts_of(at)
+    assert spec_title(json.loads(chart.proto.spec)) == other.metric
+    assert [r for f in chart_data(chart) if {"x", "text"} <= set(f) for r in f[["x", "text"]].to_dict("records")] == [
+        {"x": float(other.step), "text": f"diverges at step {other.step}"}]
+    at.radio(key="lang").set_value("zh").run()
+    assert f"第一次分歧在**第 {step} 步**" in texts(at) and "配置差异：1 个键不同（A → B）" in texts(at)
+
+
+def test_a_comparison_without_configs_says_so_and_a_mystery_keeps_its_config_hidden(app, tree):
+    from fake_runs import write_config
+
+    at = show(_runs(app), tree["healthy"], tree["unstable"])
+    assert "Config difference unknown: no readable `.hydra/config.yaml` in 09-00-00, 09-10-00." in texts(at)
+    write_config(tree["healthy"], lr=3e-4)
+    write_config(tree["mystery"], lr=3e-4, clip_ratio=0.9)  # its answer: no page shows it before it is solved
+    at = show(_runs(app), tree["healthy"], tree["mystery"])
+    assert "Config difference hidden" in texts(at) and "clip_ratio" not in texts(at)
+    assert _compare_tables(at)[1] == []
+
+
+def test_more_than_two_shown_runs_ask_for_two(app, tree):
+    at = show(_runs(app), tree["healthy"], tree["seed1"], tree["unstable"])
+    assert "Show exactly two runs to compare them" in texts(at)
+    assert _compare_tables(at) == ([], []) and "Comparison" not in [s.value for s in at.subheader]
