@@ -86,7 +86,8 @@ def _show(log) -> None:
     read = "log_read_one" if len(log.records) == 1 else "log_read"
     st.success(widgets.t(read, n=len(log.records), first=log.steps[0], last=log.steps[-1], kind=log.kind))
     report, status, why = data.diagnose_records(log)
-    source = sections.Source(label, (log.source, len(log.records), data.log_digest(log)), label)
+    source = sections.Source(label, (log.source, len(log.records), data.log_digest(log)), label,
+                             onset=widgets.onset_of(report))  # the rule where its first problem began
     frame = series.records_frame(log.records)
     tab_panels, tab_diagnosis = st.tabs([widgets.t("nav_panels"), widgets.t("nav_diagnosis")])
     with tab_panels:

@@ -75,3 +75,22 @@ def test_a_followed_log_is_read_again_as_it_grows(app, monkeypatch, tmp_path):
     at.run()
     assert "15 steps so far" in texts(at)
     assert ":orange-badge[response_truncation]" in texts(at)
+
+
+def test_a_pasted_log_s_charts_mark_where_its_first_problem_began(app):
+    from app_helpers import chart_data, charts_of
+
+    from playground.metrics import STEP
+    from playground.rundir.sinks import format_console_line
+    from tests.diagnose.test_engine import FLAT, run
+
+    # policy steps grow large from step 20 on a stalled score: lr_too_high, its onset where pg_clipfrac turned
+    records = run(40, **FLAT, **{"actor/pg_clipfrac": lambda s: 0.15 if s < 20 else 0.6,
+                                 "actor/ppo_kl": lambda s: 0.003 if s < 20 else 0.08})
+    at = _external(app)
+    at.text_area(key="log_paste").input("\n".join(format_console_line(r, int(r[STEP])) for r in records)).run()
+    assert not at.exception
+    rows = [row for chart in charts_of(at) for frame in chart_data(chart) if "text" in frame and "x" in frame
+            for row in frame[["x", "text"]].to_dict("records")]
+    assert rows and {row["x"] for row in rows} == {20.0}, rows
+    assert all("since step 20" in row["text"] for row in rows)
