@@ -78,11 +78,11 @@ def test_a_followed_log_is_read_again_as_it_grows(app, monkeypatch, tmp_path):
 
 
 def test_a_pasted_log_s_charts_mark_where_its_first_problem_began(app):
-    from app_helpers import chart_data, charts_of
-
     from playground.metrics import STEP
     from playground.rundir.sinks import format_console_line
     from tests.diagnose.test_engine import FLAT, run
+
+    from app_helpers import chart_data, charts_of
 
     # policy steps grow large from step 20 on a stalled score: lr_too_high, its onset where pg_clipfrac turned
     records = run(40, **FLAT, **{"actor/pg_clipfrac": lambda s: 0.15 if s < 20 else 0.6,
