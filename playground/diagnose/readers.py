@@ -24,6 +24,9 @@ from playground.rundir.runs import METRICS, LogRead, ProblemLog, find_runs, is_r
 # `step:N` where verl's console logger starts a line; whatever precedes it (a Ray or logging prefix, a tqdm
 # bar without its newline) is ignored. The lookbehind keeps `training/global_step:3` from matching.
 _STEP = re.compile(r"(?<![\w/@.\-])step:(\d+)(?=\s+-\s|\s*-?\s*$)")
+# the steps the run was started for: verl's trainer prints it before training (ray_trainer.py, v1/trainer_base.py:
+# `Total training steps: {self.total_training_steps}`)
+_TOTAL_STEPS = re.compile(r"Total training steps: (\d+)")
 _RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
 _COMMENT = re.compile(r"(?:^|\s)#.*$")  # the guide's examples annotate lines with `# ...`
 _SEPARATOR = re.compile(r"\s+-\s+")  # ` - ` between pairs; a negative value is `key:-0.005`, no space
@@ -125,6 +128,7 @@ class ConsoleParser:
         self.last_step_line = 0  # line number of the last step line
         self.ends = EndWatch()  # the lines since the last step line that say how the run ended (endings.yaml)
         self.megatron_line = 0  # the first line that names Megatron (its backend: the scale of kl_loss, grad_norm)
+        self.total_steps: int | None = None  # trainer.total_training_steps, where the log prints it
 
     def _where(self, first: int, last: int | None = None) -> str:
         lines = f"line {first}" if last in (None, first) else f"lines {first}-{last}"
@@ -138,6 +142,8 @@ class ConsoleParser:
     def feed(self, number: int, raw: str) -> None:
         if not self.megatron_line and MEGATRON.search(raw):
             self.megatron_line = number
+        if total := _TOTAL_STEPS.search(raw):
+            self.total_steps = int(total[1])
         segments = [s for s in raw.rstrip("\r\n").split("\r") if s.strip()]  # tqdm redraws with `\r`
         if not segments:
             self._finish()  # a wrapped line never contains a blank line
@@ -196,7 +202,8 @@ class ConsoleParser:
         records = [self.by_step[s] for s in sorted(self.by_step)]
         # a line after the last step line is how the run ended (endings.py); one followed by more steps was survived
         return LogRead(records=records, problems=self.log.lines, source=source, kind="verl_console",
-                       skipped=self.log.skipped, megatron_line=self.megatron_line, **self.ends.fields())
+                       skipped=self.log.skipped, megatron_line=self.megatron_line, total_steps=self.total_steps,
+                       **self.ends.fields())
 
 
 def _parse_lines(lines: Iterable[str], name: str, source: str) -> LogRead:

@@ -75,6 +75,8 @@ def diagnose_read(read: LogRead, *, family: str | None = None, loss_updates: flo
         info["loss_updates"] = loss_updates
     if max_response_length is not None:
         info["max_response_length"] = max_response_length
+    if read.total_steps is not None:  # how far into its schedule the run is (plateau's "early" evidence)
+        info["total_steps"] = read.total_steps
     if read.kind == "wandb_history":  # sparklines: shapes for the trends, sizes only where the summary gives them
         info.update(shape_only=True, unscaled=list(read.unscaled))
     diagnosis = diagnose(read.records, info=info or None, family=family)

@@ -60,6 +60,7 @@ class LogRead:
     skipped: dict[str, int] = field(default_factory=dict)  # lines of a readable file left out: why -> how many
     unscaled: list[str] = field(default_factory=list)  # metrics whose values carry a shape, not a scale (wandb)
     selected: str = ""  # which run of a store holding several was read, in words (MLflow)
+    total_steps: int | None = None  # the steps the run was started for, where the log says (verl's console log)
 
     @property
     def steps(self) -> list[int]:

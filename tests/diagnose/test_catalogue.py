@@ -104,7 +104,8 @@ def test_the_guard_is_named_once_and_used_by_the_rules_that_ask_for_a_stall():
     assert users == ["lr_too_high", "entropy_collapse", "entropy_collapse_narrowing", "overly_deterministic",
                      "tool_skip_collapse", "echo_trap",
                      "vanishing_gradient", "unstable_policy_loss", "response_truncation_at_cap",
-                     "entropy_collapse_steady", "tool_skip_collapse_turns", "plateau", "entropy_collapse_floor"]
+                     "response_truncation_agent", "entropy_collapse_steady", "tool_skip_collapse_turns", "plateau",
+                     "converged_flat", "entropy_collapse_floor"]
 
 
 # ---- .venv/bin/python -m playground.diagnose --catalogue -------------------------------------------------------------

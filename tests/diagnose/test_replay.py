@@ -197,8 +197,8 @@ def test_the_cli_replay_of_a_one_step_log_says_in_one_line_which_rules_need_more
     out = capsys.readouterr().out
     assert out.splitlines()[0].endswith("(family llm, 1 step)")
     (short,) = [line for line in out.splitlines() if "too little data" in line]
-    assert short.startswith("  - too little data: 19 rules need more than the 1 step logged (3 for gradient_explosion")
-    assert "30 for reward_hacking_length, plateau)" in short
+    assert short.startswith("  - too little data: 20 rules need more than the 1 step logged (3 for gradient_explosion")
+    assert "30 for reward_hacking_length, plateau, converged_flat)" in short
 
 
 def test_the_cli_replay_in_chinese_and_as_json(capsys):
