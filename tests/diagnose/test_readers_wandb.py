@@ -200,10 +200,11 @@ def test_panel_export_reads_a_named_run_and_its_gaps():
 def test_history_export_has_a_column_per_metric():
     read = read_wandb_csv(FIXTURES / "wandb_history.csv")
     assert read.problems == [] and read.steps == [0, 1, 2, 3, 4, 5]
-    assert read.records[0] == {"val/score": 0.31, STEP: 0.0}  # the index, _runtime and _timestamp are not metrics
+    # the index, _runtime and _timestamp are not metrics; a source's score keeps its own name beside val/score
+    assert read.records[0] == {"val/score": 0.31, "val-core/openai/gsm8k/reward/mean@1": 0.31, STEP: 0.0}
     assert math.isnan(read.records[4]["actor/pg_loss"])
     assert read.records[5] == {"actor/entropy": 0.45, "actor/pg_loss": -0.003, "critic/score/mean": 0.33,
-                               "val/score": 0.42, STEP: 5.0}
+                               "val/score": 0.42, "val-core/openai/gsm8k/reward/mean@1": 0.42, STEP: 5.0}
 
 
 def test_csv_rows_that_do_not_read_are_counted(tmp_path):
