@@ -27,10 +27,12 @@ import argparse
 import json
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from benchmarks.diagnosis_panel import BENCH_RUNS
 from playground.diagnose import catalogue
 from playground.diagnose.calibration import FAMILIES, resolved_thresholds
 from playground.diagnose.engine import Report, diagnose_log, evaluate, rules, run_log
@@ -39,7 +41,6 @@ from playground.diagnose.sources import read_config
 from playground.rundir.runs import find_runs, read_metrics_jsonl, read_run_info
 
 ROOT = Path(__file__).resolve().parents[1]
-BENCH_RUNS = ROOT / "outputs" / "bench" / "scenario_matrix"  # where bench_matrix keeps its run dirs
 GRID = (0.25, 0.5, 0.7, 1.0, 1.4, 2.0, 4.0)  # factors on a threshold's shipped value
 SHIPPED = 1.0
 BAD = ("warning", "critical")
@@ -161,38 +162,37 @@ def fit(grid: dict[str, dict[float, bool]], train: list[str]) -> float:
     return max(GRID, key=lambda f: (sum(grid[p][f] for p in train), f == SHIPPED, -abs(math.log(f)), -f))
 
 
-def folds(runs: list[Run]) -> list[tuple[str, str, Callable[[Run], bool]]]:
-    """(kind, name, held-out predicate): each task, each family, each seed held out."""
-    out: list[tuple[str, str, Callable[[Run], bool]]] = []
-    for task in sorted({r.task for r in runs}):
-        out.append(("task", task, lambda r, t=task: r.task == t))
-    for family in sorted({r.family for r in runs}):
-        out.append(("family", family, lambda r, f=family: r.family == f))
-    for seed in sorted({r.seed for r in runs}):
-        out.append(("seed", str(seed), lambda r, s=seed: r.seed == s))
+def folds(runs: list[Run]) -> list[tuple[str, str, list[Run]]]:
+    """(kind, name, the held-out runs): each task, each family, each seed held out."""
+    out = []
+    for kind, of in (("task", lambda r: r.task), ("family", lambda r: r.family), ("seed", lambda r: str(r.seed))):
+        for name in sorted({of(r) for r in runs}):
+            out.append((kind, name, [r for r in runs if of(r) == name]))
     return out
 
 
 def split_unit(unit: Unit, runs: list[Run], grid: dict[str, dict[float, bool]]) -> dict:
     """The unit's figures per fold and over each kind of fold."""
     judged = [r for r in runs if r.path in grid]
-    per_fold, totals = [], {}
+    per_fold: list[dict[str, Any]] = []
+    totals: dict[str, dict[str, int]] = {}
     for kind, name, held in folds(judged):
-        test = [r.path for r in judged if held(r)]
-        train = [r.path for r in judged if not held(r)]
+        test = [r.path for r in held]
+        train = [r.path for r in judged if r.path not in set(test)]
         if not test or not train:
             continue
         factor = fit(grid, train)
-        families = sorted({r.family for r in judged if held(r)})
+        right_fitted = sum(grid[p][factor] for p in test)
+        in_fold = round(sum(grid[p][factor] for p in train) / len(train), 4)
         row = {"kind": kind, "fold": name, "factor": factor,
-               "value": {f: round(shipped_value(unit, f) * factor, 12) for f in families}, "held_out": len(test),
-               "right_fitted": sum(grid[p][factor] for p in test), "right_shipped": sum(grid[p][SHIPPED] for p in test),
-               "in_fold": round(sum(grid[p][factor] for p in train) / len(train), 4)}
-        row["drop"] = round(row["in_fold"] - row["right_fitted"] / len(test), 4)
+               "value": {f: round(shipped_value(unit, f) * factor, 12) for f in sorted({r.family for r in held})},
+               "held_out": len(test), "right_fitted": right_fitted,
+               "right_shipped": sum(grid[p][SHIPPED] for p in test), "in_fold": in_fold,
+               "drop": round(in_fold - right_fitted / len(test), 4)}
         per_fold.append(row)
         total = totals.setdefault(kind, {"held_out": 0, "right_fitted": 0, "right_shipped": 0})
         for key in total:
-            total[key] += row[key]
+            total[key] += int(row[key])
     task_factors = [f["factor"] for f in per_fold if f["kind"] == "task"]
     flat = all(len(set(by.values())) == 1 for by in grid.values())
     return {"rule": unit.rule, "threshold": unit.threshold, "id": unit.id, "families": list(unit.families),
