@@ -184,7 +184,7 @@ def split_unit(unit: Unit, runs: list[Run], grid: dict[str, dict[float, bool]]) 
         factor = fit(grid, train)
         right_fitted = sum(grid[p][factor] for p in test)
         in_fold = round(sum(grid[p][factor] for p in train) / len(train), 4)
-        row = {"kind": kind, "fold": name, "factor": factor,
+        row: dict[str, Any] = {"kind": kind, "fold": name, "factor": factor,
                "value": {f: round(shipped_value(unit, f) * factor, 12) for f in sorted({r.family for r in held})},
                "held_out": len(test), "right_fitted": right_fitted,
                "right_shipped": sum(grid[p][SHIPPED] for p in test), "in_fold": in_fold,
@@ -192,7 +192,7 @@ def split_unit(unit: Unit, runs: list[Run], grid: dict[str, dict[float, bool]]) 
         per_fold.append(row)
         total = totals.setdefault(kind, {"held_out": 0, "right_fitted": 0, "right_shipped": 0})
         for key in total:
-            total[key] += int(row[key])
+            total[key] += row[key]
     task_factors = [f["factor"] for f in per_fold if f["kind"] == "task"]
     flat = all(len(set(by.values())) == 1 for by in grid.values())
     return {"rule": unit.rule, "threshold": unit.threshold, "id": unit.id, "families": list(unit.families),
