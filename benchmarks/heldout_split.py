@@ -184,11 +184,11 @@ def split_unit(unit: Unit, runs: list[Run], grid: dict[str, dict[float, bool]]) 
         factor = fit(grid, train)
         right_fitted = sum(grid[p][factor] for p in test)
         in_fold = round(sum(grid[p][factor] for p in train) / len(train), 4)
-        row: dict[str, Any] = {"kind": kind, "fold": name, "factor": factor,
-               "value": {f: round(shipped_value(unit, f) * factor, 12) for f in sorted({r.family for r in held})},
-               "held_out": len(test), "right_fitted": right_fitted,
-               "right_shipped": sum(grid[p][SHIPPED] for p in test), "in_fold": in_fold,
-               "drop": round(in_fold - right_fitted / len(test), 4)}
+        row: dict[str, Any] = {
+            "kind": kind, "fold": name, "factor": factor,
+            "value": {f: round(shipped_value(unit, f) * factor, 12) for f in sorted({r.family for r in held})},
+            "held_out": len(test), "right_fitted": right_fitted, "right_shipped": sum(grid[p][SHIPPED] for p in test),
+            "in_fold": in_fold, "drop": round(in_fold - right_fitted / len(test), 4)}
         per_fold.append(row)
         total = totals.setdefault(kind, {"held_out": 0, "right_fitted": 0, "right_shipped": 0})
         for key in total:
