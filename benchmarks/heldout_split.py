@@ -231,7 +231,9 @@ def reading(result: dict) -> str:
         spread = ", ".join(f"×{f:g} without {t}" for t, f in sorted(tasks.items(), key=lambda x: x[1]))
         return f"task-dependent: the fitted factor moves with the task left out ({spread})"
     if not moved:
-        return "the shipped value is fitted on every held-out-task fold"
+        return "the shipped value is fitted on every held-out-task fold: the other factors lose judgements"
+    if len(moved) == len(tasks) and len(set(moved.values())) == 1:
+        return f"stable: ×{next(iter(moved.values())):g} is fitted on every held-out-task fold"
     return "stable: " + ", ".join(f"×{f:g} without {t}" for t, f in sorted(moved.items())) + ", else as shipped"
 
 
