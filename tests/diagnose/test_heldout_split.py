@@ -12,6 +12,7 @@ from benchmarks.heldout_split import (
     Unit,
     fit,
     judge_grid,
+    main,
     overall,
     reading,
     right,
@@ -134,3 +135,11 @@ def test_a_threshold_no_factor_moves_is_flat_and_said_to_say_nothing():
     grid = {r.path: dict.fromkeys(GRID, True) for r in runs}
     result = split_unit(Unit("vanishing_gradient", "grad_low", "vanishing_gradient", ("gym",)), runs, grid)
     assert result["flat"] and "says nothing" in reading(result)
+
+
+def test_runs_that_are_not_there_are_an_error_before_anything_is_judged(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["--runs", str(tmp_path / "absent")])
+    assert "no such dir" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="no run dirs under"):
+        main(["--runs", str(tmp_path)])
