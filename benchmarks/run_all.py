@@ -15,7 +15,7 @@ from pathlib import Path
 
 MODULES = ["bench_cartpole", "bench_tokens", "bench_scenarios", "bench_batched", "bench_token_batched",
            "bench_torch_envs", "bench_generation", "bench_multi_turn", "bench_agent_tasks", "bench_countdown",
-           "bench_explorer", "bench_matrix", "onset_matrix", "diagnosis_panel"]
+           "bench_explorer", "bench_matrix", "onset_matrix", "diagnosis_panel", "heldout_split"]
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -52,13 +52,25 @@ def calibrated(family: str, rule: str, threshold: str) -> Calibration | None:
     return _BY_KEY.get((family, rule, threshold))
 
 
-def resolved_thresholds(rule: Mapping[str, Any], family: str) -> dict[str, tuple[float, str]]:
+def resolved_thresholds(rule: Mapping[str, Any], family: str,
+                        override: Mapping[str, float] | None = None) -> dict[str, tuple[float, str]]:
     """A rule's thresholds for a family, name -> (value, how evidence writes it): the guide's value, or the family's
-    calibrated one."""
+    calibrated one; `override` (name -> value) replaces them for a what-if (benchmarks.heldout_split).
+
+    Raises:
+        ValueError: `override` names a threshold the rule does not have.
+    """
+    override = dict(override or {})
+    guides = rule.get("thresholds") or {}
+    if unknown := sorted(set(override) - set(guides)):
+        raise ValueError(f"rule {rule['name']!r} has no threshold {', '.join(unknown)}: it has {', '.join(guides)}")
     out = {}
-    for name, guide in (rule.get("thresholds") or {}).items():
+    for name, guide in guides.items():
         entry = calibrated(family, rule["name"], name)
-        if entry is None:
+        if name in override:
+            value = float(override[name])
+            out[name] = (value, f"{fmt(value)} (override; guide {fmt(float(guide))})")
+        elif entry is None:
             out[name] = (float(guide), fmt(float(guide)))
         else:
             out[name] = (entry.value, f"{fmt(entry.value)} ({family} calibration; guide {fmt(float(guide))})")

@@ -91,18 +91,33 @@ class Rule:
     fix: dict | None  # the rule's own fix, when it differs from its id's (rules.yaml)
 
 
-@functools.lru_cache(maxsize=len(FAMILIES))
-def rules(family: str) -> tuple[Rule, ...]:
-    """The rules of `rules.yaml`, compiled with the family's thresholds."""
+# (rule name, threshold name, value): thresholds that replace rules.yaml's for a what-if (benchmarks.heldout_split)
+ThresholdOverrides = tuple[tuple[str, str, float], ...]
+
+
+@functools.lru_cache(maxsize=64)
+def rules(family: str, overrides: ThresholdOverrides = ()) -> tuple[Rule, ...]:
+    """The rules of `rules.yaml`, compiled with the family's thresholds (`overrides` replacing some of them).
+
+    Raises:
+        ValueError: an override names a rule that does not apply to the family, or a threshold its rule lacks.
+    """
     data = catalogue.document()  # checked on loading: ids, kinds and keys are known
     defs, guards = data.get("series", {}), data.get("guards", {})
+    by_rule: dict[str, dict[str, float]] = {}
+    for rule_name, name, value in overrides:
+        by_rule.setdefault(rule_name, {})[name] = value
+    applying = {spec["name"] for spec in data["rules"] if family in spec.get("families", FAMILIES)}
+    if unknown := sorted(set(by_rule) - applying):
+        raise ValueError(f"threshold override for {', '.join(unknown)}: no rule of that name applies to {family}")
     out = []
     for spec in data["rules"]:
         kind = spec["kind"]
         if family not in spec.get("families", FAMILIES):
             continue
         window = int(spec.get("window", 1))
-        when = compile_condition(spec["when"], defs, resolved_thresholds(spec, family), guards)
+        thresholds = resolved_thresholds(spec, family, by_rule.get(spec["name"]))
+        when = compile_condition(spec["when"], defs, thresholds, guards)
         out.append(Rule(
             name=spec["name"], id=spec["id"], kind=kind,
             needs=[compile_series(m, defs) for m in spec.get("metrics", [])], window=window,
@@ -311,8 +326,8 @@ def facts(info: Mapping | None, config: Mapping | None, family: str) -> dict:
 
 # ---- diagnosis ---------------------------------------------------------------------------------------------
 def diagnose_log(log: Log, family: str, config: Mapping | None = None, notes: Sequence[str] = (),
-                 problems: Sequence[str] = (), source: str = "") -> Report:
-    """Apply every rule to a log already built (see `diagnose`)."""
+                 problems: Sequence[str] = (), source: str = "", overrides: ThresholdOverrides = ()) -> Report:
+    """Apply every rule to a log already built (see `diagnose`); `overrides` replace thresholds (`rules`)."""
     notes = list(notes)
     if log.facts.get("grad_clip_assumed") and ACTOR_GRAD_NORM in log.cols:
         notes.append(f"grad_clip is not in the log: verl's default {VERL_GRAD_CLIP} assumed")
@@ -320,7 +335,7 @@ def diagnose_log(log: Log, family: str, config: Mapping | None = None, notes: Se
     judged: set[str] = set()  # ids some rule could judge on this log
     short: list[TooLittleData] = []  # the rules the log is too short for: one note for them all
     skipped: list[dict] = []
-    for rule in rules(family):
+    for rule in rules(family, overrides):
         fired, rule_notes, was_judged = evaluate(rule, log)
         if was_judged:
             judged.add(rule.id)
@@ -348,7 +363,7 @@ def diagnose_log(log: Log, family: str, config: Mapping | None = None, notes: Se
 
 
 def diagnose(records: Sequence[Mapping[str, float]], *, info: dict | None = None, family: str | None = None,
-             config: Any = None) -> Report:
+             config: Any = None, overrides: ThresholdOverrides = ()) -> Report:
     """Diagnose one run's metrics.
 
     Args:
@@ -356,18 +371,26 @@ def diagnose(records: Sequence[Mapping[str, float]], *, info: dict | None = None
         info: the run's `run.json` (family, score_target, max_entropy, action_space, status, ...).
         family: gym | token | llm; default from `info`, then `config`, else "llm" (the guide's thresholds).
         config: the run's resolved config (dict or DictConfig), so that fixes name its current values.
+        overrides: (rule, threshold, value) replacing rules.yaml's thresholds (a what-if; default none).
 
     Returns:
         The findings (most severe first), notes on rules that had too little data, and the family used.
     """
+    log, cfg, notes = run_log(records, info=info, family=family, config=config)
+    return diagnose_log(log, log.facts["family"], cfg, notes=notes, overrides=overrides)
+
+
+def run_log(records: Sequence[Mapping[str, float]], *, info: dict | None = None, family: str | None = None,
+            config: Any = None) -> tuple[Log, dict | None, list[str]]:
+    """The log `diagnose` judges (its facts' `family` the one resolved), the config as a plain dict, and the notes
+    the log itself gives (a policy with a single action)."""
     cfg = plain_config(config)
-    fam = resolve_family(family, info, cfg)
-    log = Log(facts(info, cfg, fam))
+    log = Log(facts(info, cfg, resolve_family(family, info, cfg)))
     inert = log.facts["action_space"] == "discrete" and log.facts["max_entropy"] == 0
     for record in records:
         log.append({k: v for k, v in record.items() if not k.startswith(POLICY_PREFIXES)} if inert else record)
     notes = ["the policy has a single action (a probe of the critic): only the critic is diagnosed"] if inert else []
-    return diagnose_log(log, fam, cfg, notes=notes)
+    return log, cfg, notes
 
 
 def findings_document(report: Report) -> dict:
