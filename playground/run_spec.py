@@ -22,7 +22,7 @@ from playground.algos.rollout_correction.spec import RolloutCorrectionSpec
 from playground.config import ConfigError, logger_names, uses_critic
 from playground.config.knobs import CLIP_RATIO, CLIP_RATIO_HIGH, CLIP_RATIO_LOW
 from playground.config.schema import as_plain_dict
-from playground.diagnose.engine import WatchedRun
+from playground.diagnose.watcher import WatchedRun
 from playground.models.tiny_gpt import GPTConfig
 from playground.rollout.weights import DTYPES, RolloutSpec
 from playground.rundir.sinks import LogSpec

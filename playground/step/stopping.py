@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from playground.diagnose.engine import FindingWatcher, WatchedRun
+    from playground.diagnose.watcher import FindingWatcher, WatchedRun
 
 from playground.metric_names import (
     ACTOR_GRAD_NORM,
@@ -113,6 +113,6 @@ class StopRules:
 def _watcher(spec: StopSpec, facts: Mapping[str, Any]) -> FindingWatcher | None:
     if spec.stop_on_finding is None:
         return None
-    from playground.diagnose.engine import FindingWatcher
+    from playground.diagnose.watcher import FindingWatcher
 
     return FindingWatcher(spec.stop_on_finding, spec.watched, task_facts=facts)

@@ -16,15 +16,14 @@ from playground.diagnose.calibration import CALIBRATION, FAMILIES
 from playground.diagnose.catalogue import RULES_PATH
 from playground.diagnose.engine import (
     Finding,
-    FindingWatcher,
     Report,
-    WatchedRun,
     diagnose,
     findings_document,
     rules,
     step_status,
 )
 from playground.diagnose.sources import diagnose_path
+from playground.diagnose.watcher import FindingWatcher, WatchedRun
 from playground.metrics import STEP
 from playground.rundir.runs import read_findings
 
