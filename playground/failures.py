@@ -15,11 +15,11 @@ WARNING_IDS = (
     "overly_deterministic", "vanishing_gradient", "grad_clip_saturation", "unstable_policy_loss",
     "advantage_not_normalized", "reward_variance_too_large", "kl_drift", "response_truncation",
     "prompt_truncation", "rollout_mismatch", "off_policy_staleness", "tool_skip_collapse",
-    "echo_trap", "reward_hacking",
+    "echo_trap", "reward_hacking", "entropy_explosion",
 )
 # Failures read from real verl logs that no playground scenario reproduces yet (issue 25 item 3): the diagnosis
 # reports them, `scenario=<id>` does not exist for them.
-LOG_ONLY_WARNING_IDS = ("entropy_explosion", "gradient_spikes", "plateau", "source_regression")
+LOG_ONLY_WARNING_IDS = ("gradient_spikes", "plateau", "source_regression")
 LOG_ONLY_CRITICAL_IDS: tuple[str, ...] = ()
 LOG_ONLY_IDS = (*LOG_ONLY_WARNING_IDS, *LOG_ONLY_CRITICAL_IDS)
 FAILURE_IDS = (*INFO_IDS, *WARNING_IDS, *LOG_ONLY_WARNING_IDS, *CRITICAL_IDS, *LOG_ONLY_CRITICAL_IDS)

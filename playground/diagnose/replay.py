@@ -15,7 +15,7 @@ development seeds, `benchmarks/replay_reference.py`); nothing here trains:
    from `actor/loss`, the KL coefficients, whether a critic trains; each against the scenario's value.
 
 A healthy root replays the nearest task's healthy run (nothing to fix); an inconclusive or empty log, nothing. An id no
-scenario reproduces (e.g. entropy_explosion) names the nearest scenario by knobs, with a caveat.
+scenario reproduces (e.g. gradient_spikes) names the nearest scenario by knobs, with a caveat.
 """
 
 from __future__ import annotations

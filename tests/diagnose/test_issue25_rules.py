@@ -176,6 +176,20 @@ def test_entropy_explosion_from_a_v1_console_log():
     assert "entropy_explosion" not in diagnose(rising, family="llm").ids()
 
 
+def test_entropy_explosion_on_a_token_task_needs_only_its_calibrated_growth():
+    """A 17-token policy that starts at 1.66 nats cannot grow x1.5 short of uniform: the token family's growth is 0.2
+    (rules.yaml, calibrated). The climb below, +0.36 within 10 steps above 2 nats, is reverse's scenario's shape."""
+    climbing = steps(14, **{"actor/entropy": lambda s: min(2.7, 1.66 + 0.1 * s),
+                            "response_length/mean": lambda s: min(7.6, 5.8 + 0.18 * s),
+                            "critic/score/mean": 0.0, "val/score": lambda s: max(0.0, 0.5 - 0.05 * s)})
+    info = {"max_entropy": math.log(17), "action_space": "token"}
+    assert "entropy_explosion" in diagnose(climbing, info=info, family="token").roots()
+    assert "entropy_explosion" not in diagnose(climbing, family="llm").ids()  # the guide's x1.5
+    # near miss: the same climb while the held-out score rises (a policy widening on purpose)
+    widening = [dict(r, **{"val/score": 0.5 + 0.02 * r[STEP]}) for r in climbing]
+    assert "entropy_explosion" not in diagnose(widening, info=info, family="token").ids()
+
+
 def test_the_garbage_collapse_is_a_degenerate_rollout():
     """'!!!!' output: entropy near ln(vocabulary), nothing scores, every response at the cap."""
     garbage = steps(6, **{"actor/entropy": 10.6, "critic/score/mean": 0.0, "critic/rewards/mean": 0.0,

@@ -119,26 +119,26 @@ def test_a_healthy_log_replays_the_healthy_run_with_nothing_to_fix():
 
 
 def test_an_id_no_scenario_reproduces_names_the_nearest_by_knobs_with_a_caveat():
-    assert "entropy_explosion" in failures.LOG_ONLY_IDS
-    records = [{STEP: s, "prompt_length/mean": 300.0, "response_length/max": 1024.0, "actor/entropy": 2.0 + s}
-               for s in range(1, 21)]
-    root = {"id": "entropy_explosion", "severity": "warning", "first_step": 5, "last_step": 20}
+    assert "gradient_spikes" in failures.LOG_ONLY_IDS
+    records = [{STEP: s, "prompt_length/mean": 300.0, "response_length/max": 1024.0,
+                "actor/grad_norm": 50.0 if s % 7 == 0 else 0.5} for s in range(1, 21)]
+    root = {"id": "gradient_spikes", "severity": "warning", "first_step": 5, "last_step": 20}
     found = rp.replay(records, {"diagnoses": [{"root": root, "consequences": []}], "findings": [root]})
-    assert found["root"] == "entropy_explosion" and found["status"] == "replay"
-    assert found["scenario"] != "entropy_explosion" and found["task"] in TOKEN_TASKS
-    assert any("No scenario reproduces entropy_explosion" in c["en"] for c in found["caveats"])
+    assert found["root"] == "gradient_spikes" and found["status"] == "replay"
+    assert found["scenario"] != "gradient_spikes" and found["task"] in TOKEN_TASKS
+    assert any("No scenario reproduces gradient_spikes" in c["en"] for c in found["caveats"])
     # these lengths are nearest countdown's, whose only scenario is healthy: the nearest task with a failure replays
     assert set(rp.reference()["tasks"][found["task"]]["scenarios"]) - {"healthy"}
 
 
 def test_a_root_without_a_scenario_replays_the_next_failure_of_its_diagnosis():
     records = [{STEP: s, "prompt_length/mean": 300.0, "response_length/max": 1024.0} for s in range(1, 21)]
-    root = {"id": "entropy_explosion", "severity": "warning", "first_step": 5, "last_step": 20}
+    root = {"id": "gradient_spikes", "severity": "warning", "first_step": 5, "last_step": 20}
     second = {"id": "lr_too_high", "severity": "warning", "first_step": 8, "last_step": 20}
     report = {"diagnoses": [{"root": root, "consequences": []}, {"root": second, "consequences": []}],
               "findings": [root, second]}
     found = rp.replay(records, report)
-    assert (found["root"], found["scenario"]) == ("entropy_explosion", "lr_too_high")
+    assert (found["root"], found["scenario"]) == ("gradient_spikes", "lr_too_high")
     assert "the next failure of its diagnosis" in found["why"]["en"]
     assert any("next in its diagnosis chain" in c["en"] for c in found["caveats"])
 
