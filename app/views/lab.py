@@ -191,7 +191,8 @@ def _onset_field(task: str, scenario: str) -> None:
     disabled with the reason (playground/config/onset.py)."""
     form_of = knobs.onset_of(task, scenario)
     st.radio(widgets.t("lab_onset"), ONSET_MODES, ONSET_MODES.index(st.session_state["lab_onset_mode"]),
-             format_func=lambda mode: widgets.t(f"lab_onset_{mode}"), key="lab_onset_mode", horizontal=True,
+             format_func=widgets.label_of({mode: widgets.t(f"lab_onset_{mode}") for mode in ONSET_MODES}),
+             key="lab_onset_mode", horizontal=True,
              disabled=not form_of.allowed, on_change=_on_onset_mode, help=widgets.t("lab_onset_help"))
     if not form_of.allowed:
         st.caption(widgets.t("lab_onset_refused", scenario=scenario, reason=form_of.reason))
