@@ -198,7 +198,7 @@ def _onset_field(task: str, scenario: str) -> None:
         st.caption(widgets.t("lab_onset_refused", scenario=scenario, reason=form_of.reason))
     elif _form().get("onset") is not None:
         total = _total_steps()
-        st.number_input(widgets.t("lab_onset_step"), min_value=2, max_value=max(2, total), value=_onset_shown(),
+        st.number_input(widgets.t("lab_onset_n"), min_value=2, max_value=max(2, total), value=_onset_shown(),
                         step=1, key="lab_onset_step", on_change=_on_onset_step,
                         help=widgets.t("lab_onset_step_help", total=total))
 

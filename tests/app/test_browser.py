@@ -202,6 +202,61 @@ def test_lab_trains_watches_it_break_and_fixes_it(tmp_path, shots):
     assert "lr_too_high" not in {f["id"] for f in read_findings(fixed)["findings"]}
 
 
+CAUSE_BLUE = (0x21, 0x66, 0xAC)  # charts.CAUSE_COLOR: the rule where a run's cause arrived
+
+
+@pytest.mark.parametrize("lang, onset", [("en", 10), ("zh", 15)])
+def test_the_lab_trains_a_cause_arriving_at_step_n_and_marks_it_beside_the_doctors_onset(tmp_path, shots, lang,
+                                                                                          onset):
+    """CartPole's lr_too_high short run (30 steps at a constant lr) with its cause at step N, picked on the page: the
+    command and run.json carry `onset_step=N`, the diagnosis says where the cause arrived and where its first problem
+    began (measured: lr_too_high from step N for N = 10 and 15), and the pg_clipfrac chart draws the blue rule."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from playground.teach import i18n
+
+    def say(key: str, **fields: object) -> str:
+        return i18n.text(key, lang, **fields)
+
+    runs = tmp_path / "outputs"
+    with explorer(explorer_env(runs), tmp_path / "server.log") as (url, _), sync_playwright() as p:
+        browser, page = open_page(p, f"{url}/?lang={lang}")  # the Lab is the first page
+        try:
+            expect(page.get_by_role("heading", name=say("lab_title"), exact=True)).to_be_visible(timeout=60_000)
+            mode = page.locator(".st-key-lab_onset_mode")
+            expect(mode.get_by_role("radio").first).to_be_disabled(timeout=30_000)  # healthy: nothing arrives
+            expect(page.get_by_text(say("lab_onset_refused", scenario="healthy", reason="it does not arrive "
+                                        "mid-run: nothing arrives")).first).to_be_visible()
+            choose(page, say("lab_scenario"), "lr_too_high")
+            expect(page.get_by_label(say("knob_steps"), exact=True)).to_have_value(str(STEPS), timeout=30_000)
+            expect(mode.get_by_role("radio").first).to_be_enabled(timeout=30_000)
+            mode.get_by_text(say("lab_onset_step"), exact=True).click()
+            expect(page.get_by_label(say("lab_onset_n"), exact=True)).to_have_value(str(STEPS // 4), timeout=30_000)
+            number(page, say("lab_onset_n"), onset)
+            expect(page.get_by_text(f"scenario=lr_too_high onset_step={onset} ").first).to_be_visible(timeout=30_000)
+            page.locator(".st-key-lab_train button").click()
+            cause = page.locator(".st-key-lab_cause")
+            expect(cause).to_contain_text(say("lab_cause_after", onset=onset, finding="lr_too_high", lag=0).replace(
+                "**", ""), timeout=180_000)
+            expect(cause).to_contain_text(say("lab_cause_arrived", step=onset).replace("**", "").split("`")[0])
+            clipfrac = page.locator(".st-key-lab-actor-pg_clipfrac")
+            expect(clipfrac.locator("canvas, svg").first).to_be_visible(timeout=60_000)
+            page.wait_for_timeout(2500)  # the ended run's last refresh
+            expect(clipfrac).to_have_count(1, timeout=30_000)
+            for _ in range(10):  # a live refresh can catch the chart mid-redraw, blank for a moment
+                drawn = screenshot(clipfrac, page)
+                if _share_of(drawn, CAUSE_BLUE) > 0.0005:
+                    break
+                page.wait_for_timeout(1000)
+            (shots / f"lab-onset-{lang}-pg_clipfrac.png").write_bytes(drawn)
+            page.screenshot(path=shots / f"lab-onset-{lang}.png", full_page=True)
+            assert _share_of(drawn, CAUSE_BLUE) > 0.0005  # the dotted rule and its label
+        finally:
+            browser.close()
+    (run,) = sorted(p for p in (runs / "lab").glob("*/*") if p.is_dir())
+    assert read_run_info(run)["onset_step"] == onset and f"onset_step={onset}" in read_run_info(run)["overrides"]
+
+
 @pytest.mark.slow  # CI: the Sweeps page's map in AppTest (views/test_sweeps.py), batched sweeps in test_batched.py
 def test_the_lab_right_after_start_up_holds_the_tasks_values(tmp_path, shots):
     """The Lab once showed every knob at 0 under the right "task default" in the first session after start-up: that
