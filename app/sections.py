@@ -401,7 +401,7 @@ def _inspect_button(run: str, finding: dict, key: str) -> None:
     if st.button(widgets.t("inspect_tokens", step=step), key=key, icon=":material/frame_inspect:"):
         st.session_state["inspect"] = {"run": run, "step": step, "finding": finding.get("id", "?"),
                                        "focus": tokens.FINDING_FOCUS.get(finding.get("id", ""), "advantage")}
-        st.switch_page("views/inspector.py")
+        widgets.switch_page("views/inspector.py")
 
 
 def evidence_table(rows: Sequence[Mapping]) -> pd.DataFrame:

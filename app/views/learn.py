@@ -297,10 +297,13 @@ def _inspect_section(chapter: Chapter) -> None:
     if chapter.inspect is None or chapter.broken is None or not trained(demo_run(chapter.broken)):
         return
     target = {"run": str(demo_run(chapter.broken)), "step": inspect_step(chapter), "focus": chapter.inspect}
+    turned = turn(chapter)
+    if turned and turned["onset"] is not None:  # the inspector says whose onset it opened at
+        target["finding"] = turned["finding"]
     st.caption(widgets.t("learn_inspect_where", run=chapter.broken, step=target["step"], focus=chapter.inspect))
     if st.button(widgets.t("learn_inspect"), key=f"learn_inspect_{chapter.number}", icon=":material/search:"):
         st.session_state[INSPECT] = target
-        st.switch_page(INSPECTOR)
+        widgets.switch_page(INSPECTOR)
 
 
 def _question(chapter: Chapter) -> None:

@@ -11,6 +11,7 @@ import contextlib
 import io
 import os
 import re
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -558,5 +559,58 @@ def test_the_learning_path_walks_every_chapter_in_both_languages(tmp_path, shots
                     page.screenshot(path=shots / f"learn-{lang}-{n}.png", full_page=True)
                     if i < len(chapters) - 1:
                         page.locator(".st-key-learn_next button").click()
+        finally:
+            browser.close()
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_turn_chapter_on_its_real_demo_run_opens_the_inspector_at_the_onset(tmp_path, shots, lang):
+    """§11.3 on its demo run trained for real (reverse, rollout_mismatch arriving at step 12: about 40 s): the
+    chapter says where the cause arrived and where the run turned, and its button opens the Step inspector there."""
+    import subprocess
+    import sys
+
+    from playwright.sync_api import expect, sync_playwright
+
+    from playground.demo import DEMO_RUNS
+    from playground.teach import i18n
+    from playground.teach.learning_path import load
+
+    chapter = next(c for c in load([name for name, _ in DEMO_RUNS]) if c.section == "§11.3")
+    runs = tmp_path / "outputs"
+    _write_demo_runs(runs / "demo", [chapter])
+    broken = runs / "demo" / chapter.broken
+    shutil.rmtree(broken)
+    subprocess.run([sys.executable, "-m", "playground.train", *dict(DEMO_RUNS)[chapter.broken],
+                    "trainer.progress_bar=false", f"hydra.run.dir={broken}"], check=True, capture_output=True,
+                   env=explorer_env(runs))
+    good = read_findings(broken)["last_good"]
+    assert read_run_info(broken)["onset_step"] == 12 and good["step"] is not None  # measured: onset 12, last good 11
+    n = chapter.number
+    with explorer(explorer_env(runs), tmp_path / "server.log") as (url, _), sync_playwright() as p:
+        browser, page = open_page(p, f"{url}/learn?lang={lang}")
+        try:
+            expect(page.get_by_role("heading", name=i18n.text("learn_title", lang), exact=True)).to_be_visible(
+                timeout=60_000)
+            page.locator(".st-key-learn_chapter").get_by_text("§11.3", exact=True).click()
+            expect(page.get_by_role("heading", name=f"§11.3 · {chapter.title[lang]}", exact=True)).to_be_visible(
+                timeout=60_000)
+            option = chapter.question.options[chapter.question.right].text[lang].replace("`", "")
+            page.locator(f".st-key-learn_option_{n}").get_by_text(option, exact=True).click(timeout=60_000)
+            page.locator(f".st-key-learn_commit_{n} button").click(timeout=30_000)
+            turned = page.locator(f".st-key-learn_turn_{n}")
+            expect(turned).to_contain_text(i18n.text("learn_turn_cause", lang, run=chapter.broken, step=12).replace(
+                "**", "").split("`")[0], timeout=60_000)
+            expect(turned).to_contain_text(i18n.text("learn_turn_onset", lang, onset=good["onset_step"],
+                                                     finding=good["finding"], good=good["step"]).replace("**", ""))
+            page.wait_for_timeout(1500)
+            page.screenshot(path=shots / f"learn-turn-{lang}.png", full_page=True)
+            page.locator(f".st-key-learn_inspect_{n} button").click()
+            expect(page.get_by_role("heading", name=i18n.text("inspector_title", lang), exact=True)).to_be_visible(
+                timeout=60_000)
+            opened = i18n.text("inspector_at_onset", lang, finding=good["finding"], step=good["onset_step"])
+            expect(page.get_by_text(opened.replace("**", "")).first).to_be_visible(timeout=60_000)
+            page.screenshot(path=shots / f"learn-turn-inspector-{lang}.png", full_page=True)
+            expect(page.get_by_test_id("stException")).to_have_count(0)
         finally:
             browser.close()
