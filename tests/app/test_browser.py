@@ -356,6 +356,45 @@ def test_workshop_wrong_then_right_diagnosis_and_the_explorer_stops_its_run(tmp_
     assert info["status"] == "interrupted" and not data.pid_alive(info["pid"], info["start_time"]), info
 
 
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_workshop_exercise_15_trains_its_turning_run_and_checks_the_last_good_step(tmp_path, shots, lang):
+    """Exercise 15 from the page: Start trains its mystery run for real (lr_too_high arriving at a step it does not
+    say: about 40 s), a step far too early is refused, the doctor's last good step is accepted and meets the true
+    onset."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from playground.teach import i18n
+    from playground.teach.workshop import find
+
+    ex = find("15")
+    runs = tmp_path / "outputs"
+    with explorer(explorer_env(runs), tmp_path / "server.log") as (url, _), sync_playwright() as p:
+        browser, page = open_page(p, f"{url}/workshop?lang={lang}")
+        try:
+            expect(page.get_by_role("heading", name=i18n.text("workshop_title", lang), exact=True)).to_be_visible(
+                timeout=60_000)
+            choose(page, i18n.text("workshop_pick", lang), f"15 · {ex.title[lang]}")
+            page.locator(".st-key-workshop_start button").click(timeout=60_000)
+            step_field = i18n.text("workshop_last_good", lang)
+            expect(page.get_by_label(step_field, exact=True)).to_be_visible(timeout=180_000)
+            check = page.locator(".st-key-workshop_submit_step button")
+            expect(page.locator(".st-key-workshop_restart button").first).to_be_visible(timeout=180_000)  # it ended
+            early = "✗ Last good step 5: too early" if lang == "en" else "✗ 最后正常的一步是第 5 步？太早了"
+            for step in (5, 19):
+                number(page, step_field, step)
+                expect(check).to_be_enabled(timeout=30_000)
+                check.click()
+                if step == 5:
+                    expect(page.get_by_text(early).first).to_be_visible(timeout=60_000)
+            right = "✓ Last good step 19: right" if lang == "en" else "✓ 最后正常的一步第 19 步：正确"
+            expect(page.get_by_text(right).first).to_be_visible(timeout=60_000)
+            truth = "The cause really arrived at step 20" if lang == "en" else "原因实际上在第 20 步出现"
+            expect(page.get_by_text(truth).first).to_be_visible()
+            page.screenshot(path=shots / f"workshop-15-{lang}.png", full_page=True)
+        finally:
+            browser.close()
+
+
 ORANGE = (0xF5, 0x85, 0x18)  # charts.STATUS_COLORS["warn"]: the Samples chart's rings on the largest jumps
 
 
