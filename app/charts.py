@@ -20,6 +20,7 @@ OK_BAND = "#2ca02c"
 STATUS_COLORS = {"warn": "#f58518", "bad": "#d62728"}
 STATUS_SHAPES = {"warn": "triangle-up", "bad": "diamond"}
 ONSET_COLOR = "#8c2d04"  # the rule where a run's first problem began: dark, apart from the warn/bad marks
+CAUSE_COLOR = "#2166ac"  # the rule where a run's cause arrived (its onset_step): blue, dotted, apart from the onset's
 SEVERITY_DOMAIN = list(SEVERITY_ORDER)  # the catalogue's order, mildest first
 SEVERITY_RANGE = ["#4c78a8", "#f58518", "#d62728"]
 HEIGHT = 170
@@ -110,14 +111,21 @@ def _lone(frame: pd.DataFrame, value: str, by: Sequence[str] = ("series",)) -> p
 
 def _onset_layers(onsets: pd.DataFrame | None, x: alt.X) -> list[alt.Chart]:
     """A dashed rule at each run's onset (columns x, text: where its first warning or worse began), labelled at
-    the top of the plot."""
+    the top of the plot; where a `kind` column says "cause", a dotted blue rule where the run's cause arrived,
+    labelled under the onset's label, so a reader compares the two."""
     if onsets is None or onsets.empty:
         return []
-    rule = alt.Chart(onsets).mark_rule(color=ONSET_COLOR, strokeDash=[6, 3], strokeWidth=1.5).encode(
-        x=x, tooltip=["text:N"])
-    label = alt.Chart(onsets).mark_text(align="left", baseline="top", dx=3, color=ONSET_COLOR, fontSize=10).encode(
-        x=x, y=alt.value(2), text="text:N")
-    return [rule, label]
+    layers = []
+    kinds = onsets["kind"] if "kind" in onsets else pd.Series("onset", index=onsets.index)
+    for kind, color, dash, y in (("onset", ONSET_COLOR, [6, 3], 2), ("cause", CAUSE_COLOR, [2, 2], 14)):
+        rows = onsets[kinds == kind]
+        if rows.empty:
+            continue
+        layers.append(alt.Chart(rows).mark_rule(color=color, strokeDash=dash, strokeWidth=1.5).encode(
+            x=x, tooltip=["text:N"]))
+        layers.append(alt.Chart(rows).mark_text(align="left", baseline="top", dx=3, color=color, fontSize=10).encode(
+            x=x, y=alt.value(y), text="text:N"))
+    return layers
 
 
 def metric_chart(long: pd.DataFrame, metric: str, *, bands: pd.DataFrame | None = None,

@@ -26,12 +26,14 @@ from playground.config import (
     validate,
 )
 from playground.config.knobs import LAB_KNOBS, Knob, knob_value
+from playground.config.onset import OnsetForm, onset_form
 from playground.config.overrides import parse_all, value_of
 
 KNOBS = LAB_KNOBS  # the fields, in the order the Lab shows them
 BY_NAME = {k.name: k for k in KNOBS}
 BY_KEY = {k.key: k for k in KNOBS}
-PAGE_KEYS = ("task", "scenario", *BY_KEY)  # every key the Lab itself may pass
+ONSET_KEY = "onset_step"  # the step the scenario's cause arrives at (playground/config/onset.py)
+PAGE_KEYS = ("task", "scenario", ONSET_KEY, *BY_KEY)  # every key the Lab itself may pass
 _COMPOSE = threading.Lock()  # Hydra's GlobalHydra is one per process; the server composes for every session
 
 
@@ -141,10 +143,23 @@ def text(value: Any) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
-def overrides_for(task: str, scenario: str, chosen: Mapping[str, Any], extra: Sequence[str] = ()) -> list[str]:
-    """The run's overrides: the task and scenario, each knob that differs from the scenario's value, then `extra`."""
+def onset_of(task: str, scenario: str) -> OnsetForm:
+    """Whether the scenario's cause can arrive mid-run on the task (`allowed`), else why not (`reason`)."""
+    return onset_form(task, scenario)
+
+
+def default_onset(total_steps: int) -> int:
+    """The step "at step N" starts at: a quarter of the run (as benchmarks.onset_matrix measures the onset forms),
+    within the bounds `onset_step` takes ([2, total])."""
+    return min(max(2, total_steps // 4), max(2, total_steps))
+
+
+def overrides_for(task: str, scenario: str, chosen: Mapping[str, Any], extra: Sequence[str] = (),
+                  onset: int | None = None) -> list[str]:
+    """The run's overrides: the task and scenario, the onset where the cause arrives mid-run, each knob that differs
+    from the scenario's value, then `extra`."""
     base = scenario_config(task, scenario)
-    out = [f"task={task}", f"scenario={scenario}"]
+    out = [f"task={task}", f"scenario={scenario}", *([f"{ONSET_KEY}={onset}"] if onset is not None else [])]
     for knob in shown_knobs(base.family):
         if knob.name in chosen and chosen[knob.name] is not None and not same(chosen[knob.name], base.value(knob)):
             out.append(f"{knob.key}={text(chosen[knob.name])}")
@@ -180,8 +195,15 @@ def error_knob(error: str | None, family: str) -> str | None:
     return min(hits)[1] if hits else None
 
 
+def onset_from(overrides: Sequence[str]) -> int | None:
+    """The `onset_step` a run's overrides set (None: its cause is there from the start)."""
+    value = value_of(overrides, ONSET_KEY)
+    return None if value in (None, "null") else int(value)
+
+
 def form_from(overrides: Sequence[str]) -> tuple[str, str, dict[str, Any], list[str]]:
-    """(task, scenario, knob values, other overrides) that reproduce a run's overrides in the Lab's form."""
+    """(task, scenario, knob values, other overrides) that reproduce a run's overrides in the Lab's form (its onset:
+    `onset_from`)."""
     parsed = parse_all(overrides)
     task = value_of(overrides, "task") or "cartpole"
     checked = check(tuple(o.text for o in parsed))

@@ -202,6 +202,32 @@ def draw_findings(run: str, report: dict | None, key: str, active: bool) -> None
                 _finding(run, f, k)
 
 
+def cause_vs_onset(info: dict, report: dict | None) -> dict[str, Any] | None:
+    """Where a run's cause arrived (run.json's `onset_step`) beside where the doctor saw its first problem begin
+    (`last_good`'s onset): {"step", "onset", "finding", "lag"} (onset, finding and lag None while the doctor finds no
+    problem); None for a run whose cause was there from the start."""
+    step = info.get("onset_step")
+    if step is None:
+        return None
+    seen = widgets.onset_of(report)
+    onset, finding = seen if seen is not None else (None, None)
+    return {"step": int(step), "onset": onset, "finding": finding, "lag": None if onset is None else onset - int(step)}
+
+
+def draw_cause(run: str, report: dict | None) -> None:
+    """The cause's arrival, said under the diagnosis (its rule is on the charts), and how far the doctor's onset is
+    from it."""
+    compared = cause_vs_onset(data.run_info(run), report)
+    if compared is None:
+        return
+    with st.container(key="lab_cause"):
+        st.markdown(widgets.t("lab_cause_arrived", step=compared["step"]))
+        if compared["onset"] is not None:
+            lag = compared["lag"]
+            st.markdown(widgets.t("lab_cause_after" if lag >= 0 else "lab_cause_before", onset=compared["onset"],
+                                  finding=compared["finding"], lag=abs(lag)))
+
+
 def _bad_ids(report: dict | None) -> list[str]:
     return [f["id"] for f in (report or {}).get("findings", []) if is_problem(f) and "id" in f]
 
@@ -279,7 +305,9 @@ def view_body(view: dict[str, Any]) -> bool:
     elif active and not data.run_info(run):  # no run.json yet: no step, no total, and not "nothing wrong" either
         st.caption(widgets.t("lab_diagnosis_starting"))
     else:
-        draw_findings(run, data.run_diagnosis(run)[0], "lab_run", active)
+        report = data.run_diagnosis(run)[0]
+        draw_findings(run, report, "lab_run", active)
+        draw_cause(run, report)
     if not rows.empty:
-        sections.draw_run_panels(_labels(rows, base), grouped=False, choice="recommended", key="lab")
+        sections.draw_run_panels(_labels(rows, base), grouped=False, choice="recommended", key="lab", causes=True)
     return active

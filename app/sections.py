@@ -72,6 +72,7 @@ class Source:
     group: str  # seed group: runs with the same group are drawn as one mean line with a min-max band
     family: str = ""  # gym | token | "" (unknown: the guide's bands)
     onset: tuple[int, str] | None = None  # where its first warning or worse began: (step, finding id)
+    cause: int | None = None  # where its scenario's cause arrived (run.json's onset_step), when the page shows it
 
 
 def metrics_by_group(columns: Sequence[str]) -> dict[str, list[str]]:
@@ -170,15 +171,16 @@ def _metric_spec(keys: tuple, metric: str | tuple, settings: tuple, x_title: str
     return charts.to_spec(chart)
 
 
-def onset_marks(long: pd.DataFrame, marks: Sequence[tuple[str, int, str]]) -> pd.DataFrame:
-    """Where each run's rule goes on a chart of `long` (`series.metric_long`), for `marks` (run label, onset step,
-    text): at the onset step, or the first step drawn after it (the metric not logged, or thinned out, there)."""
+def onset_marks(long: pd.DataFrame, marks: Sequence[tuple[str, int, str, str]]) -> pd.DataFrame:
+    """Where each run's rule goes on a chart of `long` (`series.metric_long`), for `marks` (run label, step, text,
+    kind: "onset" for the doctor's, "cause" for where the cause arrived): at the step, or the first step drawn after
+    it (the metric not logged, or thinned out, there)."""
     rows = []
-    for label, step, text in marks:
+    for label, step, text, kind in marks:
         after = long[(long["run"] == label) & (pd.to_numeric(long["step"], errors="coerce") >= step)]
         if not after.empty:
-            rows.append({"x": float(after.sort_values("step")["x"].iloc[0]), "text": text})
-    return pd.DataFrame(rows, columns=["x", "text"])
+            rows.append({"x": float(after.sort_values("step")["x"].iloc[0]), "text": text, "kind": kind})
+    return pd.DataFrame(rows, columns=["x", "text", "kind"])
 
 
 def chart_name(metric: str | tuple[str, ...]) -> str:
@@ -207,7 +209,9 @@ def draw_panels(sources: Sequence[Source], frame_by_label: Mapping[str, pd.DataF
     keys = tuple((s.label, s.key, s.group, s.family) for s in sources)
     named = len(sources) > 1  # several runs: each rule says whose it is
     marks = tuple((s.label, s.onset[0], (f"{s.label} · " if named else "")
-                   + widgets.t("onset_mark", step=s.onset[0], finding=s.onset[1])) for s in sources if s.onset)
+                   + widgets.t("onset_mark", step=s.onset[0], finding=s.onset[1]), "onset") for s in sources if s.onset)
+    marks += tuple((s.label, s.cause, (f"{s.label} · " if named else "") + widgets.t("cause_mark", step=s.cause),
+                    "cause") for s in sources if s.cause is not None)
     columns = sorted({c for df in frame_by_label.values() for c in df.columns})
     drawn = 0
     for title, metrics in panel_list(choice, columns):
@@ -252,8 +256,10 @@ def _group_names(rows: pd.DataFrame) -> dict[str, str]:
     return out
 
 
-def run_sources(rows: pd.DataFrame, grouped: bool) -> tuple[list[Source], dict, dict, str | None]:
+def run_sources(rows: pd.DataFrame, grouped: bool, causes: bool = False
+                ) -> tuple[list[Source], dict, dict, str | None]:
     """Sources, frames and engine step statuses for the shown runs (read now: call this inside the fragment).
+    `causes`: mark where each run's cause arrived (run.json's onset_step; the Lab, never a mystery run's page).
 
     Returns:
         (sources, label -> frame, label -> step_status or None, why the diagnosis failed or None).
@@ -270,15 +276,18 @@ def run_sources(rows: pd.DataFrame, grouped: bool) -> tuple[list[Source], dict, 
         report, status, why = data.run_diagnosis(row["run"], report=row.get("status") != "running")
         group = group_names[row["label"]]
         key = (row["run"], len(log.records), log.records[-1].get(STEP))
-        sources.append(Source(row["label"], key, group, row["family"], widgets.onset_of(report)))
+        cause = data.run_info(row["run"]).get("onset_step") if causes else None
+        sources.append(Source(row["label"], key, group, row["family"], widgets.onset_of(report),
+                              None if cause is None else int(cause)))
         frame_by_label[row["label"]] = frame
         status_by_label[row["label"]] = status
     return sources, frame_by_label, status_by_label, why
 
 
-def draw_run_panels(rows: pd.DataFrame, grouped: bool, choice: str, key: str = "chart") -> int:
-    """The chosen panels of the given runs, read now (call inside a fragment to stream); returns the charts drawn."""
-    sources, frame_by_label, status_by_label, why = run_sources(rows, grouped)
+def draw_run_panels(rows: pd.DataFrame, grouped: bool, choice: str, key: str = "chart", causes: bool = False) -> int:
+    """The chosen panels of the given runs, read now (call inside a fragment to stream); returns the charts drawn.
+    `causes`: each run's rule where its cause arrived too (`run_sources`)."""
+    sources, frame_by_label, status_by_label, why = run_sources(rows, grouped, causes)
     if why:
         st.caption(widgets.t("diagnosis_failed", why=why))
     if not sources:
@@ -392,7 +401,7 @@ def _inspect_button(run: str, finding: dict, key: str) -> None:
     if st.button(widgets.t("inspect_tokens", step=step), key=key, icon=":material/frame_inspect:"):
         st.session_state["inspect"] = {"run": run, "step": step, "finding": finding.get("id", "?"),
                                        "focus": tokens.FINDING_FOCUS.get(finding.get("id", ""), "advantage")}
-        st.switch_page("views/inspector.py")
+        widgets.switch_page("views/inspector.py")
 
 
 def evidence_table(rows: Sequence[Mapping]) -> pd.DataFrame:

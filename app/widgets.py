@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 import pandas as pd
 import streamlit as st
@@ -38,6 +38,13 @@ SHOWN = "shown_runs"
 
 def lang() -> str:
     return st.session_state.get("lang", "en")
+
+
+def switch_page(page: str) -> NoReturn:
+    """Go to another page in this language: `st.switch_page` drops the URL's `?lang=` and the page switch can drop the
+    sidebar's language key with it, so the next page would start in English; the URL carries it (the sidebar reads
+    it, `sidebar._language_from_url`)."""
+    st.switch_page(page, query_params={"lang": lang()} if lang() != "en" else None)
 
 
 def t(key: str, /, **fields: object) -> str:

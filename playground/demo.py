@@ -36,6 +36,9 @@ DEMO_RUNS = [
     ("cartpole-critic_undertrained", ["task=cartpole", "scenario=critic_undertrained"]),
     ("mountaincar-no_learning_signal", ["task=mountaincar"]),
     ("reverse-lr_too_high", ["task=reverse", "scenario=lr_too_high"]),
+    # a cause that arrives mid-run: healthy until step 12, then the rollout engine restarted with other settings (the
+    # learning path's "step where a run turns"; about 40 s)
+    ("reverse-rollout_mismatch-at12", ["task=reverse", "scenario=rollout_mismatch", "onset_step=12"]),
     # multi-turn: the tool the policy stops calling, the game it stops exploring
     ("calc-tool_skip_collapse", ["task=calc", "scenario=tool_skip_collapse"]),
     ("frozenlake-echo_trap", ["task=frozenlake", "scenario=echo_trap"]),

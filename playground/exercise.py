@@ -1,4 +1,5 @@
-"""Workshop exercises: `python -m playground.exercise list | ids | start N | hint N | check N --diagnosis ID --fix ..`.
+"""Workshop exercises: `python -m playground.exercise list | ids | start N | hint N | check N --diagnosis ID --fix ..`
+(`check N --last-good STEP` where an exercise asks for the step its run turned).
 
 The command line and the checker, which train runs (the exercises themselves and a participant's progress are
 `playground.teach.workshop`). Each folder `exercises/NN_slug/` hands participants a misbehaving run to read in the
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
 # Keys a fix may not touch: they define the exercise (task, seed, budget, memory cap, base model) or the check itself.
 LOCKED = ("task", "scenario", "sft", "actor_rollout_ref.model", "hydra", "preset", "debug", "sweep", "trainer.seed",
           "trainer.mystery", "trainer.total_training_steps", "trainer.stop_on_finding", "trainer.stop_on_score",
-          "trainer.memory_limit_gb")
+          "trainer.memory_limit_gb", "onset_step")
 QUIET = ["trainer.logger=[]"]
 
 
@@ -257,6 +258,39 @@ def check(ex: Exercise, diagnosis: str, fix_text: str | None, root: Path | None 
     return verdict.passed, lines
 
 
+def check_last_good(ex: Exercise, step: int, root: Path | None = None, lang: str = "en") -> tuple[bool, list[str]]:
+    """Check a participant's last good step of a mystery run whose cause arrived mid-run; returns (right, lines).
+
+    Right within the exercise's tolerance of the doctor's last good step (findings.json `last_good`, which the
+    explorer hides until the run is solved); once right, the lines say where the cause really arrived (run.json's
+    `onset_step`), so the participant compares the two. Wrong: only which side of the turn the answer lies on.
+
+    Raises:
+        ExerciseError: the exercise asks for no last good step, its run is not there or still running.
+    """
+    if ex.last_good is None:
+        raise ExerciseError(say("last_good_not_asked", lang, n=ex.number))
+    run_dir = mystery_dir(ex, root)
+    info = read_run_info(run_dir) or {}
+    if info.get("status") == "running":
+        raise ExerciseError(say("running", lang, n=ex.number))
+    report = read_findings(run_dir)
+    if not info or report is None:
+        raise ExerciseError(say("last_good_no_run", lang, n=ex.number))
+    good = report.get("last_good")
+    if not isinstance(good, dict) or good.get("step") is None:  # no problem found, or one from the first step
+        raise ExerciseError(say("last_good_none", lang, n=ex.number))
+    doctor, tolerance = int(good["step"]), int(ex.last_good["tolerance"])
+    progress = read_progress(ex, root)
+    if abs(step - doctor) > tolerance:
+        save_progress(ex, {**progress, "step_attempts": int(progress.get("step_attempts", 0)) + 1}, root)
+        return False, [say("last_good_late" if step > doctor else "last_good_early", lang, step=step)]
+    save_progress(ex, {**progress, "last_good": True}, root)
+    return True, [say("last_good_right", lang, step=step, doctor=doctor, tolerance=tolerance),
+                  say("last_good_truth", lang, onset=info.get("onset_step"), finding=good.get("finding"),
+                      first=good.get("onset_step"))]
+
+
 # ---- instructor ------------------------------------------------------------------------------------------------
 def verify(exercises: list[Exercise], root: Path, quick: bool = False) -> list[dict[str, Any]]:
     """Per exercise: does its mystery run show the expected finding, and does its reference fix pass?
@@ -289,7 +323,9 @@ def main(argv: list[str] | None = None) -> int:
         sub.add_parser(name, help=text).add_argument("n")
     chk = sub.add_parser("check", help="check a diagnosis and prove a fix")
     chk.add_argument("n")
-    chk.add_argument("--diagnosis", required=True, help="a catalogue id, e.g. critic_undertrained")
+    chk.add_argument("--diagnosis", default=None, help="a catalogue id, e.g. critic_undertrained")
+    chk.add_argument("--last-good", type=int, default=None, dest="last_good",
+                     help="the run's last good step, where an exercise asks for it")
     chk.add_argument("--fix", default=None, help='Hydra overrides, e.g. "critic.optim.lr=1e-3"')
     prep = sub.add_parser("prepare", help="precompute every mystery run (make workshop)")
     prep.add_argument("--force", action="store_true", help="rerun runs that already finished")
@@ -315,7 +351,16 @@ def main(argv: list[str] | None = None) -> int:
             print(next_hint(ex, progress, "hints", lang))
             save_progress(ex, progress, root)
         elif args.command == "check":
-            ok, lines = check(find(args.n), args.diagnosis, args.fix, root, lang)
+            if args.fix is not None and args.diagnosis is None:
+                raise ExerciseError("--fix needs --diagnosis <id>: name the failure it fixes")
+            if args.diagnosis is None and args.last_good is None:
+                raise ExerciseError("check needs --diagnosis <id> (and --fix), or --last-good <step>")
+            ex, ok, lines = find(args.n), True, list[str]()
+            if args.last_good is not None:
+                ok, lines = check_last_good(ex, args.last_good, root, lang)
+            if args.diagnosis is not None:
+                right, more = check(ex, args.diagnosis, args.fix, root, lang)
+                ok, lines = ok and right, [*lines, *more]
             print("\n".join(lines))
             return 0 if ok else 1
         elif args.command == "prepare":

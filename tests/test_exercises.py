@@ -9,7 +9,8 @@ import re
 import pytest
 import yaml
 
-from playground.exercise import check, main, parse_fix, run_fix, start
+from playground.config.overrides import value_of
+from playground.exercise import check, check_last_good, main, parse_fix, run_fix, start
 from playground.failures import FAILURE_IDS, TITLES
 from playground.rundir.runs import read_findings, read_run_info
 from playground.teach.workshop import EXERCISES_DIR, ExerciseError, find, load_all, mystery_dir
@@ -122,7 +123,10 @@ def test_the_shortened_mystery_run_shows_the_expected_failure(ex, tmp_path):
     run_dir, status, _ = start(ex, tmp_path, steps=ex.steps["test"], stop_on_finding=True, progress_bar=False)
     assert run_dir == mystery_dir(ex, tmp_path)
     info = read_run_info(run_dir)
-    assert info["mystery"] is True and info["scenario"] == "mystery" and not info.get("solved")
+    # a cause that arrives mid-run is a scenario's (its onset form): run.json names it, the explorer hides it
+    assert info["mystery"] is True and info["scenario"] == (value_of(ex.cause, "scenario") or "mystery")
+    assert not info.get("solved") and info["onset_step"] == (None if ex.last_good is None else
+                                                             int(value_of(ex.cause, "onset_step")))
     report = read_findings(run_dir)
     roots = [d["root"]["id"] for d in report["diagnoses"]]
     assert ex.diagnosis in roots, (status, roots, [f["id"] for f in report["findings"]])
@@ -240,6 +244,10 @@ def test_the_checker_says_what_broke_the_run_apart_from_the_fix_a_verl_user_appl
     (["check", "1", "--diagnosis", "lr_too_high", "--fix", "critic.optim.lr=-1"],
      "error: the fix does not apply: critic.optim.lr=-1 is out of range: allowed > 0"),
     (["start", "eleven"], "error: no exercise 'eleven'"),
+    (["check", "15"], "error: check needs --diagnosis <id> (and --fix), or --last-good <step>"),
+    (["check", "15", "--fix", "actor_rollout_ref.actor.optim.lr=0.005"], "error: --fix needs --diagnosis <id>"),
+    (["check", "1", "--last-good", "19"], "error: exercise 1 does not ask for a last good step"),
+    (["check", "15", "--last-good", "19"], "error: exercise 15's run is not there yet"),
 ])
 def test_bad_input_fails_with_one_clear_line(argv, message, tmp_path, capsys):
     assert main(["--runs", str(tmp_path), *argv]) == 2
@@ -269,8 +277,58 @@ def test_every_reference_fix_passes(ex, tmp_path):
     assert verdict.passed, (verdict.status, [f["id"] for f in verdict.bad], verdict.score, verdict.bar)
 
 
+def _turned_run(ex, root, cause: int = 20, good: int | None = 19) -> None:
+    """The mystery run as `start` leaves it: run.json with its onset, findings.json with the doctor's last good step
+    (the measured run: lr_too_high from step 20, last good 19; instructor.md)."""
+    run_dir = mystery_dir(ex, root)
+    run_dir.mkdir(parents=True)
+    (run_dir / "run.json").write_text(json.dumps({"status": "finished", "mystery": True, "onset_step": cause}))
+    last_good = None if good is None else {"onset_step": good + 1, "finding": "lr_too_high", "step": good}
+    (run_dir / "findings.json").write_text(json.dumps({"findings": [], "diagnoses": [], "last_good": last_good}))
+
+
+def test_the_last_good_step_is_right_within_the_tolerance_and_then_meets_the_true_onset(tmp_path):
+    ex = find("15")
+    assert ex.last_good == {"tolerance": 2} and ex.mystery()[-1] == "onset_step=20"
+    _turned_run(ex, tmp_path)
+    ok, lines = check_last_good(ex, 12, root=tmp_path)
+    assert not ok and lines == [
+        "✗ Last good step 12: too early, the run is still healthy for a while after it. Look for where the update's "
+        "own metrics (ppo_kl, pg_clipfrac, entropy) leave their band, not where the score has already fallen."]
+    ok, lines = check_last_good(ex, 25, root=tmp_path, lang="zh")
+    assert not ok and lines[0].startswith("✗ 最后正常的一步是第 25 步？太晚了")
+    assert "20" not in " ".join(lines)  # a wrong answer never says where the cause arrived
+    for step in (17, 19, 21):  # the doctor's 19, give or take the score's two steps of lag
+        ok, lines = check_last_good(ex, step, root=tmp_path)
+        assert ok and lines[0].startswith(f"✓ Last good step {step}: right (the doctor says 19;"), lines
+        assert lines[1].startswith("The cause really arrived at step 20 (run.json's onset_step); the doctor's first "
+                                   "problem, lr_too_high, holds from step 20.")
+    ok, _ = check_last_good(ex, 22, root=tmp_path)
+    assert not ok
+    progress = json.loads((tmp_path / ex.id / "progress.json").read_text())
+    assert progress["last_good"] is True and progress["step_attempts"] == 3
+    assert not read_run_info(mystery_dir(ex, tmp_path)).get("solved")  # the step unhides nothing
+
+
+def test_the_command_line_checks_the_step_and_the_diagnosis_together(tmp_path, capsys):
+    ex = find("15")
+    _turned_run(ex, tmp_path)
+    assert main(["--runs", str(tmp_path), "check", "15", "--last-good", "19"]) == 0
+    assert capsys.readouterr().out.startswith("✓ Last good step 19: right")
+    assert main(["--runs", str(tmp_path), "check", "15", "--last-good", "30", "--diagnosis", "lr_too_high"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("✗ Last good step 30: too late") and out[1].startswith("✓ Diagnosis: lr_too_high")
+
+
+def test_a_run_without_a_last_good_step_cannot_be_checked_for_one(tmp_path):
+    ex = find("15")
+    _turned_run(ex, tmp_path, good=None)  # a run the doctor finds healthy: the exercise's run is broken
+    with pytest.raises(ExerciseError, match="run never turned"):
+        check_last_good(ex, 19, root=tmp_path)
+
+
 def test_a_locked_key_cannot_be_smuggled_in():
     for fix in ("+task.score_target=0", "++trainer.stop_on_score=0", "hydra.run.dir=x", "sft.lr=1",
-                "actor_rollout_ref.model.block_size=32", "trainer.memory_limit_gb=null"):
+                "actor_rollout_ref.model.block_size=32", "trainer.memory_limit_gb=null", "onset_step=60"):
         with pytest.raises(ExerciseError, match="fixed by the exercise"):
             parse_fix(fix)

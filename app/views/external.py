@@ -155,7 +155,7 @@ def draw_replay(found: dict) -> None:
     if st.button(widgets.t(label), key="external_replay", help=widgets.t("replay_button_help"), type="primary",
                  icon=":material/replay:"):
         if _replay_in_lab(found):
-            st.switch_page("views/lab.py")
+            widgets.switch_page("views/lab.py")
         st.rerun()
 
 

@@ -18,7 +18,8 @@ import launcher
 import running
 import widgets
 
-FORM = "lab_form"  # the form's values, kept under a key no widget has: {"task", "scenario", "knobs", "extra"}
+FORM = "lab_form"  # the form's values, kept under a key no widget has: {"task", "scenario", "knobs", "extra", "onset"}
+ONSET_MODES = ("start", "step")  # the scenario's cause from the start, or arriving at step N (`onset_step`)
 
 
 def _default_scenario(task: str) -> str:
@@ -38,14 +39,14 @@ def _scenario_form(task: str, scenario: str | None = None) -> dict:
         scenario = _default_scenario(task)
     config = knobs.lab_config(task, scenario)
     return {"task": task, "scenario": scenario, "knobs": {k.name: _typed(k, config.value(k)) for k in knobs.KNOBS},
-            "extra": []}
+            "extra": [], "onset": None}
 
 
 def _loaded_form(overrides: list[str]) -> dict:
     """The form of a run's config (knobs; other overrides kept as applied fixes)."""
     task, scenario, values, extra = knobs.form_from(overrides)
     fallback = knobs.scenario_config(task, scenario)
-    return {"task": task, "scenario": scenario, "extra": list(extra),
+    return {"task": task, "scenario": scenario, "extra": list(extra), "onset": knobs.onset_from(overrides),
             "knobs": {k.name: _typed(k, fallback.value(k) if values.get(k.name) is None else values[k.name])
                       for k in knobs.KNOBS}}
 
@@ -53,7 +54,8 @@ def _loaded_form(overrides: list[str]) -> dict:
 def _valid(form: object) -> bool:
     return (isinstance(form, dict) and form.get("task") in knobs.tasks()
             and form.get("scenario") in knobs.scenario_of(form["task"]).scenarios
-            and set(form.get("knobs", {})) == {k.name for k in knobs.KNOBS} and isinstance(form.get("extra"), list))
+            and set(form.get("knobs", {})) == {k.name for k in knobs.KNOBS} and isinstance(form.get("extra"), list)
+            and (form.get("onset") is None or isinstance(form.get("onset"), int)))
 
 
 def _form() -> dict:
@@ -75,7 +77,23 @@ def _on_scenario() -> None:
 
 
 def _on_knob(name: str) -> None:
-    _set(knobs={**_form()["knobs"], name: st.session_state[f"knob_{name}"]})
+    value, onset = st.session_state[f"knob_{name}"], _form().get("onset")
+    if name == "steps" and onset is not None and isinstance(value, int):  # the onset stays inside the run
+        onset = min(onset, max(2, value))
+    _set(knobs={**_form()["knobs"], name: value}, onset=onset)
+
+
+def _total_steps() -> int:
+    return int(_form()["knobs"]["steps"] or 2)
+
+
+def _on_onset_mode() -> None:
+    step = st.session_state["lab_onset_mode"] == "step"
+    _set(onset=knobs.default_onset(_total_steps()) if step else None)
+
+
+def _on_onset_step() -> None:
+    _set(onset=int(st.session_state["lab_onset_step"]))
 
 
 def _init() -> None:
@@ -102,6 +120,14 @@ def _init() -> None:
     st.session_state["lab_task"], st.session_state["lab_scenario"] = form["task"], form["scenario"]
     for knob in knobs.KNOBS:
         st.session_state[f"knob_{knob.name}"] = form["knobs"][knob.name]
+    st.session_state["lab_onset_mode"] = "start" if form.get("onset") is None else "step"
+    st.session_state["lab_onset_step"] = _onset_shown()
+
+
+def _onset_shown() -> int:
+    """The "at step N" field's value: the form's onset, else a quarter of the run (what choosing it sets)."""
+    onset = _form().get("onset")
+    return knobs.default_onset(_total_steps()) if onset is None else min(max(2, onset), max(2, _total_steps()))
 
 
 def _index(options: list | tuple, value: object) -> int:
@@ -120,13 +146,14 @@ def form_overrides() -> tuple[list[str], knobs.Checked]:
     task, scenario = form["task"], form["scenario"]
     config = knobs.scenario_config(task, scenario)
     chosen = {k.name: form["knobs"].get(k.name) for k in knobs.shown_knobs(config.family) if not _disabled(k, config)}
-    overrides = knobs.overrides_for(task, scenario, chosen, form["extra"])
+    overrides = knobs.overrides_for(task, scenario, chosen, form["extra"], form.get("onset"))
     return overrides, knobs.check(tuple(overrides))
 
 
 def _train() -> None:
     overrides, _ = form_overrides()
-    name = f"{_form()['task']}-{_form()['scenario']}"
+    onset = _form().get("onset")
+    name = f"{_form()['task']}-{_form()['scenario']}" + (f"-at{onset}" if onset is not None else "")
     lab_run.start(overrides, name)
 
 
@@ -159,6 +186,23 @@ def _field(knob: knobs.Knob, config: knobs.Checked, defaults: knobs.Checked, err
         st.error(error, icon=":material/error:")
 
 
+def _onset_field(task: str, scenario: str) -> None:
+    """From the start, or at step N (`onset_step`): offered where the scenario's cause can arrive mid-run, else
+    disabled with the reason (playground/config/onset.py)."""
+    form_of = knobs.onset_of(task, scenario)
+    st.radio(widgets.t("lab_onset"), ONSET_MODES, ONSET_MODES.index(st.session_state["lab_onset_mode"]),
+             format_func=widgets.label_of({mode: widgets.t(f"lab_onset_{mode}") for mode in ONSET_MODES}),
+             key="lab_onset_mode", horizontal=True,
+             disabled=not form_of.allowed, on_change=_on_onset_mode, help=widgets.t("lab_onset_help"))
+    if not form_of.allowed:
+        st.caption(widgets.t("lab_onset_refused", scenario=scenario, reason=form_of.reason))
+    elif _form().get("onset") is not None:
+        total = _total_steps()
+        st.number_input(widgets.t("lab_onset_n"), min_value=2, max_value=max(2, total), value=_onset_shown(),
+                        step=1, key="lab_onset_step", on_change=_on_onset_step,
+                        help=widgets.t("lab_onset_step_help", total=total))
+
+
 def form() -> None:
     """Task, scenario, the knobs, Train, the command and the queue."""
     tasks = knobs.tasks()
@@ -167,6 +211,7 @@ def form() -> None:
     scenarios = list(knobs.scenario_of(task).scenarios)
     st.selectbox(widgets.t("lab_scenario"), scenarios, _index(scenarios, scenario), key="lab_scenario",
                  on_change=_on_scenario)
+    _onset_field(task, scenario)
     config, defaults = knobs.scenario_config(task, scenario), knobs.task_defaults(task)
     short = knobs.short_run(task, scenario)
     if short:

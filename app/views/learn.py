@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import sys
+from collections.abc import Collection
 from pathlib import Path
 
 import numpy as np
@@ -91,6 +92,27 @@ def break_step(chapter: Chapter) -> int:
     return int(steps.iloc[-1]) if not steps.empty else 0
 
 
+def turn(chapter: Chapter) -> dict | None:
+    """Where the broken run turned, for a broken run whose cause arrived mid-run (run.json's `onset_step`): the cause's
+    step, the doctor's onset and finding, the last good step (None: no problem found); None for any other run."""
+    if chapter.broken is None or not trained(demo_run(chapter.broken)):
+        return None
+    run = str(demo_run(chapter.broken))
+    report = data.run_diagnosis(run)[0]
+    compared = lab_run.cause_vs_onset(data.run_info(run), report)
+    if compared is None:
+        return None
+    good = (report or {}).get("last_good")
+    return {**compared, "good": good.get("step") if isinstance(good, dict) else None}
+
+
+def inspect_step(chapter: Chapter) -> int:
+    """The step the inspector opens at: the doctor's onset where the broken run's cause arrived mid-run (the step
+    where it turned), else where its finding broke it (`break_step`)."""
+    turned = turn(chapter)
+    return int(turned["onset"]) if turned and turned["onset"] is not None else break_step(chapter)
+
+
 def summary(frame: pd.DataFrame, metric: str) -> tuple[float, float, float] | None:
     """A metric's first and last finite values in a run, and its median; None when the run does not log it."""
     if metric not in frame:
@@ -169,14 +191,32 @@ def _missing(chapter: Chapter) -> None:
     st.code(f"{PYTHON} -m playground.demo --no-explorer --runs {folder}", language="bash", wrap_lines=True)
 
 
+def _marks(chapter: Chapter, labels: Collection[str]) -> tuple[tuple[str, int, str, str], ...]:
+    """The broken run's rules once shown: where the doctor saw its first problem begin, and where its cause arrived
+    (a cause that arrived mid-run)."""
+    label = widgets.t("learn_label_broken", name=chapter.broken)
+    if chapter.broken is None or label not in labels:
+        return ()
+    run = str(demo_run(chapter.broken))
+    marks = []
+    if onset := widgets.onset_of(data.run_diagnosis(run)[0]):
+        marks.append((label, onset[0], widgets.t("onset_mark", step=onset[0], finding=onset[1]), "onset"))
+    if (cause := data.run_info(run).get("onset_step")) is not None:
+        marks.append((label, int(cause), widgets.t("cause_mark", step=int(cause)), "cause"))
+    return tuple(marks)
+
+
 def _chart(chapter: Chapter, frames: dict[str, pd.DataFrame], metric: str, family: str | None) -> bool:
-    """One metric for the shown runs with the guide's healthy band; False when no run logs it."""
+    """One metric for the shown runs with the guide's healthy band and the broken run's rules; False when no run
+    logs it."""
     _, weight, _ = widgets.settings()
-    long = series.metric_long(frames, metric, weight=weight).rename(columns={"run": "series"})
+    long = series.metric_long(frames, metric, weight=weight)
     if long.empty:
         return False
+    onsets = sections.onset_marks(long, _marks(chapter, frames))
+    long = long.rename(columns={"run": "series"})
     chart = charts.metric_chart(long, metric, bands=series.ok_bands(metric, *sections.data_range(long), family=family),
-                                x_title=widgets.t("x_step"), smoothed=weight > 0, order=list(frames))
+                                x_title=widgets.t("x_step"), smoothed=weight > 0, order=list(frames), onsets=onsets)
     with st.container(key=sections.chart_key(f"learn{chapter.number}", metric)):
         st.vega_lite_chart(spec=charts.to_spec(chart), width="stretch")
     return True
@@ -236,15 +276,34 @@ def _train_section(chapter: Chapter) -> None:
               disabled=mine is not None and running.run_active(mine, ("train",)))
 
 
+def _turn_section(chapter: Chapter) -> None:
+    """Where a broken run whose cause arrived mid-run turned: the cause's step, the doctor's onset, the last good
+    step (the rules on the charts)."""
+    turned = turn(chapter)
+    if turned is None:
+        return
+    st.subheader(widgets.t("learn_turn_title"))
+    with st.container(key=f"learn_turn_{chapter.number}"):
+        st.markdown(widgets.t("learn_turn_cause", run=chapter.broken, step=turned["step"]))
+        if turned["onset"] is None:
+            st.markdown(widgets.t("learn_turn_none"))
+        else:
+            st.markdown(widgets.t("learn_turn_onset", onset=turned["onset"], finding=turned["finding"],
+                                  good=turned["good"] if turned["good"] is not None else "—"))
+
+
 def _inspect_section(chapter: Chapter) -> None:
-    """The token inspector at the step where the broken run breaks (token runs only)."""
+    """The token inspector at the step where the broken run breaks, or turned (token runs only)."""
     if chapter.inspect is None or chapter.broken is None or not trained(demo_run(chapter.broken)):
         return
-    target = {"run": str(demo_run(chapter.broken)), "step": break_step(chapter), "focus": chapter.inspect}
+    target = {"run": str(demo_run(chapter.broken)), "step": inspect_step(chapter), "focus": chapter.inspect}
+    turned = turn(chapter)
+    if turned and turned["onset"] is not None:  # the inspector says whose onset it opened at
+        target["finding"] = turned["finding"]
     st.caption(widgets.t("learn_inspect_where", run=chapter.broken, step=target["step"], focus=chapter.inspect))
     if st.button(widgets.t("learn_inspect"), key=f"learn_inspect_{chapter.number}", icon=":material/search:"):
         st.session_state[INSPECT] = target
-        st.switch_page(INSPECTOR)
+        widgets.switch_page(INSPECTOR)
 
 
 def _question(chapter: Chapter) -> None:
@@ -267,6 +326,7 @@ def _question(chapter: Chapter) -> None:
     st.markdown(widgets.pick(question.answer))
     st.button(widgets.t("learn_again"), key=f"learn_again_{chapter.number}", on_click=_forget, args=(chapter,))
     _what_the_runs_did(chapter)
+    _turn_section(chapter)
     _train_section(chapter)
     _inspect_section(chapter)
 

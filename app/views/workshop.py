@@ -26,6 +26,7 @@ import widgets
 
 START = f"{PYTHON} -m playground.exercise start"  # the worksheet's section that holds it is the page's Start button
 VERDICTS = "workshop_verdicts"  # exercise id -> {"rc", "text"} of a check that ran now, or {"job"} of one queued
+STEP_VERDICT = "{id}:last_good"  # VERDICTS' key of an exercise's last-good-step check
 
 
 def on_page(markdown: str) -> str:
@@ -126,10 +127,20 @@ def _check(ex: dict) -> None:
     data.list_runs.clear()  # a right diagnosis unhides the run: list it afresh
 
 
+def _check_step(ex: dict) -> None:
+    """Check the last good step now (`check N --last-good S`: it reads the run, trains nothing)."""
+    step = st.session_state.get("workshop_last_good")
+    if step is None:  # the button is disabled without a step
+        return
+    args = ["check", str(ex["number"]), "--last-good", str(int(step))]
+    rc, text = launcher.run_now(launcher.exercise_argv(args, widgets.lang()))
+    st.session_state.setdefault(VERDICTS, {})[STEP_VERDICT.format(id=ex["id"])] = {"rc": rc, "text": text}
+
+
 # ---- drawing ----
 
-def _verdict(ex: dict) -> None:
-    verdict = st.session_state.get(VERDICTS, {}).get(ex["id"])
+def _verdict(ex: dict, key: str | None = None) -> None:
+    verdict = st.session_state.get(VERDICTS, {}).get(key or ex["id"])
     if verdict is None:
         return
     if "job" in verdict:
@@ -150,17 +161,24 @@ def _answer(ex: dict, row: pd.Series | None, busy: bool) -> None:
     st.subheader(widgets.t("workshop_answer"))
     if read_progress(find(ex["id"])).get("solved"):
         st.success(widgets.t("workshop_fixed"))
+    finished = row is not None and row["status"] not in ("running", "unknown")
+    if ex.get("last_good"):  # the step the run turned: asked first, the diagnosis unhides the doctor's
+        st.number_input(widgets.t("workshop_last_good"), min_value=1, value=None, step=1, key="workshop_last_good",
+                        placeholder=widgets.t("workshop_last_good_hint"), help=widgets.t("workshop_last_good_help"))
+        st.button(widgets.t("workshop_check_step"), key="workshop_submit_step", on_click=_check_step, args=(ex,),
+                  disabled=busy or not finished or st.session_state.get("workshop_last_good") is None)
+        _verdict(ex, STEP_VERDICT.format(id=ex["id"]))
     titles = {fid: f"{fid} · {TITLES[fid][widgets.lang()]}" for fid in FAILURE_IDS}
     st.selectbox(widgets.t("workshop_diagnosis"), FAILURE_IDS, index=None, format_func=widgets.label_of(titles),
                  key="workshop_diagnosis", placeholder=widgets.t("workshop_diagnosis_hint"))
     st.text_input(widgets.t("workshop_fix"), key="workshop_fix", placeholder="actor_rollout_ref.actor.optim.lr=…",
                   help=widgets.t("workshop_fix_help"))
-    finished = row is not None and row["status"] not in ("running", "unknown")
     st.button(widgets.t("workshop_check"), key="workshop_submit", on_click=_check, args=(ex,), type="primary",
               disabled=busy or not finished or st.session_state.get("workshop_diagnosis") is None)
     _verdict(ex)
     with st.expander(widgets.t("workshop_terminal")):
-        st.code(ex["check"], language="bash", wrap_lines=True)
+        st.code("\n".join([ex["check_step"], ex["check"]]) if ex.get("last_good") else ex["check"], language="bash",
+                wrap_lines=True)
 
 
 def _run_rows(ex: dict, table: pd.DataFrame) -> pd.DataFrame | None:

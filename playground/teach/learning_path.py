@@ -22,7 +22,9 @@ from playground.rundir.runs import TOKEN_FOCI
 from playground.teach.i18n import LANGS
 
 LEARNING_PATH = Path(__file__).with_name("learning_path.yaml")
-SECTIONS = ("§1", "§2", "§3", "§4", "§5", "§7", "§11")  # the guide's chapters the path walks, in its order
+# the guide's chapters the path walks, in its order (§11.3: its panels over training/global_step, read for the step
+# where a run turns)
+SECTIONS = ("§1", "§2", "§3", "§4", "§5", "§7", "§11", "§11.3")
 REQUIRED = {"section", "title", "paragraph", "metrics", "healthy", "question"}
 OPTIONAL = {"broken", "finding", "inspect"}
 QUESTION_KEYS = {"text", "base", "knob", "options", "answer"}
@@ -66,8 +68,8 @@ class Chapter:
 
     @property
     def number(self) -> str:
-        """The section without its sign ("1", "11"): what widget keys and folder names carry."""
-        return self.section.removeprefix("§")
+        """The section without its sign ("1", "11", "11-3"): what widget keys, CSS classes and folder names carry."""
+        return self.section.removeprefix("§").replace(".", "-")
 
     @property
     def runs(self) -> tuple[str, ...]:

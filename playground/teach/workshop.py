@@ -48,6 +48,9 @@ class Exercise:
     # The overrides that break the run, the ones the reference fix undoes: they are the answer, so they live here
     # (which participants leave closed), not in mystery.yaml, which the worksheet sends them to.
     cause: list[str] = field(default_factory=list)
+    # An exercise whose cause arrives mid-run (`onset_step` in `cause`) may also ask for the run's last good step:
+    # {"tolerance": K}, the steps an answer may be off the doctor's (`playground.exercise.check_last_good`).
+    last_good: dict[str, int] | None = None
 
     @property
     def right_ids(self) -> list[str]:
@@ -96,7 +99,9 @@ def public_view(ex: Exercise, root: Path | None = None) -> dict[str, Any]:
     return {"number": ex.number, "id": ex.id, "title": dict(ex.title), "task": ex.task,
             "worksheet": {lang: ex.worksheet(lang) for lang in ("en", "zh")}, "hints": list(ex.hints),
             "run": str(mystery_dir(ex, root).resolve()), "start": f"{PYTHON} -m playground.exercise start {ex.number}",
-            "check": f"{PYTHON} -m playground.exercise check {ex.number} --diagnosis <id> --fix \"<key=value ...>\""}
+            "check": f"{PYTHON} -m playground.exercise check {ex.number} --diagnosis <id> --fix \"<key=value ...>\"",
+            "last_good": ex.last_good is not None,
+            "check_step": f"{PYTHON} -m playground.exercise check {ex.number} --last-good <step>"}
 
 
 def mark_solved(run_dir: Path) -> bool:

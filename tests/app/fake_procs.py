@@ -45,8 +45,10 @@ def write_train(argv: list[str]) -> None:
     lr = float(_value(argv, "actor_rollout_ref.actor.optim.lr") or (0.05 if "scenario=lr_too_high" in argv else 0.0025))
     unstable = lr >= 0.01
     fix = {**LR_TOO_HIGH, "fix": f"actor_rollout_ref.actor.optim.lr={lr / 10:g}"}
+    onset = _value(argv, "onset_step")  # run.json records it, as the trainer's does
     write_run(_value(argv, "hydra.run.dir"), scenario=_value(argv, "scenario") or "healthy", unstable=unstable,
-              overrides=_overrides(argv), findings=[fix] if unstable else [finding("healthy", "info", 1, 60)])
+              overrides=_overrides(argv), findings=[fix] if unstable else [finding("healthy", "info", 1, 60)],
+              extra_info={"onset_step": None if onset is None else int(onset)})
 
 
 def write_sweep(argv: list[str]) -> None:

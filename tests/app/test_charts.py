@@ -67,6 +67,18 @@ def test_an_onset_is_a_labelled_rule_on_the_run_charts_x_axis():
                                                                       onsets=onsets.iloc[:0])))
 
 
+def test_where_the_cause_arrived_is_its_own_dotted_blue_rule_beside_the_onsets():
+    onsets = pd.DataFrame({"x": [3.0, 2.0], "text": ["since step 3: lr_too_high", "the cause arrived: step 2"],
+                           "kind": ["onset", "cause"]})
+    spec = charts.to_spec(charts.metric_chart(_long([0.1, 0.2, 0.3, 0.4]), "actor/pg_clipfrac", onsets=onsets))
+    assert mark_types(spec)[-4:] == ["rule", "text", "rule", "text"]
+    onset_rule, _, cause_rule, cause_label = units(spec)[-4:]
+    assert onset_rule["mark"]["color"] == charts.ONSET_COLOR and cause_rule["mark"]["color"] == charts.CAUSE_COLOR
+    assert onset_rule["mark"]["strokeDash"] != cause_rule["mark"]["strokeDash"]
+    assert spec["datasets"][cause_label["data"]["name"]] == [
+        {"x": 2.0, "text": "the cause arrived: step 2", "kind": "cause"}]
+
+
 def test_pair_range_rule_timeline_heatmap_parallel_build():
     pair = _long([1.0, 2.0]).assign(metric="critic/vpred_mean")
     assert charts.to_spec(charts.pair_chart(pair, "vpred vs returns"))["mark"]["type"] == "line"

@@ -93,3 +93,15 @@ def test_the_status_line_of_a_run_its_user_stopped_says_so(tmp_path):
     assert lab_run.status_line(str(run)) == "**cartpole-stopped** · ■ stopped by you · step 12/60"
     (run / "run.json").write_text(json.dumps({**info, "error": "terminated by signal SIGTERM"}))
     assert lab_run.status_line(str(run)) == "**cartpole-stopped** · ■ interrupted · step 12/60"
+
+
+def test_the_cause_is_compared_with_the_doctors_onset_only_for_a_run_whose_cause_arrived_mid_run():
+    report = {"last_good": {"onset_step": 24, "finding": "lr_too_high", "step": 23}}
+    assert lab_run.cause_vs_onset({"onset_step": 20}, report) == {"step": 20, "onset": 24, "finding": "lr_too_high",
+                                                                  "lag": 4}
+    early = {"last_good": {"onset_step": 12, "finding": "value_drift", "step": 11}}
+    assert lab_run.cause_vs_onset({"onset_step": 20}, early)["lag"] == -8  # a problem of the healthy part
+    assert lab_run.cause_vs_onset({"onset_step": 20}, {"findings": []}) == {"step": 20, "onset": None,
+                                                                            "finding": None, "lag": None}
+    assert lab_run.cause_vs_onset({"onset_step": None}, report) is None
+    assert lab_run.cause_vs_onset({}, report) is None

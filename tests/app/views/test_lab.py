@@ -370,3 +370,70 @@ def test_every_short_run_file_names_a_scenario_of_its_task_and_validates():
         assert knobs.lab_config(task, scenario).error is None
         text = (Path(CONF_DIR) / knobs.SHORT_RUN / f"{name}.yaml").read_text(encoding="utf-8")
         assert text.startswith("# @package _global_\n") and f"+{knobs.SHORT_RUN}={name}" in text
+
+
+def test_at_step_n_is_offered_where_the_cause_arrives_mid_run_and_refused_with_the_reason_elsewhere(lab):
+    # cartpole healthy: nothing arrives, the choice is disabled and says why (playground/config/onset_forms.yaml)
+    assert lab.radio(key="lab_onset_mode").disabled and lab.radio(key="lab_onset_mode").value == "start"
+    assert any("healthy cannot arrive mid-run here: it does not arrive mid-run: nothing arrives" in c.value
+               for c in lab.caption)
+    at = lab.selectbox(key="lab_scenario").set_value("lr_too_low").run()
+    assert at.radio(key="lab_onset_mode").disabled
+    assert any(c.value.startswith("lr_too_low cannot arrive mid-run here: it does not arrive mid-run: a learning rate "
+                                  "lowered") for c in at.caption)
+    at = _short_lr_too_high(at)
+    assert not at.radio(key="lab_onset_mode").disabled
+    assert [w.key for w in at.number_input if w.key == "lab_onset_step"] == []  # from the start: no step field
+    assert at.code[0].value.startswith(".venv/bin/python -m playground.train task=cartpole scenario=lr_too_high "
+                                       "actor_rollout_ref")
+
+
+def test_at_step_n_starts_at_a_quarter_of_the_run_within_its_bounds_and_goes_into_the_command(lab, runs, spawn):
+    at = _short_lr_too_high(lab)
+    at.radio(key="lab_onset_mode").set_value("step").run()
+    field = at.number_input(key="lab_onset_step")
+    assert field.value == 7 and field.min == 2 and field.max == 30  # a quarter of 30 steps, bounded [2, 30]
+    assert at.code[0].value == (".venv/bin/python -m playground.train task=cartpole scenario=lr_too_high onset_step=7 "
+                                "actor_rollout_ref.actor.optim.lr_scheduler_type=constant "
+                                "trainer.total_training_steps=30")
+    at.number_input(key="lab_onset_step").set_value(12).run()
+    at.number_input(key="knob_steps").set_value(10).run()  # a shorter run takes the onset inside it
+    assert at.number_input(key="lab_onset_step").value == 10 and at.number_input(key="lab_onset_step").max == 10
+    at.number_input(key="knob_steps").set_value(30).run()
+    at.number_input(key="lab_onset_step").set_value(12).run()
+    at.button(key="lab_train").click().run()
+    assert not at.exception
+    (argv,) = spawn.argvs
+    assert "onset_step=12" in argv and run_dir_of(argv).name.endswith("cartpole-lr_too_high-at12")
+    at.radio(key="lab_onset_mode").set_value("start").run()
+    assert "onset_step" not in at.code[0].value
+
+
+def test_the_onset_choice_is_kept_across_pages_and_reset_by_another_scenario(lab):
+    at = _short_lr_too_high(lab)
+    at.radio(key="lab_onset_mode").set_value("step").run()
+    at.number_input(key="lab_onset_step").set_value(9).run()
+    assert at.session_state["lab_form"]["onset"] == 9
+    at.switch_page("views/glossary.py").run()
+    at.switch_page("views/lab.py").run()
+    assert at.radio(key="lab_onset_mode").value == "step" and at.number_input(key="lab_onset_step").value == 9
+    assert "onset_step=9" in at.code[0].value
+    at.selectbox(key="lab_scenario").set_value("entropy_collapse").run()
+    assert at.radio(key="lab_onset_mode").value == "start" and at.session_state["lab_form"]["onset"] is None
+
+
+def test_the_labs_charts_mark_where_the_cause_arrived_beside_the_doctors_onset(lab, runs, spawn):
+    at = _short_lr_too_high(lab)
+    at.radio(key="lab_onset_mode").set_value("step").run()
+    at.button(key="lab_train").click().run()
+    (run_dir,) = _lab_dirs(runs)
+    write_last_good(run_dir, 11, "lr_too_high", 10)
+    at.run()
+    assert not at.exception
+    assert ("The cause arrived at step **7** (the run's `onset_step`); the dotted blue rule on the charts marks it, "
+            "beside the doctor's dashed rule where it saw the first problem begin.") in texts(at)
+    assert "The doctor's onset: step **11** (lr_too_high), 4 steps after the cause arrived." in texts(at)
+    clipfrac = next(c for c in charts_of(at) if spec_title(json.loads(c.proto.spec)) == "actor/pg_clipfrac")
+    marks = [r for f in chart_data(clipfrac) if {"x", "text"} <= set(f) for r in f[["x", "text"]].to_dict("records")]
+    assert sorted(marks, key=lambda r: r["x"]) == [{"x": 7.0, "text": "the cause arrived: step 7"},
+                                                   {"x": 11.0, "text": "since step 11: lr_too_high"}]

@@ -16,7 +16,7 @@ from playground.teach.learning_path import load
 
 from app_helpers import ENTRY, chart_data, charts_of, texts
 from fake_procs import run_dir_of
-from fake_runs import finding, write_run
+from fake_runs import finding, write_last_good, write_run
 
 CHAPTERS = {chapter.section: chapter for chapter in load([name for name, _ in DEMO_RUNS])}
 TOKEN_TASKS = {"reverse", "calc", "countdown"}
@@ -105,7 +105,7 @@ def test_the_chapters_are_reachable_one_after_another(demo):
         walked.append(at.header[0].value.split(" · ")[0])
     assert walked == list(CHAPTERS)
     at.button(key="learn_prev").click().run()
-    assert at.radio(key="learn_chapter").value == "§7"
+    assert at.radio(key="learn_chapter").value == "§11"
 
 
 def test_inspect_opens_the_token_inspector_at_the_step_where_it_breaks(demo):
@@ -126,6 +126,31 @@ def test_without_its_finding_the_inspector_opens_on_the_broken_runs_last_step(de
     assert "reverse-response_truncation, step 20, focus: zero_adv" in texts(at)  # the run's last step
     at.button(key="learn_inspect_4").click().run()
     assert not at.exception and at.session_state["inspector_alike"]  # the zero-advantage groups
+
+
+def test_the_turn_chapter_marks_the_cause_and_the_onset_and_inspects_at_the_onset(demo):
+    chapter = CHAPTERS["§11.3"]
+    run = write_run(demo / chapter.broken, family="token", task="reverse", scenario="rollout_mismatch", steps=40,
+                    findings=[finding("rollout_mismatch", "warning", BREAKS_AT, 40)],
+                    overrides=dict(DEMO_RUNS)[chapter.broken], extra_info={"onset_step": 5})
+    write_last_good(run, 6, "rollout_mismatch", 5)
+    at = _page(section="§11.3")
+    assert not any(b.key == "learn_inspect_11-3" for b in at.button)  # the broken run waits for the prediction
+    at = _commit(at, "§11.3", chapter.question.right)
+    assert not at.exception
+    said = texts(at)
+    assert ("The cause arrived in reverse-rollout_mismatch-at12 at step **5** (run.json's `onset_step`): the dotted "
+            "blue rule on the charts.") in said
+    assert ("The diagnosis saw its first problem, rollout_mismatch, begin at step **6** (the dashed rule): the last "
+            "good step is **5**, the checkpoint to go back to.") in said
+    marks = [r for c in charts_of(at) for f in chart_data(c) if {"x", "text", "kind"} <= set(f)
+             for r in f[["x", "text", "kind"]].to_dict("records")]
+    assert {"x": 5.0, "text": "the cause arrived: step 5", "kind": "cause"} in marks
+    assert {"x": 6.0, "text": "since step 6: rollout_mismatch", "kind": "onset"} in marks
+    assert "reverse-rollout_mismatch-at12, step 6, focus: mismatch" in said  # at the onset, not the finding's step 7
+    at.button(key="learn_inspect_11-3").click().run()
+    assert not at.exception and at.selectbox(key="inspector_run").value == str(run)
+    assert at.session_state["inspector_quantity"] == "mismatch"
 
 
 def test_gym_chapters_and_the_one_without_a_broken_run_offer_no_inspector(demo):

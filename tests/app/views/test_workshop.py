@@ -13,7 +13,7 @@ from playground.rundir.runs import read_run_info
 from playground.teach.workshop import find, read_progress, save_progress
 
 from app_helpers import ENTRY, charts_of, show, texts
-from fake_runs import finding, write_run
+from fake_runs import finding, write_last_good, write_run
 
 EX = "01_cartpole_relapse"
 ANSWER = "lr_too_high"
@@ -165,3 +165,26 @@ def test_a_fix_is_checked_by_a_queued_check_and_a_bad_one_refused(app, workshop,
     assert "✓ Healthy: the engine finds no warning." in [s.value for s in at.success]  # the check's own lines
     save_progress(find("1"), {"diagnosed": True, "solved": True}, workshop)  # what a passing check records
     assert "Solved: a fix of yours passed the check" in texts(at.run())
+
+
+def test_the_last_good_step_is_asked_and_checked_on_the_page_where_an_exercise_asks_for_it(app, workshop):
+    run = write_run(workshop / "15_cartpole_turned" / "mystery", scenario="lr_too_high", mystery=True, unstable=True,
+                    steps=80, findings=[finding(ANSWER, "warning", 24, 80)], extra_info={"onset_step": 20},
+                    overrides=["task=cartpole", "scenario=mystery", "trainer.mystery=true", "scenario=lr_too_high",
+                               "onset_step=20"])
+    write_last_good(run, 20, ANSWER, 19)
+    at = _workshop(app)
+    assert not any(w.key == "workshop_last_good" for w in at.number_input)  # exercise 1 does not ask for it
+    at.selectbox(key="workshop_exercise").set_value(15).run()
+    assert not at.exception
+    assert at.button(key="workshop_submit_step").disabled  # nothing answered yet
+    at.number_input(key="workshop_last_good").set_value(10).run()
+    at.button(key="workshop_submit_step").click().run()
+    assert any(w.value.startswith("✗ Last good step 10: too early") for w in at.warning)
+    assert "The cause really arrived" not in texts(at) and not read_run_info(run).get("solved")
+    at.number_input(key="workshop_last_good").set_value(20).run()
+    at.button(key="workshop_submit_step").click().run()
+    assert any(s.value.startswith("✓ Last good step 20: right (the doctor says 19;") for s in at.success)
+    assert "The cause really arrived at step 20 (run.json's onset_step)" in texts(at)
+    assert read_progress(find("15"), workshop)["last_good"] is True
+    assert ".venv/bin/python -m playground.exercise check 15 --last-good <step>" in at.code[-1].value
