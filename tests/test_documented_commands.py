@@ -48,6 +48,10 @@ def commands(markdown: str) -> list[str]:
 def filled(command: str, number: int | None) -> str:
     """The worksheet's placeholders with the exercise's answer (README's example is exercise 3)."""
     ex = next(e for e in load_all() if e.number == (number or 3))
+    # a turning run's last good step: the step before its cause arrived (the doctor's, within the exercise's tolerance)
+    onset = next((int(o.split("=", 1)[1]) for o in ex.cause if o.startswith("onset_step=")), None)
+    if onset is not None:
+        command = command.replace("<step>", str(onset - 1))
     return (command.replace("<id>", ex.diagnosis)
             .replace('"<key=value ...>"', shlex.quote(" ".join(ex.reference_fix)))
             .replace('"<overrides>"', shlex.quote(" ".join(ex.reference_fix))))
