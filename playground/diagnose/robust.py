@@ -77,16 +77,22 @@ def change_point(values: Sequence[float | None], toward: float) -> int | None:
     that maximises the standardised difference of the means before and after it (the CUSUM statistic of a single mean
     shift, |m_before - m_after| * sqrt(n_before * n_after / n)) among the splits whose after-mean is nearer `toward`
     than their before-mean; the earliest on a tie. None values are skipped; None where no split moves towards it."""
+    # running sums of the finite values before each split: one pass, not a mean of each side at every split
+    kept = [v if v is not None and math.isfinite(v) else None for v in values]
+    present = [v for v in kept if v is not None]
+    total_n, total = len(present), math.fsum(present)
+    n_b, sum_b = 0, 0.0
     best, best_at = -1.0, None
     for at in range(1, len(values)):
-        before = [v for v in values[:at] if v is not None and math.isfinite(v)]
-        after = [v for v in values[at:] if v is not None and math.isfinite(v)]
-        if not before or not after:
+        previous = kept[at - 1]
+        if previous is not None:
+            n_b, sum_b = n_b + 1, sum_b + previous
+        n_a = total_n - n_b
+        if not n_b or not n_a:
             continue
-        m_b, m_a = statistics.fmean(before), statistics.fmean(after)
+        m_b, m_a = sum_b / n_b, (total - sum_b) / n_a
         if abs(m_a - toward) >= abs(m_b - toward):
             continue
-        n_b, n_a = len(before), len(after)
         stat = abs(m_b - m_a) * math.sqrt(n_b * n_a / (n_b + n_a))
         if stat > best:
             best, best_at = stat, at
