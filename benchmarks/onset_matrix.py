@@ -21,12 +21,9 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import tempfile
-import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from benchmarks.scenario_matrix import PANEL, cells, seeds_arg, train_cell
+from benchmarks.scenario_matrix import add_cell_args, cells, run_cells, train_cell
 from playground.config import compose
 from playground.config.onset import onset_form
 from playground.diagnose.engine import rules
@@ -104,32 +101,20 @@ def markdown(results: list[dict], wall: float) -> str:
 
 def run_onset_matrix(seeds: tuple[int, ...], todo: list[tuple[str, str]], *, jobs: int = 1,
                      out: Path | None = None) -> tuple[list[dict], float]:
-    start = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp:
-        base = out or Path(tmp)
+    """Train each cell with its cause arriving at `onset_of`, and judge it (`scenario_matrix.run_cells`)."""
 
-        def one(cell: tuple[str, str]) -> dict:
-            task, scenario = cell
-            onset = onset_of(task, scenario)
-            sweep = base / f"{task}_{scenario}_onset{onset}"
-            wall = train_cell(task, scenario, seeds, sweep, [f"onset_step={onset}"])
-            result = judge_cell(task, scenario, onset, sweep, wall)
-            print(json.dumps(result), flush=True)
-            return result
+    def one(task: str, scenario: str, base: Path) -> dict:
+        onset = onset_of(task, scenario)
+        sweep = base / f"{task}_{scenario}_onset{onset}"
+        return judge_cell(task, scenario, onset, sweep, train_cell(task, scenario, seeds, sweep,
+                                                                   [f"onset_step={onset}"]))
 
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            results = list(pool.map(one, todo))
-    return results, time.perf_counter() - start
+    return run_cells(todo, one, jobs=jobs, out=out)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.onset_matrix", description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=seeds_arg, default=PANEL, help="e.g. 101-110 (the panel) or 1,2,3")
-    parser.add_argument("--tasks", type=lambda t: t.split(","), default=None)
-    parser.add_argument("--scenarios", type=lambda t: t.split(","), default=None)
-    parser.add_argument("--jobs", type=int, default=1, help="multiruns at a time (each trains on one thread)")
-    parser.add_argument("--out", type=Path, default=None, help="keep the run dirs here")
-    parser.add_argument("--markdown", type=Path, default=None, help="also write the table as Markdown here")
+    add_cell_args(parser, jobs=1)
     args = parser.parse_args(argv)
     results, wall = run_onset_matrix(args.seeds, onset_cells(args.tasks, args.scenarios), jobs=args.jobs,
                                      out=args.out)

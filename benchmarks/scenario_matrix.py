@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -158,15 +159,21 @@ def markdown(results: list[dict], wall: float) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.scenario_matrix", description=__doc__.splitlines()[0])
+def add_cell_args(parser: argparse.ArgumentParser, jobs: int) -> None:
+    """The options every cell benchmark takes: which seeds, tasks and scenarios, how many at a time, where to keep the
+    run dirs and the Markdown table."""
     parser.add_argument("--seeds", type=seeds_arg, default=PANEL, help="e.g. 101-110 (the panel) or 1,2,3")
     parser.add_argument("--tasks", type=lambda t: t.split(","), default=None)
     parser.add_argument("--scenarios", type=lambda t: t.split(","), default=None)
-    parser.add_argument("--jobs", type=int, default=2, help="multiruns at a time (each trains on one thread)")
+    parser.add_argument("--jobs", type=int, default=jobs, help="multiruns at a time (each trains on one thread)")
     parser.add_argument("--out", type=Path, default=None, help="keep the run dirs here")
+    parser.add_argument("--markdown", type=Path, default=None, help="also write the table as Markdown here")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.scenario_matrix", description=__doc__.splitlines()[0])
+    add_cell_args(parser, jobs=2)
     parser.add_argument("--override", action="append", default=[], help="an extra override for every cell (tuning)")
-    parser.add_argument("--markdown", type=Path, default=None, help="also write the matrix as a Markdown table here")
     args = parser.parse_args(argv)
     results, wall = run_matrix(args.seeds, cells(args.tasks, args.scenarios), jobs=args.jobs, out=args.out,
                                extra=args.override)
@@ -178,23 +185,33 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def run_matrix(seeds: tuple[int, ...], todo: list[tuple[str, str]], *, jobs: int = 2, out: Path | None = None,
-               extra: list[str] | None = None) -> tuple[list[dict], float]:
-    """Train and judge every cell (a JSON line each as it ends); returns the results and the wall seconds."""
+def run_cells(todo: list[tuple[str, str]], one_cell: Callable[[str, str, Path], dict], *, jobs: int,
+              out: Path | None) -> tuple[list[dict], float]:
+    """Train and judge every cell with `one_cell(task, scenario, base_dir)` (a JSON line each as it ends), `jobs` at a
+    time, under `out` (else a temporary dir); returns the results and the wall seconds."""
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         base = out or Path(tmp)
 
         def one(cell: tuple[str, str]) -> dict:
-            task, scenario = cell
-            sweep = base / f"{task}_{scenario}"
-            result = judge_cell(task, scenario, sweep, train_cell(task, scenario, seeds, sweep, extra or []))
+            result = one_cell(*cell, base)
             print(json.dumps(result), flush=True)
             return result
 
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             results = list(pool.map(one, todo))
     return results, time.perf_counter() - start
+
+
+def run_matrix(seeds: tuple[int, ...], todo: list[tuple[str, str]], *, jobs: int = 2, out: Path | None = None,
+               extra: list[str] | None = None) -> tuple[list[dict], float]:
+    """Train and judge every cell (a JSON line each as it ends); returns the results and the wall seconds."""
+
+    def one(task: str, scenario: str, base: Path) -> dict:
+        sweep = base / f"{task}_{scenario}"
+        return judge_cell(task, scenario, sweep, train_cell(task, scenario, seeds, sweep, extra or []))
+
+    return run_cells(todo, one, jobs=jobs, out=out)
 
 
 if __name__ == "__main__":
